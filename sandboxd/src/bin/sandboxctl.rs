@@ -1,0 +1,5 @@
+//! `sandboxctl`: see `sandboxctl --help`.
+
+fn main() {
+    std::process::exit(sandboxd::ctl::main_impl(std::env::args_os()));
+}

@@ -1,0 +1,146 @@
+//! Command line of `sandboxd` and the fault switches.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+const FAULT_HELP: &str = "\
+Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
+  delete-delay=DURATION  deletes finish DURATION late (the sandbox stays `deleting`)
+  delete-fail=N          the first N DELETE /api/sandboxes/{name} requests answer 503
+  list-lag=DURATION      GET /api/sandboxes shows the state as it was DURATION ago
+  drop-exec-env          exec ignores the per-call `env` (a reproducible product bug)
+  crash-after=N          abort after serving N requests (health checks not counted),
+                         leaving sandbox processes behind for a restart to reap
+Durations use humantime syntax: 250ms, 2s, 5m.";
+
+/// `sandboxd`: the reference sandbox gateway.
+#[derive(Debug, Parser)]
+#[command(name = "sandboxd", version, about = "A small sandbox gateway: real directories, real process groups, JSON over HTTP.")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands of `sandboxd`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API until SIGTERM or SIGINT.
+    #[command(after_help = FAULT_HELP)]
+    Serve(ServeArgs),
+}
+
+/// Arguments of `sandboxd serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Directory holding all state (identity, sessions, sandboxes); created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub home: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// How long after start the raw token is accepted (sessions keep working after).
+    #[arg(long, default_value = "5m", value_parser = parse_duration, value_name = "DURATION")]
+    pub token_window: Duration,
+    /// Maximum number of sandboxes (deleting ones count until gone); unlimited if unset.
+    #[arg(long, value_name = "N")]
+    pub max_sandboxes: Option<usize>,
+    /// Enable a fault switch (see below).
+    #[arg(long = "fault", value_name = "NAME[=VALUE]", value_parser = parse_fault)]
+    pub faults: Vec<Fault>,
+}
+
+/// One `--fault` switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Deletes finish this much later.
+    DeleteDelay(Duration),
+    /// The first N deletes answer 503.
+    DeleteFail(u64),
+    /// Lists show the state as it was this long ago.
+    ListLag(Duration),
+    /// Exec ignores the per-call env.
+    DropExecEnv,
+    /// Abort after N requests.
+    CrashAfter(u64),
+}
+
+/// All fault switches, resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// `delete-delay`.
+    pub delete_delay: Option<Duration>,
+    /// `delete-fail`.
+    pub delete_fail: u64,
+    /// `list-lag`.
+    pub list_lag: Option<Duration>,
+    /// `drop-exec-env`.
+    pub drop_exec_env: bool,
+    /// `crash-after`.
+    pub crash_after: Option<u64>,
+}
+
+impl Faults {
+    /// Folds the switches; a later switch of the same kind wins.
+    pub fn from_list(list: &[Fault]) -> Self {
+        let mut f = Faults::default();
+        for x in list {
+            match x {
+                Fault::DeleteDelay(d) => f.delete_delay = Some(*d),
+                Fault::DeleteFail(n) => f.delete_fail = *n,
+                Fault::ListLag(d) => f.list_lag = Some(*d),
+                Fault::DropExecEnv => f.drop_exec_env = true,
+                Fault::CrashAfter(n) => f.crash_after = Some(*n),
+            }
+        }
+        f
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (examples: 250ms, 2s, 5m)"))
+}
+
+fn parse_count(name: &str, v: &str) -> Result<u64, String> {
+    v.parse().map_err(|_| format!("fault `{name}` needs a non-negative integer, got {v:?}"))
+}
+
+/// Parses `NAME[=VALUE]`.
+pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
+    let (name, value) = match s.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (s, None),
+    };
+    let need = |v: Option<&'a str>| v.ok_or_else(|| format!("fault `{name}` needs a value: {name}=VALUE"));
+    match name {
+        "delete-delay" => Ok(Fault::DeleteDelay(parse_duration(need(value)?)?)),
+        "delete-fail" => Ok(Fault::DeleteFail(parse_count(name, need(value)?)?)),
+        "list-lag" => Ok(Fault::ListLag(parse_duration(need(value)?)?)),
+        "crash-after" => Ok(Fault::CrashAfter(parse_count(name, need(value)?)?)),
+        "drop-exec-env" => match value {
+            None => Ok(Fault::DropExecEnv),
+            Some(_) => Err("fault `drop-exec-env` takes no value".into()),
+        },
+        _ => Err(format!(
+            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        assert_eq!(parse_fault("delete-delay=250ms"), Ok(Fault::DeleteDelay(Duration::from_millis(250))));
+        assert_eq!(parse_fault("delete-fail=2"), Ok(Fault::DeleteFail(2)));
+        assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
+        assert!(parse_fault("delete-fail").is_err());
+        assert!(parse_fault("drop-exec-env=1").is_err());
+        assert!(parse_fault("nope").unwrap_err().contains("expected one of"));
+    }
+}

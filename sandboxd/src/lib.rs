@@ -1,0 +1,30 @@
+//! `sandboxd`: the reference pod of testkit, a small sandbox gateway.
+//!
+//! Sandboxes are real directories under HOME; commands run in them as real
+//! process groups; the API is JSON over HTTP on loopback, authenticated by a
+//! token that opens a cookie session. `sandboxctl` is its command line client.
+//!
+//! ```text
+//! $ sandboxd serve --home /tmp/pod --listen 127.0.0.1:0
+//! {"name":"sandboxd-k3v9x0qa","base_url":"http://127.0.0.1:41234","port":41234,"token":"..."}
+//! $ sandboxctl --handle handle.json sandbox create demo --label team=qa
+//! $ sandboxctl --handle handle.json sandbox exec demo -- sh -c 'echo hi'
+//! ```
+//!
+//! # Known limitations
+//!
+//! - Linux only (process groups are tracked through `/proc`).
+//! - Background processes are forgotten at restart (their groups are killed).
+//! - No isolation beyond the working directory and a clean environment:
+//!   a sandbox is a test fixture, not a security boundary.
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod api;
+pub mod config;
+pub mod ctl;
+mod error;
+mod procs;
+mod server;
+mod state;
+
+pub use server::{serve, ServeError, FILE_BODY_LIMIT, JSON_BODY_LIMIT};

@@ -1,0 +1,218 @@
+//! Integration tests: each test starts the real `sandboxd` binary on a free
+//! loopback port with its own HOME and drives it over HTTP (or `sandboxctl`).
+
+mod api;
+mod cli;
+mod faults;
+mod files;
+mod lifecycle;
+mod processes;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use reqwest::{Method, StatusCode};
+use sandboxd::api::Handle;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A running `sandboxd`; SIGTERM then SIGKILL (of its whole group) on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub handle: Handle,
+    pub home: Arc<TempDir>,
+    _logs: TempDir,
+    pub log: PathBuf,
+    /// Authenticated client (bearer + cookie store).
+    pub client: reqwest::Client,
+}
+
+impl Server {
+    pub fn start(args: &[&str]) -> Server {
+        Self::start_in(Arc::new(TempDir::new().unwrap()), args)
+    }
+
+    pub fn start_in(home: Arc<TempDir>, args: &[&str]) -> Server {
+        use std::os::unix::process::CommandExt;
+        let logs = TempDir::new().unwrap();
+        let log = logs.path().join("stderr.log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
+            .arg("serve")
+            .arg("--home")
+            .arg(home.path())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn sandboxd");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) if !l.is_empty() => l,
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sandboxd did not print its handle ({other:?}); log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+            }
+        };
+        let handle: Handle = serde_json::from_str(line.trim()).expect("handle JSON");
+        let client = authed_client(&handle.token);
+        Server { child: Some(child), handle, home, _logs: logs, log, client }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.handle.base_url, path)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A request with the authenticated client; answers status and JSON (or Null).
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        call(&self.client, method, &self.url(path), body).await
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    pub async fn create(&self, name: &str) -> Value {
+        let (st, v) = self.post("/api/sandboxes", serde_json::json!({ "name": name })).await;
+        assert_eq!(st, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    /// Polls until `GET /api/sandboxes/{name}` is 404.
+    pub async fn wait_gone(&self, name: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let (st, v) = self.get(&format!("/api/sandboxes/{name}")).await;
+            if st == StatusCode::NOT_FOUND {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{name} still there: {st} {v}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM and wait for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+        wait_child(&mut child, Duration::from_secs(20)).expect("sandboxd did not exit within 20s of SIGTERM")
+    }
+
+    /// Waits for the server to exit by itself (crash faults).
+    pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        match wait_child(&mut child, limit) {
+            Some(st) => st,
+            None => {
+                self.child = Some(child);
+                panic!("sandboxd did not exit within {limit:?}");
+            }
+        }
+    }
+}
+
+fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pgid = Pid::from_raw(child.id() as i32);
+            let _ = kill(pgid, Signal::SIGTERM);
+            if wait_child(&mut child, Duration::from_secs(10)).is_none() {
+                let _ = killpg(pgid, Signal::SIGKILL);
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+pub fn authed_client(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    reqwest::Client::builder().cookie_store(true).default_headers(headers).build().unwrap()
+}
+
+pub fn plain_client() -> reqwest::Client {
+    reqwest::Client::builder().build().unwrap()
+}
+
+pub async fn call(client: &reqwest::Client, method: Method, url: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let mut req = client.request(method, url);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.expect("request");
+    let st = resp.status();
+    let bytes = resp.bytes().await.expect("body");
+    (st, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// Asserts the JSON error shape and returns the code.
+pub fn err_code(v: &Value) -> &str {
+    assert!(v["error"]["message"].is_string(), "not an error body: {v}");
+    v["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {v}"))
+}
+
+/// Whether a process group still exists (`kill(-pgid, 0)` is not ESRCH).
+pub fn group_exists(pgid: i32) -> bool {
+    !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
+}
+
+/// Polls until the group is gone (zombies reparented to init can take a few seconds to be reaped).
+pub fn wait_group_gone(pgid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while group_exists(pgid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+pub fn write_handle(dir: &Path, h: &Handle) -> PathBuf {
+    let p = dir.join("handle.json");
+    std::fs::write(&p, serde_json::to_string(h).unwrap()).unwrap();
+    p
+}

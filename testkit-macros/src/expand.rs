@@ -1,0 +1,110 @@
+//! Glues parsing and validation together and writes the registration.
+//!
+//! The function is re-emitted exactly as written, errors or not, so IDEs keep
+//! working while the attribute is wrong. What is generated per test is kept
+//! small (a suite has hundreds): one wrapper function and one
+//! `inventory::submit!`.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::{FnArg, LitStr, ReturnType};
+
+use crate::error::Ctxt;
+use crate::parse::{self, Options, TestFn};
+use crate::validate;
+
+pub(crate) fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut errors = Ctxt::default();
+    let options = parse::options(args, &mut errors);
+    let test = match TestFn::parse(item.clone()) {
+        Ok(test) => test,
+        Err(error) => {
+            errors.push(error);
+            return with_errors(item, errors);
+        }
+    };
+    let description = validate::test(&test, &options, &mut errors);
+    match errors.finish() {
+        Ok(()) => {
+            let registration = register(&test, &options, &description);
+            quote!(#item #registration)
+        }
+        Err(error) => {
+            let mut tokens = item;
+            tokens.extend(error.into_compile_error());
+            tokens
+        }
+    }
+}
+
+fn with_errors(mut item: TokenStream, errors: Ctxt) -> TokenStream {
+    if let Err(error) = errors.finish() {
+        item.extend(error.into_compile_error());
+    }
+    item
+}
+
+fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream {
+    let sig = &test.sig;
+    let ident = &sig.ident;
+    let name = LitStr::new(&ident.unraw().to_string(), ident.span());
+    let description = LitStr::new(description, Span::call_site());
+    let line = quote_spanned!(ident.span()=> ::core::line!());
+
+    // Spanned at the user's tokens, so that a `Cx` or `Result` that is not
+    // testkit's is reported on the parameter or return type.
+    let cx = match sig.inputs.first() {
+        Some(FnArg::Typed(arg)) => quote_spanned!(arg_span(&arg.ty)=> cx),
+        _ => quote!(cx),
+    };
+    let boxed = match &sig.output {
+        ReturnType::Type(_, ty) => {
+            quote_spanned!(arg_span(ty)=> ::std::boxed::Box::pin(#ident(#cx)))
+        }
+        ReturnType::Default => quote!(::std::boxed::Box::pin(#ident(#cx))),
+    };
+
+    let ignore = option(options.ignore.as_ref());
+    let known_issue = option(options.known_issue.as_ref());
+    let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
+    let timeout_ms = match options.timeout_ms {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
+    let requires = options.requires.as_deref().unwrap_or_default();
+
+    quote! {
+        const _: () = {
+            fn __testkit_run(cx: &mut ::testkit::Cx) -> ::testkit::__private::BoxFuture<'_> {
+                #boxed
+            }
+            ::testkit::__private::inventory::submit! {
+                ::testkit::__private::TestDef {
+                    module_path: ::core::module_path!(),
+                    name: #name,
+                    description: #description,
+                    file: ::core::file!(),
+                    line: #line,
+                    ignore: #ignore,
+                    timeout_ms: #timeout_ms,
+                    known_issue: #known_issue,
+                    fails_with: #fails_with,
+                    requires: &[#(#requires),*],
+                    run: __testkit_run,
+                }
+            }
+        };
+    }
+}
+
+fn arg_span(ty: &syn::Type) -> Span {
+    syn::spanned::Spanned::span(ty)
+}
+
+fn option(value: Option<&LitStr>) -> TokenStream {
+    match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
+    }
+}

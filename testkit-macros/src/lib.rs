@@ -1,0 +1,45 @@
+//! The `#[testkit::test]` attribute. Spec authors use it through the
+//! `testkit` crate, which re-exports it; depend on `testkit`, not on this
+//! crate.
+//!
+//! ```ignore
+//! use testkit::prelude::*;
+//!
+//! /// A created sandbox is listed by name and is gone after delete.
+//! #[testkit::test(timeout = "2m", requires = ["exec"])]
+//! async fn create_list_delete(cx: &mut Cx) -> testkit::Result {
+//!     Ok(())
+//! }
+//!
+//! testkit::main!();
+//! ```
+//!
+//! The macro only parses ([`parse`]), validates ([`validate`]) and expands
+//! ([`expand`]); every message it can print lives in [`error`].
+//!
+//! # Known limitations
+//!
+//! - The description is read from literal doc comments only. A
+//!   `#[doc = include_str!(..)]` attribute cannot be read by a macro: it counts
+//!   as a paragraph break, and a test whose only documentation is such an
+//!   attribute is rejected with an error that says so.
+//! - When `#[test]` is written *above* `#[testkit::test]`, rustc's own test
+//!   harness takes the function first: outside `cargo test` builds it removes
+//!   the function before this macro runs, so nothing can be reported.
+#![warn(missing_docs, unreachable_pub)]
+
+extern crate proc_macro;
+
+mod error;
+mod expand;
+mod parse;
+mod validate;
+
+use proc_macro::TokenStream;
+
+/// Registers an `async fn name(cx: &mut testkit::Cx) -> testkit::Result` as a
+/// testkit test. See the `testkit` crate for the options.
+#[proc_macro_attribute]
+pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::test(args.into(), item.into()).into()
+}

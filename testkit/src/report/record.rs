@@ -1,0 +1,151 @@
+//! The per-test record: what crosses the process boundary from a test process
+//! to the reporters and the runner. Versioned; fields are only ever added.
+
+use serde::{Deserialize, Serialize};
+
+use crate::__private::TestDef;
+use crate::run::Run;
+
+/// The version of [`TestRecord`]'s schema.
+pub const RECORD_SCHEMA_VERSION: u32 = 1;
+
+/// The outcome of one test, as reports show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The test passed and its cleanup was verified.
+    Passed,
+    /// The body failed, or its cleanup did.
+    Failed,
+    /// The test did not run; `skip_reason` says why.
+    Skipped,
+    /// A test pinned to a known issue failed as documented.
+    ExpectedFailure,
+    /// A test pinned to a known issue passed: the run fails.
+    UnexpectedPass,
+}
+
+/// Why a test failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The body returned `Err`.
+    Error,
+    /// The body panicked.
+    Panic,
+    /// The body outlived its timeout and was cancelled.
+    Timeout,
+    /// Deleting or verifying the test's resources failed: something leaked.
+    Cleanup,
+    /// A known issue's failure did not contain its `fails_with` text.
+    KnownIssueMismatch,
+    /// A test pinned to a known issue passed.
+    KnownIssueFixed,
+    /// The known issue's id is not listed in `KNOWN-ISSUES.md`.
+    KnownIssueUnlisted,
+}
+
+/// The cleanup of a test's resources, as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupState {
+    /// The test created nothing.
+    #[default]
+    Nothing,
+    /// Everything the test created was deleted and verified gone.
+    Verified,
+    /// `TESTKIT_KEEP` kept the resources.
+    Kept,
+    /// Something could not be deleted or verified gone.
+    Failed,
+}
+
+/// One resource a test created, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRecord {
+    /// The resource kind, as the suite declares it.
+    pub kind: String,
+    /// Its name on the pod.
+    pub name: String,
+    /// `created`, `deleted` (verified), `kept` or `leaked`.
+    pub state: String,
+}
+
+/// One test's record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TestRecord {
+    /// [`RECORD_SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The run's id.
+    pub run_id: String,
+    /// The test binary.
+    pub binary: String,
+    /// Full test name.
+    pub name: String,
+    /// The first paragraph of the doc comment.
+    pub description: String,
+    /// Where the test is defined.
+    pub file: String,
+    /// Line of the test function.
+    pub line: u32,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Why it failed, when it did.
+    pub failure_kind: Option<FailureKind>,
+    /// The failure, or for an expected failure the failure observed.
+    pub message: Option<String>,
+    /// Why it was skipped.
+    pub skip_reason: Option<String>,
+    /// When the test started, in milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// How long it took, cleanup included.
+    pub duration_ms: u64,
+    /// `known_issue = "ID"`.
+    pub known_issue: Option<String>,
+    /// `fails_with = "..."`.
+    pub fails_with: Option<String>,
+    /// `requires = [..]`.
+    pub requires: Vec<String>,
+    /// Capabilities the pod lacked.
+    pub capabilities_missing: Vec<String>,
+    /// Resources the test created.
+    pub resources: Vec<ResourceRecord>,
+    /// The cleanup as a whole.
+    pub cleanup: CleanupState,
+    /// The test's log, redacted.
+    pub output: String,
+}
+
+impl TestRecord {
+    pub(crate) fn new(run: &Run, def: &TestDef, name: String) -> TestRecord {
+        TestRecord {
+            schema: RECORD_SCHEMA_VERSION,
+            run_id: run.id.clone(),
+            binary: run.binary.clone(),
+            name,
+            description: def.description.to_owned(),
+            file: def.file.to_owned(),
+            line: def.line,
+            outcome: Outcome::Passed,
+            failure_kind: None,
+            message: None,
+            skip_reason: None,
+            started_at_ms: 0,
+            duration_ms: 0,
+            known_issue: def.known_issue.map(str::to_owned),
+            fails_with: def.fails_with.map(str::to_owned),
+            requires: def.requires.iter().map(|&s| s.to_owned()).collect(),
+            capabilities_missing: Vec::new(),
+            resources: Vec::new(),
+            cleanup: CleanupState::Nothing,
+            output: String::new(),
+        }
+    }
+
+    pub(crate) fn fail(&mut self, kind: FailureKind, message: String) {
+        self.outcome = Outcome::Failed;
+        self.failure_kind = Some(kind);
+        self.message = Some(message);
+    }
+}
