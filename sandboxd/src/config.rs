@@ -18,7 +18,11 @@ Durations use humantime syntax: 250ms, 2s, 5m.";
 
 /// `sandboxd`: the reference sandbox gateway.
 #[derive(Debug, Parser)]
-#[command(name = "sandboxd", version, about = "A small sandbox gateway: real directories, real process groups, JSON over HTTP.")]
+#[command(
+    name = "sandboxd",
+    version,
+    about = "A small sandbox gateway: real directories, real process groups, JSON over HTTP."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -101,11 +105,13 @@ impl Faults {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (examples: 250ms, 2s, 5m)"))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 250ms, 2s, 5m)"))
 }
 
 fn parse_count(name: &str, v: &str) -> Result<u64, String> {
-    v.parse().map_err(|_| format!("fault `{name}` needs a non-negative integer, got {v:?}"))
+    v.parse()
+        .map_err(|_| format!("fault `{name}` needs a non-negative integer, got {v:?}"))
 }
 
 /// Parses `NAME[=VALUE]`.
@@ -114,7 +120,8 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
         Some((n, v)) => (n, Some(v)),
         None => (s, None),
     };
-    let need = |v: Option<&'a str>| v.ok_or_else(|| format!("fault `{name}` needs a value: {name}=VALUE"));
+    let need =
+        |v: Option<&'a str>| v.ok_or_else(|| format!("fault `{name}` needs a value: {name}=VALUE"));
     match name {
         "delete-delay" => Ok(Fault::DeleteDelay(parse_duration(need(value)?)?)),
         "delete-fail" => Ok(Fault::DeleteFail(parse_count(name, need(value)?)?)),
@@ -136,7 +143,10 @@ mod tests {
 
     #[test]
     fn faults_parse() {
-        assert_eq!(parse_fault("delete-delay=250ms"), Ok(Fault::DeleteDelay(Duration::from_millis(250))));
+        assert_eq!(
+            parse_fault("delete-delay=250ms"),
+            Ok(Fault::DeleteDelay(Duration::from_millis(250)))
+        );
         assert_eq!(parse_fault("delete-fail=2"), Ok(Fault::DeleteFail(2)));
         assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
         assert!(parse_fault("delete-fail").is_err());

@@ -42,7 +42,13 @@ pub struct Ctl {
     #[arg(long, global = true, env = "SANDBOXD_URL", value_name = "URL")]
     url: Option<String>,
     /// API token (never printed).
-    #[arg(long, global = true, env = "SANDBOXD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        global = true,
+        env = "SANDBOXD_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     token: Option<String>,
     /// Output format.
     #[arg(long, global = true, value_enum, default_value = "table")]
@@ -128,7 +134,9 @@ struct ExecArgs {
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
-    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
 }
 
 /// An expected failure of `sandboxctl`, with its exit code.
@@ -143,7 +151,11 @@ enum CtlError {
         source: reqwest::Error,
     },
     #[error("{status}: {code}: {message}")]
-    Api { status: u16, code: String, message: String },
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
     #[error("{0}")]
     Other(String),
 }
@@ -165,18 +177,33 @@ struct Client {
 }
 
 impl Client {
-    async fn call<T: DeserializeOwned>(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<T, CtlError> {
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<T, CtlError> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url).bearer_auth(&self.token);
         if let Some(b) = body {
             req = req.json(&b);
         }
-        let resp = req.send().await.map_err(|source| CtlError::Unreachable { url: self.base.clone(), source })?;
+        let resp = req.send().await.map_err(|source| CtlError::Unreachable {
+            url: self.base.clone(),
+            source,
+        })?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|source| CtlError::Unreachable { url: self.base.clone(), source })?;
+        let bytes = resp.bytes().await.map_err(|source| CtlError::Unreachable {
+            url: self.base.clone(),
+            source,
+        })?;
         if !status.is_success() {
             return Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(e) => CtlError::Api { status: status.as_u16(), code: e.error.code, message: e.error.message },
+                Ok(e) => CtlError::Api {
+                    status: status.as_u16(),
+                    code: e.error.code,
+                    message: e.error.message,
+                },
                 Err(_) => CtlError::Api {
                     status: status.as_u16(),
                     code: "unknown".into(),
@@ -184,28 +211,52 @@ impl Client {
                 },
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| CtlError::Other(format!("unexpected answer from the server: {e}")))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| CtlError::Other(format!("unexpected answer from the server: {e}")))
     }
 }
 
 fn connect(ctl: &Ctl) -> Result<Client, CtlError> {
     let handle: Option<Handle> = match &ctl.handle {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| CtlError::Usage(format!("cannot read the handle {}: {e}", p.display())))?;
-            Some(serde_json::from_str(text.trim()).map_err(|e| CtlError::Usage(format!("invalid handle {}: {e}", p.display())))?)
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                CtlError::Usage(format!("cannot read the handle {}: {e}", p.display()))
+            })?;
+            Some(
+                serde_json::from_str(text.trim())
+                    .map_err(|e| CtlError::Usage(format!("invalid handle {}: {e}", p.display())))?,
+            )
         }
         None => None,
     };
-    let base = ctl.url.clone().or_else(|| handle.as_ref().map(|h| h.base_url.clone()));
-    let token = ctl.token.clone().or_else(|| handle.as_ref().map(|h| h.token.clone()));
-    let Some(base) = base else { return Err(CtlError::Usage("no server: pass --handle FILE or --url / SANDBOXD_URL".into())) };
-    let Some(token) = token else { return Err(CtlError::Usage("no token: pass --handle FILE or --token / SANDBOXD_TOKEN".into())) };
+    let base = ctl
+        .url
+        .clone()
+        .or_else(|| handle.as_ref().map(|h| h.base_url.clone()));
+    let token = ctl
+        .token
+        .clone()
+        .or_else(|| handle.as_ref().map(|h| h.token.clone()));
+    let Some(base) = base else {
+        return Err(CtlError::Usage(
+            "no server: pass --handle FILE or --url / SANDBOXD_URL".into(),
+        ));
+    };
+    let Some(token) = token else {
+        return Err(CtlError::Usage(
+            "no token: pass --handle FILE or --token / SANDBOXD_TOKEN".into(),
+        ));
+    };
     let http = reqwest::Client::builder()
         .cookie_store(true)
         .connect_timeout(Duration::from_secs(10))
         .build()
         .map_err(|e| CtlError::Other(format!("cannot build the HTTP client: {e}")))?;
-    Ok(Client { http, base: base.trim_end_matches('/').to_string(), token })
+    Ok(Client {
+        http,
+        base: base.trim_end_matches('/').to_string(),
+        token,
+    })
 }
 
 fn print_json(v: &impl serde::Serialize) {
@@ -213,7 +264,10 @@ fn print_json(v: &impl serde::Serialize) {
 }
 
 fn kv(map: &BTreeMap<String, String>) -> String {
-    map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    map.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn print_sandbox(out: Output, sb: &Sandbox) {
@@ -224,7 +278,10 @@ fn print_sandbox(out: Output, sb: &Sandbox) {
             println!("state:      {}", state_str(sb));
             println!("created_at: {}", sb.created_at);
             println!("labels:     {}", kv(&sb.labels));
-            println!("env:        {}", sb.env.keys().cloned().collect::<Vec<_>>().join(","));
+            println!(
+                "env:        {}",
+                sb.env.keys().cloned().collect::<Vec<_>>().join(",")
+            );
         }
     }
 }
@@ -238,7 +295,13 @@ fn state_str(sb: &Sandbox) -> &'static str {
 
 fn enc(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
@@ -253,7 +316,9 @@ async fn run(ctl: Ctl) -> Result<i32, CtlError> {
                 "labels": a.labels.into_iter().collect::<BTreeMap<_, _>>(),
                 "env": a.env.into_iter().collect::<BTreeMap<_, _>>(),
             });
-            let sb: Sandbox = client.call(reqwest::Method::POST, "/api/sandboxes", Some(body)).await?;
+            let sb: Sandbox = client
+                .call(reqwest::Method::POST, "/api/sandboxes", Some(body))
+                .await?;
             print_sandbox(out, &sb);
         }
         SandboxCmd::List(a) => {
@@ -270,7 +335,13 @@ async fn run(ctl: Ctl) -> Result<i32, CtlError> {
                 if let Some(p) = &page {
                     q.push(format!("page_token={}", enc(p)));
                 }
-                let l: SandboxList = client.call(reqwest::Method::GET, &format!("/api/sandboxes?{}", q.join("&")), None).await?;
+                let l: SandboxList = client
+                    .call(
+                        reqwest::Method::GET,
+                        &format!("/api/sandboxes?{}", q.join("&")),
+                        None,
+                    )
+                    .await?;
                 items.extend(l.items);
                 match l.next_page_token {
                     Some(t) => page = Some(t),
@@ -281,36 +352,65 @@ async fn run(ctl: Ctl) -> Result<i32, CtlError> {
                 Output::Json => print_json(&serde_json::json!({ "items": items })),
                 Output::Table => {
                     let w = items.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
-                    println!("{:<w$}  {:<8}  {:<13}  LABELS", "NAME", "STATE", "CREATED_AT");
+                    println!(
+                        "{:<w$}  {:<8}  {:<13}  LABELS",
+                        "NAME", "STATE", "CREATED_AT"
+                    );
                     for sb in &items {
-                        println!("{:<w$}  {:<8}  {:<13}  {}", sb.name, state_str(sb), sb.created_at, kv(&sb.labels));
+                        println!(
+                            "{:<w$}  {:<8}  {:<13}  {}",
+                            sb.name,
+                            state_str(sb),
+                            sb.created_at,
+                            kv(&sb.labels)
+                        );
                     }
                 }
             }
         }
         SandboxCmd::Get { name } => {
-            let sb: Sandbox = client.call(reqwest::Method::GET, &format!("/api/sandboxes/{}", enc(&name)), None).await?;
+            let sb: Sandbox = client
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/api/sandboxes/{}", enc(&name)),
+                    None,
+                )
+                .await?;
             print_sandbox(out, &sb);
         }
-        SandboxCmd::Delete { name, wait, wait_timeout } => {
+        SandboxCmd::Delete {
+            name,
+            wait,
+            wait_timeout,
+        } => {
             let path = format!("/api/sandboxes/{}", enc(&name));
             let sb: Sandbox = client.call(reqwest::Method::DELETE, &path, None).await?;
             if wait {
                 let deadline = Instant::now() + wait_timeout;
                 loop {
-                    match client.call::<Sandbox>(reqwest::Method::GET, &path, None).await {
+                    match client
+                        .call::<Sandbox>(reqwest::Method::GET, &path, None)
+                        .await
+                    {
                         Err(CtlError::Api { status: 404, .. }) => break,
                         Err(e) => return Err(e),
                         Ok(_) if Instant::now() >= deadline => {
-                            return Err(CtlError::Other(format!("sandbox {name} still exists after {}", humantime::format_duration(wait_timeout))))
+                            return Err(CtlError::Other(format!(
+                                "sandbox {name} still exists after {}",
+                                humantime::format_duration(wait_timeout)
+                            )))
                         }
                         Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                     }
                 }
             }
             match out {
-                Output::Json => print_json(&serde_json::json!({ "name": sb.name, "state": if wait { "deleted" } else { "deleting" } })),
-                Output::Table => println!("{} {}", sb.name, if wait { "deleted" } else { "deleting" }),
+                Output::Json => print_json(
+                    &serde_json::json!({ "name": sb.name, "state": if wait { "deleted" } else { "deleting" } }),
+                ),
+                Output::Table => {
+                    println!("{} {}", sb.name, if wait { "deleted" } else { "deleting" })
+                }
             }
         }
         SandboxCmd::Exec(a) => {
@@ -321,7 +421,13 @@ async fn run(ctl: Ctl) -> Result<i32, CtlError> {
             if let Some(t) = a.timeout {
                 body["timeout_ms"] = Value::from(t.as_millis().max(1) as u64);
             }
-            let r: ExecResult = client.call(reqwest::Method::POST, &format!("/api/sandboxes/{}/exec", enc(&a.name)), Some(body)).await?;
+            let r: ExecResult = client
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/api/sandboxes/{}/exec", enc(&a.name)),
+                    Some(body),
+                )
+                .await?;
             let code = if r.timed_out {
                 124
             } else if let Some(c) = r.exit_code {
@@ -356,7 +462,10 @@ pub fn main_impl(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sandboxctl: error: cannot start the runtime: {e}");

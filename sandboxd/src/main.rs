@@ -9,7 +9,11 @@ fn main() {
     let started = Instant::now();
     let cli = Cli::parse();
     let Command::Serve(args) = cli.command;
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sandboxd: error: failed to start the runtime: {e}");

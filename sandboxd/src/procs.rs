@@ -72,8 +72,11 @@ fn read_stat(pid: i32) -> Option<Stat> {
 }
 
 fn all_pids() -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
-    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// Whether the group led (originally) by `pgid` still has a live (non-zombie) member.
@@ -100,7 +103,10 @@ fn signal_group(pgid: i32, start: u64, sig: Signal) {
 /// Base environment of every command: nothing of the gateway's own leaks in.
 fn base_env(root: &Path) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
-    env.insert("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string());
+    env.insert(
+        "PATH".to_string(),
+        "/usr/local/bin:/usr/bin:/bin".to_string(),
+    );
     env.insert("HOME".to_string(), root.display().to_string());
     env
 }
@@ -108,10 +114,14 @@ fn base_env(root: &Path) -> BTreeMap<String, String> {
 fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
     for (k, v) in env {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return Err(ApiError::bad_request(format!("invalid environment variable name {k:?}")));
+            return Err(ApiError::bad_request(format!(
+                "invalid environment variable name {k:?}"
+            )));
         }
         if v.contains('\0') {
-            return Err(ApiError::bad_request(format!("environment variable {k:?} contains a NUL byte")));
+            return Err(ApiError::bad_request(format!(
+                "environment variable {k:?} contains a NUL byte"
+            )));
         }
     }
     Ok(())
@@ -120,12 +130,20 @@ fn check_env(env: &BTreeMap<String, String>) -> Result<(), ApiError> {
 /// Finds `prog` the way the child will, to answer a clear 400 instead of a spawn failure.
 fn resolve(prog: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exec = |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    let is_exec = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
     if prog.contains('/') {
         let p = cwd.join(prog);
         return is_exec(&p).then_some(p);
     }
-    path_var.split(':').filter(|d| !d.is_empty()).map(|d| cwd.join(d).join(prog)).find(|p| is_exec(p))
+    path_var
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| cwd.join(d).join(prog))
+        .find(|p| is_exec(p))
 }
 
 async fn read_capped<R: tokio::io::AsyncRead + Unpin>(mut r: R) -> Vec<u8> {
@@ -205,19 +223,29 @@ impl Procs {
         if let Ok(rd) = std::fs::read_dir(&self.dir) {
             for e in rd.flatten() {
                 let path = e.path();
-                let Some(pgid) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<i32>().ok()) else {
+                let Some(pgid) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.parse::<i32>().ok())
+                else {
                     let _ = std::fs::remove_file(&path);
                     continue;
                 };
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let start = text.split_whitespace().next().and_then(|s| s.parse::<u64>().ok());
+                let start = text
+                    .split_whitespace()
+                    .next()
+                    .and_then(|s| s.parse::<u64>().ok());
                 if let Some(start) = start {
                     found.push((pgid, start));
                 }
                 let _ = std::fs::remove_file(&path);
             }
         }
-        let alive: Vec<(i32, u64)> = found.into_iter().filter(|(p, s)| group_alive(*p, *s)).collect();
+        let alive: Vec<(i32, u64)> = found
+            .into_iter()
+            .filter(|(p, s)| group_alive(*p, *s))
+            .collect();
         for (p, s) in &alive {
             signal_group(*p, *s, Signal::SIGKILL);
         }
@@ -226,8 +254,17 @@ impl Procs {
     }
 
     fn record(&self, pgid: i32, start: u64, sandbox: &str) {
-        self.groups.lock().unwrap().insert(pgid, Group { start, sandbox: sandbox.to_string() });
-        let _ = std::fs::write(self.dir.join(pgid.to_string()), format!("{start} {sandbox}\n"));
+        self.groups.lock().unwrap().insert(
+            pgid,
+            Group {
+                start,
+                sandbox: sandbox.to_string(),
+            },
+        );
+        let _ = std::fs::write(
+            self.dir.join(pgid.to_string()),
+            format!("{start} {sandbox}\n"),
+        );
     }
 
     fn forget(&self, pgid: i32) {
@@ -270,15 +307,31 @@ impl Procs {
 
     /// Kills every process group of `sandbox`, waits for them to exit, forgets its processes.
     pub(crate) async fn kill_sandbox(&self, sandbox: &str) {
-        let groups: Vec<(i32, u64)> =
-            self.groups.lock().unwrap().iter().filter(|(_, g)| g.sandbox == sandbox).map(|(p, g)| (*p, g.start)).collect();
-        self.terminate(groups, Signal::SIGKILL, Duration::ZERO).await;
-        self.background.lock().unwrap().retain(|_, b| b.sandbox != sandbox);
+        let groups: Vec<(i32, u64)> = self
+            .groups
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, g)| g.sandbox == sandbox)
+            .map(|(p, g)| (*p, g.start))
+            .collect();
+        self.terminate(groups, Signal::SIGKILL, Duration::ZERO)
+            .await;
+        self.background
+            .lock()
+            .unwrap()
+            .retain(|_, b| b.sandbox != sandbox);
     }
 
     /// Shutdown: SIGTERM every group, SIGKILL after `grace`, wait for all of them.
     pub(crate) async fn kill_all(&self, grace: Duration) {
-        let groups: Vec<(i32, u64)> = self.groups.lock().unwrap().iter().map(|(p, g)| (*p, g.start)).collect();
+        let groups: Vec<(i32, u64)> = self
+            .groups
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, g)| (*p, g.start))
+            .collect();
         self.terminate(groups, Signal::SIGTERM, grace).await;
     }
 
@@ -319,10 +372,20 @@ impl Procs {
     }
 
     /// Spawns with the orphan reaper held off, and records the new group.
-    fn spawn(&self, mut cmd: Command, sandbox: &str, argv0: &str) -> Result<(Child, i32), ApiError> {
+    fn spawn(
+        &self,
+        mut cmd: Command,
+        sandbox: &str,
+        argv0: &str,
+    ) -> Result<(Child, i32), ApiError> {
         let mut direct = self.direct.lock().unwrap();
-        let child = cmd.spawn().map_err(|e| ApiError::bad_request(format!("failed to start {argv0:?}: {e}")))?;
-        let pid = child.id().map(|p| p as i32).ok_or_else(|| ApiError::internal("child exited before it had a pid"))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| ApiError::bad_request(format!("failed to start {argv0:?}: {e}")))?;
+        let pid = child
+            .id()
+            .map(|p| p as i32)
+            .ok_or_else(|| ApiError::internal("child exited before it had a pid"))?;
         direct.insert(pid);
         drop(direct);
         let start = read_stat(pid).map(|s| s.start).unwrap_or(0);
@@ -331,7 +394,11 @@ impl Procs {
     }
 
     /// Runs a command to completion (or timeout) and captures its output.
-    pub(crate) async fn exec(&self, spec: Spec<'_>, timeout: Duration) -> Result<ExecResult, ApiError> {
+    pub(crate) async fn exec(
+        &self,
+        spec: Spec<'_>,
+        timeout: Duration,
+    ) -> Result<ExecResult, ApiError> {
         let mut cmd = self.build(&spec)?;
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let (mut child, pid) = self.spawn(cmd, spec.sandbox, &spec.argv[0])?;
@@ -348,7 +415,8 @@ impl Procs {
         self.direct.lock().unwrap().remove(&pid);
         // Whatever the command left running in its group goes with it.
         signal_group(pid, start, Signal::SIGKILL);
-        self.terminate(vec![(pid, start)], Signal::SIGKILL, Duration::ZERO).await;
+        self.terminate(vec![(pid, start)], Signal::SIGKILL, Duration::ZERO)
+            .await;
         let grab = |h: tokio::task::JoinHandle<Vec<u8>>| async move {
             match tokio::time::timeout(Duration::from_secs(2), h).await {
                 Ok(Ok(v)) => String::from_utf8_lossy(&v).into_owned(),
@@ -356,9 +424,16 @@ impl Procs {
             }
         };
         let (stdout, stderr) = (grab(out).await, grab(err).await);
-        let status = status.map_err(|e| ApiError::internal(format!("waiting for the command failed: {e}")))?;
+        let status = status
+            .map_err(|e| ApiError::internal(format!("waiting for the command failed: {e}")))?;
         let (exit_code, signal) = split_status(&status);
-        Ok(ExecResult { exit_code, signal, timed_out, stdout, stderr })
+        Ok(ExecResult {
+            exit_code,
+            signal,
+            timed_out,
+            stdout,
+            stderr,
+        })
     }
 
     /// Starts a background process; its output goes to `logs/<pid>.stdout|stderr`.
@@ -367,7 +442,8 @@ impl Procs {
         std::fs::create_dir_all(logs)?;
         let tmp = logs.join(format!(".new-{}", crate::state::random_id(12)));
         let (o, e) = (tmp.with_extension("stdout"), tmp.with_extension("stderr"));
-        cmd.stdout(std::fs::File::create(&o)?).stderr(std::fs::File::create(&e)?);
+        cmd.stdout(std::fs::File::create(&o)?)
+            .stderr(std::fs::File::create(&e)?);
         let spawned = self.spawn(cmd, spec.sandbox, &spec.argv[0]);
         let (mut child, pid) = match spawned {
             Ok(x) => x,
@@ -380,8 +456,20 @@ impl Procs {
         let _ = std::fs::rename(&o, logs.join(format!("{pid}.stdout")));
         let _ = std::fs::rename(&e, logs.join(format!("{pid}.stderr")));
         let start = read_stat(pid).map(|s| s.start).unwrap_or(0);
-        let info = ProcessInfo { pid, argv: spec.argv.to_vec(), state: ProcessState::Running, exit_code: None, signal: None };
-        self.background.lock().unwrap().insert(pid, Background { sandbox: spec.sandbox.to_string(), info });
+        let info = ProcessInfo {
+            pid,
+            argv: spec.argv.to_vec(),
+            state: ProcessState::Running,
+            exit_code: None,
+            signal: None,
+        };
+        self.background.lock().unwrap().insert(
+            pid,
+            Background {
+                sandbox: spec.sandbox.to_string(),
+                info,
+            },
+        );
         let me = Arc::clone(self);
         tokio::spawn(async move {
             let status = child.wait().await;
@@ -403,24 +491,40 @@ impl Procs {
 
     /// Background processes of `sandbox`.
     pub(crate) fn list(&self, sandbox: &str) -> Vec<ProcessInfo> {
-        self.background.lock().unwrap().values().filter(|b| b.sandbox == sandbox).map(|b| b.info.clone()).collect()
+        self.background
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|b| b.sandbox == sandbox)
+            .map(|b| b.info.clone())
+            .collect()
     }
 
     /// One background process of `sandbox`.
     pub(crate) fn get(&self, sandbox: &str, pid: i32) -> Option<ProcessInfo> {
-        self.background.lock().unwrap().get(&pid).filter(|b| b.sandbox == sandbox).map(|b| b.info.clone())
+        self.background
+            .lock()
+            .unwrap()
+            .get(&pid)
+            .filter(|b| b.sandbox == sandbox)
+            .map(|b| b.info.clone())
     }
 
     /// Delivers `sig` to one running background process of `sandbox`.
     pub(crate) fn signal(&self, sandbox: &str, pid: i32, sig: Signal) -> Result<(), ApiError> {
         let bg = self.background.lock().unwrap();
         let Some(b) = bg.get(&pid).filter(|b| b.sandbox == sandbox) else {
-            return Err(ApiError::not_found(format!("process {pid} not found in sandbox {sandbox:?}")));
+            return Err(ApiError::not_found(format!(
+                "process {pid} not found in sandbox {sandbox:?}"
+            )));
         };
         if b.info.state != ProcessState::Running {
-            return Err(ApiError::conflict(format!("process {pid} has already exited")));
+            return Err(ApiError::conflict(format!(
+                "process {pid} has already exited"
+            )));
         }
-        // Under the lock: the waiter marks the process exited before the pid can be reused.
+        // Checked under the lock the waiter takes to mark the process exited; the
+        // remaining window (reaped, not yet marked) is a few instructions long.
         nix::sys::signal::kill(Pid::from_raw(pid), sig)
             .map_err(|e| ApiError::conflict(format!("cannot signal process {pid}: {e}")))
     }
@@ -435,6 +539,8 @@ pub(crate) fn parse_signal(name: &str) -> Result<Signal, ApiError> {
         "KILL" => Ok(Signal::SIGKILL),
         "HUP" => Ok(Signal::SIGHUP),
         "USR1" => Ok(Signal::SIGUSR1),
-        _ => Err(ApiError::bad_request(format!("unknown signal {name:?}; expected one of: TERM, INT, KILL, HUP, USR1"))),
+        _ => Err(ApiError::bad_request(format!(
+            "unknown signal {name:?}; expected one of: TERM, INT, KILL, HUP, USR1"
+        ))),
     }
 }

@@ -20,7 +20,10 @@ const MAX_SESSIONS: usize = 100_000;
 
 /// Unix milliseconds now.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// `len` random characters from `A-Za-z0-9-_`.
@@ -28,21 +31,31 @@ pub(crate) fn random_id(len: usize) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut bytes = vec![0u8; len];
     getrandom::fill(&mut bytes).expect("the OS random source failed");
-    bytes.iter().map(|b| ALPHABET[(*b & 63) as usize] as char).collect()
+    bytes
+        .iter()
+        .map(|b| ALPHABET[(*b & 63) as usize] as char)
+        .collect()
 }
 
 fn random_lower(len: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut bytes = vec![0u8; len];
     getrandom::fill(&mut bytes).expect("the OS random source failed");
-    bytes.iter().map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char).collect()
+    bytes
+        .iter()
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
 }
 
 /// Writes `data` to `path` atomically (temp file + rename), mode 0600.
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp-{}", random_lower(8)));
     {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         f.write_all(data)?;
         f.sync_all().ok();
     }
@@ -73,14 +86,23 @@ pub(crate) struct Store {
 
 impl Store {
     /// Opens (or initialises) HOME. Returns the store and the names of sandboxes left in `deleting`.
-    pub(crate) fn open(home: &Path, list_lag: Option<Duration>) -> std::io::Result<(Arc<Self>, Vec<String>)> {
+    pub(crate) fn open(
+        home: &Path,
+        list_lag: Option<Duration>,
+    ) -> std::io::Result<(Arc<Self>, Vec<String>)> {
         std::fs::create_dir_all(home.join("sandboxes"))?;
         let home = home.canonicalize()?;
         let id_path = home.join("identity.json");
-        let identity = match std::fs::read(&id_path).ok().and_then(|b| serde_json::from_slice::<Identity>(&b).ok()) {
+        let identity = match std::fs::read(&id_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Identity>(&b).ok())
+        {
             Some(id) => id,
             None => {
-                let id = Identity { name: format!("sandboxd-{}", random_lower(8)), token: random_id(43) };
+                let id = Identity {
+                    name: format!("sandboxd-{}", random_lower(8)),
+                    token: random_id(43),
+                };
                 write_atomic(&id_path, &serde_json::to_vec(&id).expect("serialisable"))?;
                 id
             }
@@ -98,14 +120,19 @@ impl Store {
                 }
             }
         }
-        let compact: String = sessions.iter().map(|(id, exp)| format!("{id} {exp}\n")).collect();
+        let compact: String = sessions
+            .iter()
+            .map(|(id, exp)| format!("{id} {exp}\n"))
+            .collect();
         write_atomic(&home.join("sessions.log"), compact.as_bytes())?;
 
         let mut map = BTreeMap::new();
         let mut deleting = Vec::new();
         for e in std::fs::read_dir(home.join("sandboxes"))?.flatten() {
             let dir = e.path();
-            let meta = std::fs::read(dir.join("meta.json")).ok().and_then(|b| serde_json::from_slice::<Sandbox>(&b).ok());
+            let meta = std::fs::read(dir.join("meta.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Sandbox>(&b).ok());
             match meta {
                 Some(sb) if dir.file_name().and_then(|n| n.to_str()) == Some(sb.name.as_str()) => {
                     if sb.state == SandboxState::Deleting {
@@ -124,7 +151,10 @@ impl Store {
             name: identity.name,
             token: identity.token,
             sessions: Mutex::new(sessions),
-            inner: Mutex::new(Inner { map, history: VecDeque::new() }),
+            inner: Mutex::new(Inner {
+                map,
+                history: VecDeque::new(),
+            }),
             list_lag,
         };
         {
@@ -141,7 +171,11 @@ impl Store {
     /// Whether `id` is a live session.
     pub(crate) fn session_valid(&self, id: &str) -> bool {
         let now = now_ms();
-        self.sessions.lock().unwrap().get(id).is_some_and(|exp| *exp > now)
+        self.sessions
+            .lock()
+            .unwrap()
+            .get(id)
+            .is_some_and(|exp| *exp > now)
     }
 
     /// Opens a new session and persists it; returns its id.
@@ -187,13 +221,18 @@ impl Store {
     }
 
     fn persist(&self, sb: &Sandbox) -> std::io::Result<()> {
-        write_atomic(&self.dir(&sb.name).join("meta.json"), &serde_json::to_vec_pretty(sb).expect("serialisable"))
+        write_atomic(
+            &self.dir(&sb.name).join("meta.json"),
+            &serde_json::to_vec_pretty(sb).expect("serialisable"),
+        )
     }
 
     fn snapshot(&self, inner: &mut Inner) {
         let Some(lag) = self.list_lag else { return };
         let now = Instant::now();
-        inner.history.push_back((now, Arc::new(inner.map.values().cloned().collect())));
+        inner
+            .history
+            .push_back((now, Arc::new(inner.map.values().cloned().collect())));
         // Keep the newest snapshot that is at least `lag` old and everything after it.
         while inner.history.len() > 1 && now.duration_since(inner.history[1].0) >= lag {
             inner.history.pop_front();
@@ -204,7 +243,11 @@ impl Store {
     pub(crate) fn create(&self, req: CreateSandbox, max: Option<usize>) -> ApiResult<Sandbox> {
         let mut inner = self.inner.lock().unwrap();
         if inner.map.contains_key(&req.name) {
-            return Err(ApiError::new(StatusCode::CONFLICT, "already_exists", format!("sandbox {:?} already exists", req.name)));
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "already_exists",
+                format!("sandbox {:?} already exists", req.name),
+            ));
         }
         if let Some(max) = max {
             if inner.map.len() >= max {
@@ -215,12 +258,22 @@ impl Store {
                 ));
             }
         }
-        let sb = Sandbox { name: req.name, labels: req.labels, env: req.env, state: SandboxState::Ready, created_at: now_ms() };
+        let sb = Sandbox {
+            name: req.name,
+            labels: req.labels,
+            env: req.env,
+            state: SandboxState::Ready,
+            created_at: now_ms(),
+        };
         let dir = self.dir(&sb.name);
-        let made = std::fs::create_dir_all(dir.join("root")).and_then(|_| std::fs::create_dir_all(dir.join("logs"))).and_then(|_| self.persist(&sb));
+        let made = std::fs::create_dir_all(dir.join("root"))
+            .and_then(|_| std::fs::create_dir_all(dir.join("logs")))
+            .and_then(|_| self.persist(&sb));
         if let Err(e) = made {
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(ApiError::internal(format!("cannot create the sandbox directory: {e}")));
+            return Err(ApiError::internal(format!(
+                "cannot create the sandbox directory: {e}"
+            )));
         }
         inner.map.insert(sb.name.clone(), sb.clone());
         self.snapshot(&mut inner);
@@ -249,7 +302,9 @@ impl Store {
     /// Marks a sandbox `deleting`; true if it was not already.
     pub(crate) fn mark_deleting(&self, name: &str) -> ApiResult<bool> {
         let mut inner = self.inner.lock().unwrap();
-        let Some(sb) = inner.map.get_mut(name) else { return Err(ApiError::no_sandbox(name)) };
+        let Some(sb) = inner.map.get_mut(name) else {
+            return Err(ApiError::no_sandbox(name));
+        };
         if sb.state == SandboxState::Deleting {
             return Ok(false);
         }

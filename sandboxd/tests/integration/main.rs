@@ -65,12 +65,22 @@ impl Server {
             other => {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("sandboxd did not print its handle ({other:?}); log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+                panic!(
+                    "sandboxd did not print its handle ({other:?}); log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
             }
         };
         let handle: Handle = serde_json::from_str(line.trim()).expect("handle JSON");
         let client = authed_client(&handle.token);
-        Server { child: Some(child), handle, home, _logs: logs, log, client }
+        Server {
+            child: Some(child),
+            handle,
+            home,
+            _logs: logs,
+            log,
+            client,
+        }
     }
 
     pub fn pid(&self) -> i32 {
@@ -86,7 +96,12 @@ impl Server {
     }
 
     /// A request with the authenticated client; answers status and JSON (or Null).
-    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         call(&self.client, method, &self.url(path), body).await
     }
 
@@ -103,7 +118,9 @@ impl Server {
     }
 
     pub async fn create(&self, name: &str) -> Value {
-        let (st, v) = self.post("/api/sandboxes", serde_json::json!({ "name": name })).await;
+        let (st, v) = self
+            .post("/api/sandboxes", serde_json::json!({ "name": name }))
+            .await;
         assert_eq!(st, StatusCode::CREATED, "{v}");
         v
     }
@@ -125,7 +142,8 @@ impl Server {
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        wait_child(&mut child, Duration::from_secs(20)).expect("sandboxd did not exit within 20s of SIGTERM")
+        wait_child(&mut child, Duration::from_secs(20))
+            .expect("sandboxd did not exit within 20s of SIGTERM")
     }
 
     /// Waits for the server to exit by itself (crash faults).
@@ -169,15 +187,27 @@ impl Drop for Server {
 
 pub fn authed_client(token: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
-    reqwest::Client::builder().cookie_store(true).default_headers(headers).build().unwrap()
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 pub fn plain_client() -> reqwest::Client {
     reqwest::Client::builder().build().unwrap()
 }
 
-pub async fn call(client: &reqwest::Client, method: Method, url: &str, body: Option<Value>) -> (StatusCode, Value) {
+pub async fn call(
+    client: &reqwest::Client,
+    method: Method,
+    url: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let mut req = client.request(method, url);
     if let Some(b) = body {
         req = req.json(&b);
@@ -191,12 +221,17 @@ pub async fn call(client: &reqwest::Client, method: Method, url: &str, body: Opt
 /// Asserts the JSON error shape and returns the code.
 pub fn err_code(v: &Value) -> &str {
     assert!(v["error"]["message"].is_string(), "not an error body: {v}");
-    v["error"]["code"].as_str().unwrap_or_else(|| panic!("not an error body: {v}"))
+    v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error body: {v}"))
 }
 
 /// Whether a process group still exists (`kill(-pgid, 0)` is not ESRCH).
 pub fn group_exists(pgid: i32) -> bool {
-    !matches!(killpg(Pid::from_raw(pgid), None), Err(nix::errno::Errno::ESRCH))
+    !matches!(
+        killpg(Pid::from_raw(pgid), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
 }
 
 /// Polls until the group is gone (zombies reparented to init can take a few seconds to be reaped).
