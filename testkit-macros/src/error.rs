@@ -34,8 +34,7 @@ impl Ctxt {
 /// The shape every test has, quoted by messages that need to show it.
 const SHAPE: &str = "async fn name(cx: &mut testkit::Cx) -> testkit::Result";
 
-pub(crate) const OPTIONS: &str =
-    "`ignore`, `timeout`, `known_issue`, `fails_with`, `requires`";
+pub(crate) const OPTIONS: &str = "`ignore`, `timeout`, `known_issue`, `fails_with`, `requires`";
 
 pub(crate) const UNITS: &str = "`ms`, `s`, `m`, `h`";
 
@@ -67,7 +66,10 @@ pub(crate) fn not_an_option(span: Span) -> syn::Error {
 pub(crate) fn unknown_option(path: &syn::Path) -> syn::Error {
     err(
         path,
-        format!("unknown option `{}`; expected one of: {OPTIONS}", path_to_string(path)),
+        format!(
+            "unknown option `{}`; expected one of: {OPTIONS}",
+            path_to_string(path)
+        ),
     )
 }
 
@@ -140,9 +142,9 @@ pub(crate) fn invalid_timeout(lit: &syn::LitStr, error: DurationError) -> syn::E
         DurationError::MissingUnit => format!(
             r#"invalid timeout `{value}`: missing unit; expected one of: {UNITS} (e.g. `timeout = "{value}s"`)"#
         ),
-        DurationError::UnknownUnit(unit) => format!(
-            "invalid timeout `{value}`: unknown unit `{unit}`; expected one of: {UNITS}"
-        ),
+        DurationError::UnknownUnit(unit) => {
+            format!("invalid timeout `{value}`: unknown unit `{unit}`; expected one of: {UNITS}")
+        }
         DurationError::Zero => {
             "`timeout` must be greater than zero; remove it to use the default timeout".to_owned()
         }
@@ -228,7 +230,10 @@ pub(crate) fn lifetime_param(generics: &syn::Generics) -> syn::Error {
 }
 
 pub(crate) fn where_clause(clause: &syn::WhereClause) -> syn::Error {
-    err(clause, "test functions cannot have a `where` clause; remove it")
+    err(
+        clause,
+        "test functions cannot have a `where` clause; remove it",
+    )
 }
 
 pub(crate) fn variadic(variadic: &syn::Variadic) -> syn::Error {
@@ -289,7 +294,16 @@ pub(crate) fn return_type(ty: &syn::Type) -> syn::Error {
 }
 
 pub(crate) fn stacked_test_attribute(attr: &syn::Attribute) -> syn::Error {
-    let path = path_to_string(attr.path());
+    let path = attr.path();
+    // `#[tokio::test]` above ours has already expanded into a function marked
+    // `#[::core::prelude::v1::test]`, spanned at the `#[tokio::test]`.
+    if path.segments.iter().any(|s| s.ident == "prelude") {
+        return err(
+            attr,
+            "`#[testkit::test]` cannot be combined with `#[test]` or an attribute that adds it, such as `#[tokio::test]`; remove it: testkit registers and runs the test itself",
+        );
+    }
+    let path = path_to_string(path);
     err(
         attr,
         format!(

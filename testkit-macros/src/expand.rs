@@ -8,7 +8,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
-use syn::{FnArg, LitStr, ReturnType};
+use syn::{FnArg, LitStr, ReturnType, Type};
 
 use crate::error::Ctxt;
 use crate::parse::{self, Options, TestFn};
@@ -17,32 +17,20 @@ use crate::validate;
 pub(crate) fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Ctxt::default();
     let options = parse::options(args, &mut errors);
-    let test = match TestFn::parse(item.clone()) {
-        Ok(test) => test,
-        Err(error) => {
-            errors.push(error);
-            return with_errors(item, errors);
-        }
-    };
-    let description = validate::test(&test, &options, &mut errors);
+    let registration = errors.ok(TestFn::parse(item.clone())).map(|test| {
+        let description = validate::test(&test, &options, &mut errors);
+        register(&test, &options, &description)
+    });
     match errors.finish() {
-        Ok(()) => {
-            let registration = register(&test, &options, &description);
-            quote!(#item #registration)
-        }
+        Ok(()) => quote!(#item #registration),
+        // The function as written, so that it still resolves in IDEs, and
+        // every error next to it.
         Err(error) => {
             let mut tokens = item;
             tokens.extend(error.into_compile_error());
             tokens
         }
     }
-}
-
-fn with_errors(mut item: TokenStream, errors: Ctxt) -> TokenStream {
-    if let Err(error) = errors.finish() {
-        item.extend(error.into_compile_error());
-    }
-    item
 }
 
 fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream {
@@ -55,12 +43,12 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
     // Spanned at the user's tokens, so that a `Cx` or `Result` that is not
     // testkit's is reported on the parameter or return type.
     let cx = match sig.inputs.first() {
-        Some(FnArg::Typed(arg)) => quote_spanned!(arg_span(&arg.ty)=> cx),
+        Some(FnArg::Typed(arg)) => quote_spanned!(type_span(&arg.ty)=> cx),
         _ => quote!(cx),
     };
     let boxed = match &sig.output {
         ReturnType::Type(_, ty) => {
-            quote_spanned!(arg_span(ty)=> ::std::boxed::Box::pin(#ident(#cx)))
+            quote_spanned!(type_span(ty)=> ::std::boxed::Box::pin(#ident(#cx)))
         }
         ReturnType::Default => quote!(::std::boxed::Box::pin(#ident(#cx))),
     };
@@ -98,8 +86,17 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
     }
 }
 
-fn arg_span(ty: &syn::Type) -> Span {
-    syn::spanned::Spanned::span(ty)
+/// The name in `&mut testkit::Cx` or `std::io::Result<()>` (`Cx`, `Result`):
+/// a span covering the whole type needs nightly, and the name is what is wrong.
+fn type_span(ty: &Type) -> Span {
+    match ty {
+        Type::Reference(reference) => type_span(&reference.elem),
+        Type::Path(path) => match path.path.segments.last() {
+            Some(last) => last.ident.span(),
+            None => Span::call_site(),
+        },
+        _ => syn::spanned::Spanned::span(ty),
+    }
 }
 
 fn option(value: Option<&LitStr>) -> TokenStream {

@@ -14,8 +14,8 @@
 //! testkit::main!();
 //! ```
 //!
-//! The macro only parses ([`parse`]), validates ([`validate`]) and expands
-//! ([`expand`]); every message it can print lives in [`error`].
+//! The macro only parses (`parse`), validates (`validate`) and expands
+//! (`expand`); every message it can print lives in `error`.
 //!
 //! # Known limitations
 //!
@@ -23,9 +23,11 @@
 //!   `#[doc = include_str!(..)]` attribute cannot be read by a macro: it counts
 //!   as a paragraph break, and a test whose only documentation is such an
 //!   attribute is rejected with an error that says so.
-//! - When `#[test]` is written *above* `#[testkit::test]`, rustc's own test
-//!   harness takes the function first: outside `cargo test` builds it removes
-//!   the function before this macro runs, so nothing can be reported.
+//! - When `#[test]` is written *above* `#[testkit::test]`, rustc expands it
+//!   first. In a test binary with `harness = false` (every testkit suite) that
+//!   removes the function before this macro runs, so the test silently
+//!   disappears and nothing can be reported. Written *below*, or with
+//!   `#[tokio::test]` in either order, the combination is an error.
 #![warn(missing_docs, unreachable_pub)]
 
 extern crate proc_macro;

@@ -195,14 +195,11 @@ impl TestFn {
         let parser = |input: ParseStream<'_>| -> syn::Result<TestFn> {
             let attrs = input.call(Attribute::parse_outer)?;
             input.parse::<Visibility>()?;
-            let sig: Signature = input
-                .parse()
-                .map_err(|e| error::not_a_function(e.span()))?;
+            let sig: Signature = input.parse().map_err(|e| error::not_a_function(e.span()))?;
             let body: TokenStream = input.parse()?;
             let mut body = body.into_iter();
             match (body.next(), body.next()) {
-                (Some(TokenTree::Group(group)), None)
-                    if group.delimiter() == Delimiter::Brace => {}
+                (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => {}
                 (Some(first), _) => return Err(error::missing_body(first)),
                 (None, _) => return Err(error::missing_body(&sig)),
             }
@@ -325,15 +322,16 @@ mod tests {
 
     #[test]
     fn description_is_the_first_paragraph() {
-        let item = format!(
-            "/// \n///   First line,\n/// second   line.\n///\n/// More detail.\n{BODY}"
-        );
+        let item =
+            format!("/// \n///   First line,\n/// second   line.\n///\n/// More detail.\n{BODY}");
         assert_eq!(doc_of(&item), ("First line, second   line.".into(), false));
     }
 
     #[test]
     fn description_from_doc_attributes_and_blocks() {
-        let item = format!("#[doc = \"One.\"] #[doc = r\"Two.\"] #[allow(dead_code)] #[doc(hidden)] {BODY}");
+        let item = format!(
+            "#[doc = \"One.\"] #[doc = r\"Two.\"] #[allow(dead_code)] #[doc(hidden)] {BODY}"
+        );
         assert_eq!(doc_of(&item).0, "One. Two.");
         let item = format!("/**\n * Block\n * doc.\n *\n * Rest.\n */\n{BODY}");
         assert_eq!(doc_of(&item).0, "Block doc.");

@@ -14,8 +14,8 @@ use crate::parse::{self, Options, TestFn};
 /// Records every problem with `test` and `options` in `errors` and returns
 /// the description (empty if the doc comment is missing).
 pub(crate) fn test(test: &TestFn, options: &Options, errors: &mut Ctxt) -> String {
-    signature(&test.sig, errors);
-    attributes(&test.attrs, errors);
+    let stacked = attributes(&test.attrs, errors);
+    signature(&test.sig, stacked, errors);
     if let (Some((key, _)), None) = (&options.fails_with, &options.known_issue) {
         errors.push(error::fails_with_without_known_issue(key));
     }
@@ -29,7 +29,9 @@ pub(crate) fn test(test: &TestFn, options: &Options, errors: &mut Ctxt) -> Strin
     doc.description
 }
 
-fn signature(sig: &Signature, errors: &mut Ctxt) {
+/// `stacked`: another test attribute is present, and may have rewritten the
+/// function already (`#[tokio::test]` above ours removes `async`).
+fn signature(sig: &Signature, stacked: bool, errors: &mut Ctxt) {
     if let Some(token) = &sig.constness {
         errors.push(error::qualifier(token, "const"));
     }
@@ -39,7 +41,7 @@ fn signature(sig: &Signature, errors: &mut Ctxt) {
     if let Some(abi) = &sig.abi {
         errors.push(error::qualifier(abi, "extern"));
     }
-    if sig.asyncness.is_none() {
+    if sig.asyncness.is_none() && !stacked {
         errors.push(error::not_async(&sig.fn_token));
     }
     let generics = &sig.generics;
@@ -61,7 +63,9 @@ fn signature(sig: &Signature, errors: &mut Ctxt) {
 
     let mut inputs = sig.inputs.iter();
     match inputs.next() {
-        None if sig.variadic.is_none() => errors.push(error::no_parameter(sig.paren_token.span.join())),
+        None if sig.variadic.is_none() => {
+            errors.push(error::no_parameter(sig.paren_token.span.join()))
+        }
         None => {}
         Some(FnArg::Receiver(receiver)) => errors.push(error::receiver(receiver)),
         Some(FnArg::Typed(arg)) => {
@@ -78,7 +82,9 @@ fn signature(sig: &Signature, errors: &mut Ctxt) {
     }
 
     match &sig.output {
-        ReturnType::Default => errors.push(error::missing_return_type(sig.paren_token.span.close())),
+        ReturnType::Default => {
+            errors.push(error::missing_return_type(sig.paren_token.span.close()))
+        }
         ReturnType::Type(_, ty) if !is_result(ty) => errors.push(error::return_type(ty)),
         ReturnType::Type(..) => {}
     }
@@ -146,12 +152,16 @@ fn is_result(ty: &Type) -> bool {
 }
 
 /// Attributes that mean the user expects another harness to run the function.
-fn attributes(attrs: &[Attribute], errors: &mut Ctxt) {
+/// Returns whether a test attribute (`#[test]`, `#[tokio::test]`, ...) is
+/// among them.
+fn attributes(attrs: &[Attribute], errors: &mut Ctxt) -> bool {
+    let mut stacked = false;
     for attr in attrs {
         let Some(last) = attr.path().segments.last() else {
             continue;
         };
         if last.ident == "test" {
+            stacked = true;
             errors.push(error::stacked_test_attribute(attr));
         } else if attr.path().is_ident("ignore") {
             errors.push(error::ignore_attribute(attr));
@@ -159,4 +169,5 @@ fn attributes(attrs: &[Attribute], errors: &mut Ctxt) {
             errors.push(error::should_panic_attribute(attr));
         }
     }
+    stacked
 }

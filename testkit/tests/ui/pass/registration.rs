@@ -62,7 +62,7 @@ fn main() {
     assert_eq!(inventory::iter::<TestDef>.into_iter().count(), 5);
 
     let def = find("every_option");
-    assert_eq!(def.module_path, "registration");
+    assert_eq!(def.module_path, module_path!());
     assert_eq!(def.description, "Every option at once.");
     assert!(def.file.ends_with("registration.rs"), "{}", def.file);
     assert_eq!(def.line, 18);
@@ -82,7 +82,7 @@ fn main() {
     assert!(def.requires.is_empty());
 
     let def = find("match");
-    assert_eq!(def.module_path, "registration::nested");
+    assert_eq!(def.module_path, concat!(module_path!(), "::nested"));
     assert_eq!(def.description, "A block doc comment.");
     assert_eq!(def.timeout_ms, Some(250));
     assert_eq!(def.known_issue, Some("SBX-7"));

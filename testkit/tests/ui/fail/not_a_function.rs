@@ -1,0 +1,5 @@
+/// A struct.
+#[testkit::test]
+struct NotATest;
+
+fn main() {}

@@ -1,0 +1,11 @@
+struct Suite;
+
+impl Suite {
+    /// A method.
+    #[testkit::test]
+    async fn method(&mut self) -> testkit::Result {
+        Ok(())
+    }
+}
+
+fn main() {}
