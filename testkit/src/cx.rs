@@ -18,12 +18,27 @@ pub struct Cx {
     pub(crate) log: Log,
     pub(crate) artifacts_dir: PathBuf,
     pub(crate) capabilities_missing: Vec<String>,
+    pub(crate) resources: crate::resource::Tracker,
 }
 
 impl Cx {
     pub(crate) fn new(def: &'static TestDef, full_name: String, run: &'static Run) -> Cx {
-        let artifacts_dir = run.results_dir.join("artifacts").join(&run.binary).join(sanitize(&full_name));
-        Cx { def, full_name, run, log: Log::default(), artifacts_dir, capabilities_missing: Vec::new() }
+        let artifacts_dir = run
+            .results_dir
+            .join("artifacts")
+            .join(&run.binary)
+            .join(sanitize(&full_name));
+        let log = Log::default();
+        let resources = crate::resource::Tracker::new(&full_name, log.clone());
+        Cx {
+            def,
+            full_name,
+            run,
+            log,
+            artifacts_dir,
+            capabilities_missing: Vec::new(),
+            resources,
+        }
     }
 
     /// The test's full name: module path and function, joined by `::`.
@@ -62,7 +77,10 @@ impl Cx {
 
 impl fmt::Debug for Cx {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cx").field("name", &self.full_name).field("run_id", &self.run.id).finish_non_exhaustive()
+        f.debug_struct("Cx")
+            .field("name", &self.full_name)
+            .field("run_id", &self.run.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -103,5 +121,14 @@ impl Log {
 
 /// A file-name-safe form of a test name: `smoke::create` → `smoke__create`.
 pub(crate) fn sanitize(name: &str) -> String {
-    name.replace("::", "__").chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    name.replace("::", "__")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }

@@ -57,7 +57,9 @@ pub struct Skip {
 impl Skip {
     /// A skip with the exact reason a person reading the report needs.
     pub fn new(reason: impl Into<String>) -> Skip {
-        Skip { reason: reason.into() }
+        Skip {
+            reason: reason.into(),
+        }
     }
 
     /// Why the test was skipped.
@@ -103,6 +105,8 @@ pub(crate) fn main() -> ExitCode {
     // Validate the pod handle and open its session once, before any test:
     // tests then reach the pod without waiting on each other.
     runtime().block_on(crate::pod::init());
+    // Ctrl-C and nextest's timeout clean up what the running tests created.
+    crate::resource::install_signal_handler();
 
     let trials: Vec<Trial> = tests.iter().map(|&def| trial(def)).collect();
     // Statically ignored tests never reach their runner; record them here so
@@ -124,6 +128,9 @@ pub(crate) fn main() -> ExitCode {
         }
         crate::report::finish_binary(run);
     }
+    crate::pod::finish();
+    // Every test's cleanup ran: the reaper has nothing to do.
+    crate::resource::finish_process();
     conclusion.exit_code()
 }
 
@@ -132,7 +139,9 @@ fn test_threads_from_env() -> Option<usize> {
     match value.trim().parse::<usize>() {
         Ok(n) if n > 0 => Some(n),
         _ => {
-            eprintln!("testkit: ignoring TESTKIT_TEST_THREADS={value:?}: expected a positive integer");
+            eprintln!(
+                "testkit: ignoring TESTKIT_TEST_THREADS={value:?}: expected a positive integer"
+            );
             None
         }
     }
@@ -144,7 +153,8 @@ fn full_name(def: &TestDef) -> String {
 
 fn trial(def: &'static TestDef) -> Trial {
     let name = full_name(def);
-    Trial::ignorable_test(name.clone(), move || run_test(def, name)).with_ignored_flag(def.ignore.is_some())
+    Trial::ignorable_test(name.clone(), move || run_test(def, name))
+        .with_ignored_flag(def.ignore.is_some())
 }
 
 /// What the test body did, before known issues and cleanup are considered.
@@ -155,20 +165,25 @@ enum Body {
 }
 
 fn run_test(def: &'static TestDef, name: String) -> Result<Completion, Failed> {
-    let run = crate::run::current().map_err(|e| Failed::from(format!("testkit could not set up the run: {e}")))?;
+    let run = crate::run::current()
+        .map_err(|e| Failed::from(format!("testkit could not set up the run: {e}")))?;
     let started_at = SystemTime::now();
     let start = Instant::now();
     let mut cx = Cx::new(def, name.clone(), run);
     cx.log.start();
 
-    let body = match preflight(def, &cx) {
+    let body = match preflight(def, &mut cx) {
         Some(body) => body,
         None => run_body(def, &mut cx),
     };
-    let cleanup = runtime().block_on(cx.finish());
+    let body_failed = matches!(body, Body::Failed { .. });
+    let cleanup = runtime().block_on(cx.finish(body_failed));
 
     let mut record = TestRecord::new(run, def, name);
-    record.started_at_ms = started_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    record.started_at_ms = started_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
     record.duration_ms = start.elapsed().as_millis() as u64;
     record.resources = cleanup.resources.clone();
     record.cleanup = cleanup.state;
@@ -187,21 +202,28 @@ fn run_test(def: &'static TestDef, name: String) -> Result<Completion, Failed> {
     };
     match record.outcome {
         Outcome::Passed => Ok(Completion::Completed),
-        Outcome::Skipped => Ok(Completion::ignored_with(record.skip_reason.as_deref().unwrap_or("skipped"))),
+        Outcome::Skipped => Ok(Completion::ignored_with(
+            record.skip_reason.as_deref().unwrap_or("skipped"),
+        )),
         Outcome::ExpectedFailure => Ok(Completion::ignored_with(format!(
             "expected failure: known issue {}",
             def.known_issue.unwrap_or_default()
         ))),
-        Outcome::Failed | Outcome::UnexpectedPass => Err(with_log(record.message.as_deref().unwrap_or("failed"))),
+        Outcome::Failed | Outcome::UnexpectedPass => {
+            Err(with_log(record.message.as_deref().unwrap_or("failed")))
+        }
     }
 }
 
 /// Checks that decide a test's fate before its body runs: a known issue that
 /// `KNOWN-ISSUES.md` does not list, a pod capability the test requires.
-fn preflight(def: &'static TestDef, cx: &Cx) -> Option<Body> {
+fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
     if let Some(id) = def.known_issue {
         if let Err(message) = crate::report::known_issues::check_listed(id) {
-            return Some(Body::Failed { kind: FailureKind::KnownIssueUnlisted, message });
+            return Some(Body::Failed {
+                kind: FailureKind::KnownIssueUnlisted,
+                message,
+            });
         }
     }
     match crate::pod::check_requires(def.requires, cx) {
@@ -211,12 +233,16 @@ fn preflight(def: &'static TestDef, cx: &Cx) -> Option<Body> {
 }
 
 fn run_body(def: &'static TestDef, cx: &mut Cx) -> Body {
-    let timeout = def.timeout_ms.map(Duration::from_millis).unwrap_or_else(default_timeout);
+    let timeout = def
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or_else(default_timeout);
     let location = format!("{}:{}", def.file, def.line);
     IN_TEST.with(|t| *t.borrow_mut() = true);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
-        runtime().block_on(tokio::time::timeout(timeout, body))
+        // The timer must be created inside the runtime's context.
+        runtime().block_on(async move { tokio::time::timeout(timeout, body).await })
     }));
     IN_TEST.with(|t| *t.borrow_mut() = false);
     match result {
@@ -225,7 +251,9 @@ fn run_body(def: &'static TestDef, cx: &mut Cx) -> Body {
             Some(skip) => Body::Skipped(skip.reason().to_owned()),
             None => Body::Failed {
                 kind: FailureKind::Error,
-                message: format!("the test returned an error: {error:#}\n  test defined at {location}"),
+                message: format!(
+                    "the test returned an error: {error:#}\n  test defined at {location}"
+                ),
             },
         },
         Ok(Err(_elapsed)) => Body::Failed {
@@ -236,9 +264,14 @@ fn run_body(def: &'static TestDef, cx: &mut Cx) -> Body {
             ),
         },
         Err(payload) => {
-            let (message, at) = LAST_PANIC.with(|p| p.borrow_mut().take()).unwrap_or_else(|| (payload_text(&*payload), None));
+            let (message, at) = LAST_PANIC
+                .with(|p| p.borrow_mut().take())
+                .unwrap_or_else(|| (payload_text(&*payload), None));
             let at = at.map(|a| format!(" at {a}")).unwrap_or_default();
-            Body::Failed { kind: FailureKind::Panic, message: format!("the test panicked{at}: {message}\n  test defined at {location}") }
+            Body::Failed {
+                kind: FailureKind::Panic,
+                message: format!("the test panicked{at}: {message}\n  test defined at {location}"),
+            }
         }
     }
 }
@@ -256,13 +289,24 @@ fn default_timeout() -> Duration {
 /// Decides the final outcome: known issues are strict (a pinned test must
 /// fail, for the documented reason), and a failed cleanup fails the test
 /// whatever its body did.
-fn classify(def: &TestDef, body: Body, cleanup: &crate::resource::CleanupSummary, record: &mut TestRecord) {
+fn classify(
+    def: &TestDef,
+    body: Body,
+    cleanup: &crate::resource::CleanupSummary,
+    record: &mut TestRecord,
+) {
     match (body, def.known_issue) {
         (Body::Skipped(reason), _) => {
             record.outcome = Outcome::Skipped;
             record.skip_reason = Some(reason);
         }
-        (Body::Failed { kind: FailureKind::KnownIssueUnlisted, message }, _) => {
+        (
+            Body::Failed {
+                kind: FailureKind::KnownIssueUnlisted,
+                message,
+            },
+            _,
+        ) => {
             record.fail(FailureKind::KnownIssueUnlisted, message);
         }
         (Body::Passed, None) => record.outcome = Outcome::Passed,
@@ -291,7 +335,9 @@ fn classify(def: &TestDef, body: Body, cleanup: &crate::resource::CleanupSummary
     }
     if let Some(problem) = &cleanup.failure {
         let message = match record.message.take() {
-            Some(body) if record.outcome != Outcome::ExpectedFailure => format!("{problem}\n\nthe test body also failed: {body}"),
+            Some(body) if record.outcome != Outcome::ExpectedFailure => {
+                format!("{problem}\n\nthe test body also failed: {body}")
+            }
             _ => problem.clone(),
         };
         record.fail(FailureKind::Cleanup, message);
@@ -312,13 +358,19 @@ thread_local! {
 fn install_panic_hook() {
     panic::set_hook(Box::new(|info| {
         let message = payload_text(info.payload());
-        let at = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
         if IN_TEST.with(|t| *t.borrow()) {
             LAST_PANIC.with(|p| *p.borrow_mut() = Some((message, at)));
         } else {
             let thread = std::thread::current();
             let at = at.unwrap_or_default();
-            eprintln!("thread '{}' panicked at {at}:\n{}", thread.name().unwrap_or("<unnamed>"), redact(&message));
+            eprintln!(
+                "thread '{}' panicked at {at}:\n{}",
+                thread.name().unwrap_or("<unnamed>"),
+                redact(&message)
+            );
         }
     }));
 }

@@ -1,23 +1,77 @@
 //! testkit: end-to-end test suites that drive a live service as a black box.
+//!
+//! A test is a doc-commented async function; `testkit::main!()` runs every
+//! test of its binary (`harness = false`) under libtest-mimic, so `cargo test`
+//! and `cargo nextest` both work, with all their flags:
+//!
+//! ```no_run
+//! use testkit::prelude::*;
+//!
+//! /// The pod lists a sandbox this test created.
+//! #[testkit::test(timeout = "2m", requires = ["exec"])]
+//! async fn create_and_list(cx: &mut Cx) -> testkit::Result {
+//!     let pod = cx.pod()?; // a skip, with the reason, when no pod is configured
+//!     let name = cx.unique_name(); // ct-<run id>-<test tag>-<nn>
+//!     cx.create("sandbox", &name, async {
+//!         // journaled before this request is sent; deleted and verified gone
+//!         // when the test ends, whatever happens
+//!         pod.client()
+//!             .post(pod.url("/api/sandboxes"))
+//!             .json(&serde_json::json!({ "name": name }))
+//!             .send()
+//!             .await?
+//!             .error_for_status()
+//!     })
+//!     .await?;
+//!     let listed = pod.client().get(pod.url("/api/sandboxes")).send().await?.text().await?;
+//!     ensure!(listed.contains(&name), "{name} is not listed: {listed}");
+//!     Ok(())
+//! }
+//!
+//! testkit::main!();
+//! ```
+//!
+//! What the harness guarantees each test, and how suites declare their pod
+//! and resource kinds (`testkit.toml`), is in `TESTING.md`.
+//!
+//! # Known limitations
+//!
+//! - Linux only: process groups, `/proc` and `flock` are how pods are stopped,
+//!   reapers find their parents gone, and budgets are shared between processes.
+//! - A test body that blocks its thread (no `.await`) cannot be cancelled by
+//!   its timeout; the harness reports the timeout only once it yields.
+//! - Resource kinds are HTTP templates: a service whose resources cannot be
+//!   listed, checked and deleted over HTTP by name needs a kind per endpoint
+//!   it offers, or sub-resources that go away with a parent.
+//! - `cx.cli` hands the CLI the raw token, so it stops working once the pod's
+//!   token window has passed; HTTP calls through `cx.pod()` keep the session.
 #![warn(missing_docs, unreachable_pub)]
 
 #[doc(hidden)]
 pub mod __private;
-mod config;
+mod cli;
+pub mod config;
 mod cx;
 mod harness;
 mod modes;
-mod pod;
+pub mod pod;
 mod redact;
-mod report;
-mod resource;
+pub mod report;
+pub mod resource;
 mod run;
+pub mod wait;
 
+pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
 pub use harness::Skip;
 pub use redact::{redact, register_secret, REDACTED};
-pub use report::{CleanupState, FailureKind, Outcome, ResourceRecord, TestRecord, RECORD_SCHEMA_VERSION};
+pub use report::{
+    CleanupState, FailureKind, Outcome, ResourceRecord, TestRecord, RECORD_SCHEMA_VERSION,
+};
 pub use testkit_macros::test;
+
+/// The HTTP client `Pod::client` is, re-exported so suites use the same version.
+pub use reqwest;
 
 /// What a test returns: `Ok(())` or any error, with context.
 pub type Result<T = (), E = anyhow::Error> = std::result::Result<T, E>;
@@ -26,6 +80,7 @@ pub use anyhow::{anyhow as format_err, bail, ensure, Context};
 
 /// Everything a test file needs: `use testkit::prelude::*;`
 pub mod prelude {
+    pub use crate::wait::{Check, Wait};
     pub use crate::{bail, ensure, format_err, Cx, Skip};
     pub use anyhow::Context as _;
 }

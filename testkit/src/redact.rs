@@ -53,7 +53,10 @@ mod tests {
     #[test]
     fn replaces_every_occurrence_and_leaves_other_text_alone() {
         register_secret("tok-abcdef-123");
-        assert_eq!(redact("a tok-abcdef-123 b tok-abcdef-123"), "a [REDACTED] b [REDACTED]");
+        assert_eq!(
+            redact("a tok-abcdef-123 b tok-abcdef-123"),
+            "a [REDACTED] b [REDACTED]"
+        );
         assert!(matches!(redact("nothing here"), Cow::Borrowed(_)));
     }
 

@@ -26,14 +26,17 @@ static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
 /// The run of this process. An unusable `TESTKIT_RUN_ID` or results folder is
 /// an error that every test reports rather than a panic.
 pub(crate) fn current() -> Result<&'static Run, &'static str> {
-    RUN.get_or_init(Run::from_env).as_ref().map_err(String::as_str)
+    RUN.get_or_init(Run::from_env)
+        .as_ref()
+        .map_err(String::as_str)
 }
 
 impl Run {
     fn from_env() -> Result<Run, String> {
         let id = match std::env::var("TESTKIT_RUN_ID") {
             Ok(id) => {
-                validate_run_id(&id).map_err(|why| format!("TESTKIT_RUN_ID={id:?} is invalid: {why}"))?;
+                validate_run_id(&id)
+                    .map_err(|why| format!("TESTKIT_RUN_ID={id:?} is invalid: {why}"))?;
                 id
             }
             Err(_) => match std::env::var("NEXTEST_RUN_ID") {
@@ -43,9 +46,13 @@ impl Run {
         };
         let results_dir = match std::env::var_os("TESTKIT_RESULTS_DIR") {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => default_results_root().join(&id),
+            _ => default_results_root().join("runs").join(&id),
         };
-        Ok(Run { id, results_dir, binary: binary_name() })
+        Ok(Run {
+            id,
+            results_dir,
+            binary: binary_name(),
+        })
     }
 }
 
@@ -54,7 +61,10 @@ pub(crate) fn validate_run_id(id: &str) -> Result<(), &'static str> {
     if id.is_empty() || id.len() > 16 {
         return Err("it must be 1 to 16 characters long");
     }
-    if !id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
         return Err("it must contain only lowercase ASCII letters and digits");
     }
     Ok(())
@@ -95,7 +105,11 @@ pub(crate) fn default_results_root() -> PathBuf {
     }
     if let Ok(exe) = std::env::current_exe() {
         // Cargo marks the root of every target dir with CACHEDIR.TAG.
-        if let Some(target) = exe.ancestors().skip(1).find(|dir| dir.join("CACHEDIR.TAG").is_file()) {
+        if let Some(target) = exe
+            .ancestors()
+            .skip(1)
+            .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        {
             return target.join("testkit");
         }
     }
@@ -105,9 +119,15 @@ pub(crate) fn default_results_root() -> PathBuf {
 /// `smoke-1a2b3c4d` → `smoke`.
 fn binary_name() -> String {
     let exe = std::env::current_exe().ok();
-    let stem = exe.as_deref().and_then(Path::file_stem).and_then(|s| s.to_str()).unwrap_or("tests");
+    let stem = exe
+        .as_deref()
+        .and_then(Path::file_stem)
+        .and_then(|s| s.to_str())
+        .unwrap_or("tests");
     match stem.rsplit_once('-') {
-        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => name.to_owned(),
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name.to_owned()
+        }
         _ => stem.to_owned(),
     }
 }

@@ -1,5 +1,7 @@
 //! The per-test record: what crosses the process boundary from a test process
-//! to the reporters and the runner. Versioned; fields are only ever added.
+//! to the reporters and the runner. Versioned; fields are only ever added,
+//! and every field added after version 1 has a default, so that a reader
+//! accepts older records. The schema is documented in [`crate::report`].
 
 use serde::{Deserialize, Serialize};
 
@@ -71,7 +73,7 @@ pub struct ResourceRecord {
     pub state: String,
 }
 
-/// One test's record.
+/// One test's record: see [`crate::report`] for the schema.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct TestRecord {

@@ -1,0 +1,218 @@
+//! The run's summary: counts by outcome, and every known issue with its state.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::known_issues::KnownIssues;
+use super::{FailureKind, Outcome, TestRecord};
+
+/// What became of a known issue in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum KnownIssueState {
+    /// Every pinned test failed as documented: the bug is still there.
+    FailingAsDocumented,
+    /// No pinned test ran (all skipped).
+    NotRun,
+    /// No test of the run pins it: run the check over the sources to tell
+    /// whether the entry is stale.
+    NotPinned,
+    /// A pinned test passed: the bug appears fixed, and the marker and the
+    /// `KNOWN-ISSUES.md` entry must go.
+    Fixed,
+    /// A pinned test failed, but not with the documented failure.
+    FailingDifferently,
+    /// Tests pin the id but `KNOWN-ISSUES.md` does not list it.
+    Unlisted,
+}
+
+impl KnownIssueState {
+    /// Short words for the summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KnownIssueState::FailingAsDocumented => "still failing as documented",
+            KnownIssueState::NotRun => "not run (its tests were skipped)",
+            KnownIssueState::NotPinned => "pinned by no test of this run",
+            KnownIssueState::Fixed => {
+                "appears fixed: remove the marker and the KNOWN-ISSUES.md entry"
+            }
+            KnownIssueState::FailingDifferently => {
+                "failing differently from the documented failure"
+            }
+            KnownIssueState::Unlisted => "not listed in KNOWN-ISSUES.md",
+        }
+    }
+
+    /// Whether this state fails the run.
+    pub fn fails_run(self) -> bool {
+        matches!(
+            self,
+            KnownIssueState::Fixed
+                | KnownIssueState::FailingDifferently
+                | KnownIssueState::Unlisted
+        )
+    }
+}
+
+/// One known issue in a [`Summary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KnownIssueStatus {
+    /// The id.
+    pub id: String,
+    /// The title in `KNOWN-ISSUES.md`, when listed.
+    pub title: Option<String>,
+    /// The issue's state: the worst of its tests' states.
+    pub state: KnownIssueState,
+    /// The tests pinned to it (binary and name), each with its own state.
+    pub tests: Vec<(String, KnownIssueState)>,
+}
+
+/// Counts by outcome, and known issues with their state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Summary {
+    /// Tests that passed.
+    pub passed: usize,
+    /// Tests that failed (cleanup failures and known-issue mismatches included).
+    pub failed: usize,
+    /// Tests skipped, statically or at run time.
+    pub skipped: usize,
+    /// Tests pinned to a known issue that failed as documented.
+    pub expected_failures: usize,
+    /// Tests pinned to a known issue that passed.
+    pub unexpected_passes: usize,
+    /// Of the failed tests, those whose cleanup failed.
+    pub cleanup_failures: usize,
+    /// Every known issue pinned by a test or listed in `KNOWN-ISSUES.md`,
+    /// sorted by id.
+    pub known_issues: Vec<KnownIssueStatus>,
+}
+
+impl Summary {
+    /// Summarizes records (deduplicated by binary and name, the latest start
+    /// winning) against the suite's known issues, when given.
+    pub fn from_records(records: &[TestRecord], known: Option<&KnownIssues>) -> Summary {
+        let mut latest: BTreeMap<(&str, &str), &TestRecord> = BTreeMap::new();
+        for record in records {
+            let slot = latest
+                .entry((&record.binary, &record.name))
+                .or_insert(record);
+            if record.started_at_ms > slot.started_at_ms {
+                *slot = record;
+            }
+        }
+        let mut summary = Summary::default();
+        let mut issues: BTreeMap<String, KnownIssueStatus> = BTreeMap::new();
+        for record in latest.values() {
+            match record.outcome {
+                Outcome::Passed => summary.passed += 1,
+                Outcome::Failed => summary.failed += 1,
+                Outcome::Skipped => summary.skipped += 1,
+                Outcome::ExpectedFailure => summary.expected_failures += 1,
+                Outcome::UnexpectedPass => summary.unexpected_passes += 1,
+            }
+            if record.failure_kind == Some(FailureKind::Cleanup) {
+                summary.cleanup_failures += 1;
+            }
+            let Some(id) = &record.known_issue else {
+                continue;
+            };
+            let state = match (record.outcome, record.failure_kind) {
+                (_, Some(FailureKind::KnownIssueUnlisted)) => KnownIssueState::Unlisted,
+                (Outcome::ExpectedFailure, _) => KnownIssueState::FailingAsDocumented,
+                (Outcome::UnexpectedPass, _) => KnownIssueState::Fixed,
+                (Outcome::Skipped, _) => KnownIssueState::NotRun,
+                // A cleanup failure hides the body's outcome; a mismatch is
+                // the documented failure's absence either way.
+                (Outcome::Failed, _) | (Outcome::Passed, _) => KnownIssueState::FailingDifferently,
+            };
+            let status = issues
+                .entry(id.clone())
+                .or_insert_with(|| KnownIssueStatus {
+                    id: id.clone(),
+                    title: None,
+                    state: KnownIssueState::FailingAsDocumented,
+                    tests: Vec::new(),
+                });
+            status
+                .tests
+                .push((format!("{}::{}", record.binary, record.name), state));
+        }
+        for status in issues.values_mut() {
+            let states = status.tests.iter().map(|(_, s)| *s);
+            status.state = if states.clone().all(|s| s == KnownIssueState::NotRun) {
+                KnownIssueState::NotRun
+            } else {
+                states
+                    .filter(|s| *s != KnownIssueState::NotRun)
+                    .max()
+                    .unwrap_or(KnownIssueState::NotRun)
+            };
+        }
+        if let Some(known) = known {
+            for entry in known.entries() {
+                let status = issues
+                    .entry(entry.id.clone())
+                    .or_insert_with(|| KnownIssueStatus {
+                        id: entry.id.clone(),
+                        title: None,
+                        state: KnownIssueState::NotPinned,
+                        tests: Vec::new(),
+                    });
+                status.title = Some(entry.title.clone());
+            }
+        }
+        summary.known_issues = issues.into_values().collect();
+        summary
+    }
+
+    /// Every test counted.
+    pub fn total(&self) -> usize {
+        self.passed + self.failed + self.skipped + self.expected_failures + self.unexpected_passes
+    }
+
+    /// No test failed and no known issue passed.
+    pub fn is_green(&self) -> bool {
+        self.failed == 0 && self.unexpected_passes == 0
+    }
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} tests: {} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
+            self.total(),
+            self.passed,
+            self.failed,
+            self.skipped,
+            self.expected_failures,
+            self.unexpected_passes
+        )?;
+        if self.cleanup_failures > 0 {
+            writeln!(
+                f,
+                "{} tests failed their cleanup: resources may have leaked",
+                self.cleanup_failures
+            )?;
+        }
+        if !self.known_issues.is_empty() {
+            writeln!(f, "known issues:")?;
+        }
+        for issue in &self.known_issues {
+            let title = issue
+                .title
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default();
+            writeln!(f, "  {}{title}: {}", issue.id, issue.state.describe())?;
+            for (test, state) in &issue.tests {
+                if *state != issue.state || issue.tests.len() > 1 {
+                    writeln!(f, "    {test}: {}", state.describe())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,365 @@
+//! The harness's own proof: fixture suites (real Cargo workspaces under
+//! `tests/fixtures`, each with an `expected.toml`) run under `cargo test`
+//! and `cargo nextest run`; the same per-test outcomes, records and JUnit
+//! come out of both, with the right exit codes; libtest's flags work on the
+//! built test binaries.
+
+#[path = "harness/checks.rs"]
+mod checks;
+#[path = "harness/fixture.rs"]
+mod fixture;
+#[path = "harness/listing.rs"]
+mod listing;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use checks::{assert_no_secret, check_junit, check_records, check_with_junitparser, comparable};
+use fixture::{fixture, nextest_available, results_dir};
+use testkit::report::{
+    check_known_issues, junit_from_records, merge_results, read_records, write_junit,
+    KnownIssueState, KnownIssues, Summary,
+};
+
+const BINARIES: &[&str] = &["basic", "green"];
+
+fn require_nextest() {
+    assert!(
+        nextest_available(),
+        "cargo-nextest is required by these tests: install it with `cargo install cargo-nextest --locked`"
+    );
+}
+
+/// Runs every binary of the basic fixture under `cargo test`, checks the exit
+/// codes, and returns the results folder.
+fn run_cargo_test(tag: &str) -> (tempfile::TempDir, String) {
+    let fx = fixture("basic");
+    let (results, run_id) = results_dir(tag);
+    for binary in BINARIES {
+        let out = fx.run_cargo(&["test", "--test", binary], results.path(), &run_id);
+        let want = fx.expected.binaries[*binary].cargo_test_exit;
+        assert_eq!(
+            out.code,
+            want,
+            "cargo test --test {binary}: {}",
+            out.describe()
+        );
+    }
+    (results, run_id)
+}
+
+fn run_nextest(tag: &str, extra: &[&str]) -> (tempfile::TempDir, String, fixture::Output) {
+    let fx = fixture("basic");
+    let (results, run_id) = results_dir(tag);
+    let mut args = vec!["nextest", "run", "--no-fail-fast"];
+    args.extend_from_slice(extra);
+    let out = fx.run_cargo(&args, results.path(), &run_id);
+    (results, run_id, out)
+}
+
+#[test]
+fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
+    let fx = fixture("basic");
+    let (results, run_id) = run_cargo_test("cargotest");
+    let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
+    for binary in BINARIES {
+        check_junit(
+            &results.path().join(format!("junit/{binary}.xml")),
+            &records,
+            &[binary],
+        );
+    }
+    let run_junit = results.path().join("junit.xml");
+    check_junit(&run_junit, &records, BINARIES);
+    check_with_junitparser(&run_junit, 15, 7, 6);
+    assert_no_secret(results.path());
+
+    let known = KnownIssues::load(&fx.dir).unwrap();
+    let all: Vec<_> = records.values().cloned().collect();
+    let summary = Summary::from_records(&all, Some(&known));
+    assert_eq!(
+        (
+            summary.passed,
+            summary.failed,
+            summary.skipped,
+            summary.expected_failures,
+            summary.unexpected_passes
+        ),
+        (2, 6, 4, 2, 1),
+        "{summary}"
+    );
+    assert!(!summary.is_green());
+    let states: BTreeMap<&str, KnownIssueState> = summary
+        .known_issues
+        .iter()
+        .map(|k| (k.id.as_str(), k.state))
+        .collect();
+    assert_eq!(
+        states,
+        BTreeMap::from([
+            ("FIX-1", KnownIssueState::FailingAsDocumented),
+            ("FIX-2", KnownIssueState::FailingDifferently),
+            ("FIX-3", KnownIssueState::Fixed),
+            ("FIX-404", KnownIssueState::Unlisted),
+            ("FIX-STALE", KnownIssueState::NotPinned),
+        ])
+    );
+    let text = summary.to_string();
+    assert!(
+        text.contains("FIX-3 (deletes are refused): appears fixed: remove the marker"),
+        "{text}"
+    );
+}
+
+#[test]
+fn nextest_gives_the_same_records_as_cargo_test() {
+    require_nextest();
+    let fx = fixture("basic");
+    let (cargo_results, _) = run_cargo_test("same");
+    let (results, run_id, out) = run_nextest("nextest", &[]);
+    assert_eq!(
+        out.code,
+        fx.expected.binaries["basic"].nextest_exit,
+        "cargo nextest run: {}",
+        out.describe()
+    );
+    let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
+    for binary in BINARIES {
+        check_junit(
+            &results.path().join(format!("junit/{binary}.xml")),
+            &records,
+            &[binary],
+        );
+    }
+    check_junit(&results.path().join("junit.xml"), &records, BINARIES);
+    assert_no_secret(results.path());
+
+    let under_cargo = read_records(cargo_results.path()).unwrap();
+    assert_eq!(under_cargo.len(), records.len());
+    for theirs in &under_cargo {
+        assert_eq!(
+            comparable(theirs),
+            comparable(&records[&theirs.name]),
+            "{} differs between runners",
+            theirs.name
+        );
+    }
+
+    // A green binary exits 0 under nextest too.
+    let (_green, _, out) = run_nextest("nextgreen", &["--test", "green"]);
+    assert_eq!(
+        out.code,
+        fx.expected.binaries["green"].nextest_exit,
+        "{}",
+        out.describe()
+    );
+}
+
+#[test]
+fn shards_merge_into_one_junit() {
+    require_nextest();
+    let fx = fixture("basic");
+    let (one, run_one, _) = run_nextest("shardone", &["--partition", "count:1/2"]);
+    let (two, run_two, _) = run_nextest("shardtwo", &["--partition", "count:2/2"]);
+    let (a, b) = (
+        read_records(one.path()).unwrap(),
+        read_records(two.path()).unwrap(),
+    );
+    assert!(!a.is_empty() && !b.is_empty(), "each shard ran some tests");
+    assert!(a.iter().all(|r| r.run_id == run_one) && b.iter().all(|r| r.run_id == run_two));
+
+    let merged = merge_results("merged", &[one.path(), two.path()]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let path = out.path().join("junit.xml");
+    write_junit(&merged, &path).unwrap();
+    // Ignored tests are recorded by every shard: merged, they count once.
+    // On a tie (ignored tests never start) the first input wins, as in the merge.
+    let mut records = BTreeMap::new();
+    for record in a.into_iter().chain(b) {
+        records.entry(record.name.clone()).or_insert(record);
+    }
+    assert_eq!(records.len(), fx.expected.tests.len());
+    check_junit(&path, &records, BINARIES);
+    check_with_junitparser(&path, 15, 7, 6);
+
+    // A JUnit file (here the merge's own output, as a stand-in for a shard
+    // that left only JUnit) adds the tests no record covers, and nothing twice.
+    let only_one = merge_results("partial", &[one.path(), &path]).unwrap();
+    assert_eq!(only_one.tests, 15);
+    assert_eq!((only_one.failures, only_one.skipped), (7, 6));
+}
+
+#[test]
+fn junit_from_records_round_trips_through_quick_junit() {
+    let (results, _) = run_cargo_test("roundtrip");
+    let records = read_records(results.path()).unwrap();
+    let report = junit_from_records("rt", &records);
+    let xml = report.to_string().unwrap();
+    let back = quick_junit::Report::deserialize_from_str(&xml).unwrap();
+    let outcomes: Vec<_> = records.iter().map(|r| (&r.name, r.outcome)).collect();
+    assert_eq!(
+        (back.tests, back.failures, back.skipped, back.errors),
+        (15, 7, 6, 0),
+        "{outcomes:?}\n{xml}"
+    );
+    assert_eq!(back.test_suites.len(), 2);
+}
+
+#[test]
+fn check_command_reports_stale_and_unlisted_known_issues() {
+    let fx = fixture("basic");
+    let check = check_known_issues(&fx.dir).unwrap();
+    let stale: Vec<&str> = check.stale.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(stale, ["FIX-STALE"]);
+    assert_eq!(check.unlisted.keys().collect::<Vec<_>>(), ["FIX-404"]);
+    assert_eq!(
+        check.unlisted["FIX-404"][0].file,
+        fx.dir.join("tests/basic.rs")
+    );
+    assert!(!check.ok());
+    let text = check.to_string();
+    assert!(
+        text.contains("FIX-STALE (a bug no test pins) is pinned by no test"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tests/basic.rs:") && text.contains("add `## FIX-404: <title>`"),
+        "{text}"
+    );
+    assert!(Path::new(&check.path).ends_with("KNOWN-ISSUES.md"));
+}
+
+/// Starts sandboxd (built from this checkout) with `faults`, writes its
+/// handle, and returns the handle path with the child in its own process
+/// group (killed by the caller).
+fn start_sandboxd(home: &Path, faults: &[&str]) -> (std::process::Child, std::path::PathBuf) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut build =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    build
+        .args(["build", "-p", "sandboxd", "--message-format=json"])
+        .current_dir(&target);
+    let out = fixture::run_bounded(build, std::time::Duration::from_secs(20 * 60));
+    assert_eq!(out.code, 0, "building sandboxd failed: {}", out.describe());
+    let exe = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| {
+            (m["target"]["name"] == "sandboxd")
+                .then(|| m["executable"].as_str().map(str::to_owned))
+                .flatten()
+        })
+        .expect("sandboxd's executable");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["serve", "--home"])
+        .arg(home)
+        .args(["--listen", "127.0.0.1:0"]);
+    for fault in faults {
+        cmd.args(["--fault", fault]);
+    }
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    // sandboxd prints its handle once ready, or exits (closing stdout).
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        line.trim_start().starts_with('{'),
+        "sandboxd printed no handle: {line:?}"
+    );
+    let handle = home.join("handle.json");
+    std::fs::write(&handle, line.trim()).unwrap();
+    (child, handle)
+}
+
+#[test]
+fn known_issue_against_sandboxd_drop_exec_env() {
+    require_nextest();
+    let fx = fixture("known-issues");
+    for (faults, cargo_exit, nextest_exit, outcome) in [
+        (
+            &["drop-exec-env"][..],
+            0,
+            0,
+            testkit::Outcome::ExpectedFailure,
+        ),
+        (&[][..], 101, 100, testkit::Outcome::UnexpectedPass),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        let (pod, handle) = start_sandboxd(home.path(), faults);
+        let _pod = KillOnDrop(pod);
+        let token: String =
+            serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&handle).unwrap())
+                .unwrap()["token"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        let mut outcomes = Vec::new();
+        for (runner, exit) in [("test", cargo_exit), ("nextest", nextest_exit)] {
+            let (results, run_id) = results_dir("sbx");
+            let args: &[&str] = if runner == "test" {
+                &["test"]
+            } else {
+                &["nextest", "run", "--no-fail-fast"]
+            };
+            let mut cmd = fx.cargo(args);
+            cmd.env("TESTKIT_RESULTS_DIR", results.path())
+                .env("TESTKIT_RUN_ID", &run_id)
+                .env("TESTKIT_POD_HANDLE", &handle);
+            let out = fixture::run_bounded(cmd, std::time::Duration::from_secs(20 * 60));
+            assert_eq!(
+                out.code,
+                exit,
+                "{runner} with faults {faults:?}: {}",
+                out.describe()
+            );
+            let records = read_records(results.path()).unwrap();
+            assert_eq!(records.len(), 1, "{records:?}");
+            let record = &records[0];
+            assert_eq!(
+                record.outcome, outcome,
+                "{runner} with faults {faults:?}: {record:#?}"
+            );
+            if outcome == testkit::Outcome::UnexpectedPass {
+                let message = record.message.as_deref().unwrap();
+                assert!(
+                    message.contains("SBX-1 appears fixed")
+                        && message.contains("remove the marker"),
+                    "{message}"
+                );
+            }
+            let summary = Summary::from_records(&records, None);
+            assert_eq!(
+                summary.is_green(),
+                outcome == testkit::Outcome::ExpectedFailure
+            );
+            for file in [
+                results.path().join("junit.xml"),
+                results.path().join("records/exec_env"),
+            ] {
+                assert!(file.exists(), "{}", file.display());
+            }
+            let xml = std::fs::read_to_string(results.path().join("junit.xml")).unwrap();
+            assert!(!xml.contains(&token), "the token leaked into junit.xml");
+            outcomes.push(comparable(record));
+        }
+        assert_eq!(outcomes[0], outcomes[1], "cargo test and nextest disagree");
+    }
+}
+
+/// Stops sandboxd's process group and reaps it, whether the test passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
