@@ -62,7 +62,9 @@ pub struct SuiteSection {
 
 impl Default for SuiteSection {
     fn default() -> Self {
-        SuiteSection { name_prefix: default_prefix() }
+        SuiteSection {
+            name_prefix: default_prefix(),
+        }
     }
 }
 
@@ -127,17 +129,41 @@ impl Default for PodSection {
 }
 
 /// `[cli]` of `testkit.toml`: the product's CLI, run by `cx.cli(..)`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct CliSection {
-    /// The program (a name on PATH or a path relative to the suite dir).
-    #[serde(default)]
+    /// The program (a name on PATH or a path relative to the suite dir);
+    /// default `sandboxctl`.
+    #[serde(default = "default_cli_program")]
     pub program: Option<String>,
     /// Environment of the CLI: values may use `{base_url}`, `{token}`,
-    /// `{port}` and `{name}` from the pod handle.
-    #[serde(default)]
+    /// `{port}` and `{name}` from the pod handle. Default:
+    /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`.
+    #[serde(default = "default_cli_env")]
     pub env: BTreeMap<String, String>,
+}
+
+impl Default for CliSection {
+    fn default() -> Self {
+        CliSection {
+            program: default_cli_program(),
+            env: default_cli_env(),
+        }
+    }
+}
+
+fn default_cli_program() -> Option<String> {
+    Some("sandboxctl".to_owned())
+}
+fn default_cli_env() -> BTreeMap<String, String> {
+    [
+        ("SANDBOXD_URL", "{base_url}"),
+        ("SANDBOXD_TOKEN", "{token}"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
 
 fn default_prefix() -> String {
@@ -162,8 +188,11 @@ mod humantime_serde_compat {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(s.trim())
-            .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e} (expected e.g. 20s, 2m)")))
+        humantime::parse_duration(s.trim()).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {s:?}: {e} (expected e.g. 20s, 2m)"
+            ))
+        })
     }
 }
 
@@ -214,34 +243,70 @@ impl SuiteConfig {
 
     /// Parses the text of a `testkit.toml`; `path` is used in errors only.
     pub fn parse(text: &str, path: &Path) -> Result<SuiteConfig, ConfigError> {
-        let config: SuiteConfig = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string().trim_end().to_owned() })?;
+        let config: SuiteConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
         config.validate(path)?;
         Ok(config)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |key, problem: String| ConfigError::Invalid { path: path.to_owned(), key, problem };
+        let invalid = |key, problem: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            key,
+            problem,
+        };
         let prefix = &self.suite.name_prefix;
-        if prefix.is_empty() || prefix.len() > 8 || !prefix.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
-            return Err(invalid("suite.name_prefix", format!("is {prefix:?}: expected 1 to 8 characters of a-z and 0-9")));
+        if prefix.is_empty()
+            || prefix.len() > 8
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            return Err(invalid(
+                "suite.name_prefix",
+                format!("is {prefix:?}: expected 1 to 8 characters of a-z and 0-9"),
+            ));
         }
         if self.pod.command.first().is_none_or(|p| p.trim().is_empty()) {
-            return Err(invalid("pod.command", "is empty: expected a program and its arguments".to_owned()));
+            return Err(invalid(
+                "pod.command",
+                "is empty: expected a program and its arguments".to_owned(),
+            ));
         }
         if !self.pod.health_path.starts_with('/') {
-            return Err(invalid("pod.health_path", format!("is {:?}: expected a path starting with `/`", self.pod.health_path)));
+            return Err(invalid(
+                "pod.health_path",
+                format!(
+                    "is {:?}: expected a path starting with `/`",
+                    self.pod.health_path
+                ),
+            ));
         }
         if self.pod.inactivity_timeout.is_zero() || self.pod.ceiling.is_zero() {
-            return Err(invalid("pod.inactivity_timeout", "and `pod.ceiling` must be longer than zero".to_owned()));
+            return Err(invalid(
+                "pod.inactivity_timeout",
+                "and `pod.ceiling` must be longer than zero".to_owned(),
+            ));
         }
         for endpoint in &self.pod.protected {
-            let ok = endpoint.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            let ok = endpoint
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
             if !ok {
-                return Err(invalid("pod.protected", format!("has {endpoint:?}: expected `host:port` entries")));
+                return Err(invalid(
+                    "pod.protected",
+                    format!("has {endpoint:?}: expected `host:port` entries"),
+                ));
             }
         }
-        if self.cli.program.as_deref().is_some_and(|p| p.trim().is_empty()) {
+        if self
+            .cli
+            .program
+            .as_deref()
+            .is_some_and(|p| p.trim().is_empty())
+        {
             return Err(invalid("cli.program", "is empty".to_owned()));
         }
         Ok(())
@@ -274,15 +339,23 @@ fn find_suite_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
-    if let Some(dir) =
-        manifest_dir.ancestors().find(|d| d.join("testkit.toml").is_file() || d.join("KNOWN-ISSUES.md").is_file())
+    if let Some(dir) = manifest_dir
+        .ancestors()
+        .find(|d| d.join("testkit.toml").is_file() || d.join("KNOWN-ISSUES.md").is_file())
     {
         return Some(dir.to_owned());
     }
     let is_workspace_root = |d: &Path| {
-        std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|s| s.lines().any(|l| l.trim() == "[workspace]"))
+        std::fs::read_to_string(d.join("Cargo.toml"))
+            .is_ok_and(|s| s.lines().any(|l| l.trim() == "[workspace]"))
     };
-    Some(manifest_dir.ancestors().find(|d| is_workspace_root(d)).unwrap_or(&manifest_dir).to_owned())
+    Some(
+        manifest_dir
+            .ancestors()
+            .find(|d| is_workspace_root(d))
+            .unwrap_or(&manifest_dir)
+            .to_owned(),
+    )
 }
 
 #[cfg(test)]
@@ -325,11 +398,15 @@ mod tests {
     fn errors_name_the_key_and_file() {
         let e = parse("[pod]\ncomand = []").unwrap_err().to_string();
         assert!(e.contains("/s/testkit.toml") && e.contains("comand"), "{e}");
-        let e = parse("[suite]\nname_prefix = \"Bad-\"").unwrap_err().to_string();
+        let e = parse("[suite]\nname_prefix = \"Bad-\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("suite.name_prefix"), "{e}");
         let e = parse("[pod]\nceiling = \"soon\"").unwrap_err().to_string();
         assert!(e.contains("ceiling") && e.contains("soon"), "{e}");
-        let e = parse("[pod]\nprotected = [\"nope\"]").unwrap_err().to_string();
+        let e = parse("[pod]\nprotected = [\"nope\"]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pod.protected"), "{e}");
     }
 }

@@ -1,0 +1,438 @@
+//! The pod handle: the JSON that says where a pod is and how to authenticate,
+//! validated field by field before anything uses it.
+//!
+//! After [`PodHandle::parse`] nothing reads the raw JSON again: the handle
+//! keeps one canonical form rebuilt from the validated fields.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use serde_json::{Map, Value};
+
+/// The characters a generated token may contain.
+pub const TOKEN_ALPHABET: &str = "A-Z a-z 0-9 - _ . ~ + / =";
+
+/// What a handle may point at, from the suite's `[pod]` config.
+#[derive(Debug, Clone, Default)]
+pub struct HandlePolicy {
+    /// Host names allowed besides loopback (compared case-insensitively).
+    pub allow_remote_hosts: Vec<String>,
+    /// `host:port` endpoints refused whatever else is right.
+    pub protected: Vec<String>,
+}
+
+impl HandlePolicy {
+    /// The policy of a suite's `[pod]` section.
+    pub fn from_config(pod: &crate::config::PodSection) -> HandlePolicy {
+        HandlePolicy {
+            allow_remote_hosts: pod.allow_remote_hosts.clone(),
+            protected: pod.protected.clone(),
+        }
+    }
+}
+
+/// A handle that cannot be used: which field, and what is wrong with it.
+/// The message never contains the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid pod handle: {}{problem}", field.map(|f| format!("`{f}` ")).unwrap_or_default())]
+pub struct HandleError {
+    field: Option<&'static str>,
+    problem: String,
+}
+
+impl HandleError {
+    fn field(field: &'static str, problem: impl Into<String>) -> HandleError {
+        HandleError {
+            field: Some(field),
+            problem: problem.into(),
+        }
+    }
+
+    /// The field at fault, when one is.
+    pub fn field_name(&self) -> Option<&'static str> {
+        self.field
+    }
+
+    /// What is wrong.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+/// A validated pod handle. Its `Debug` never shows the token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PodHandle {
+    name: String,
+    scheme: &'static str,
+    host: String,
+    port: u16,
+    base_url: String,
+    token: String,
+    capabilities: Option<Vec<String>>,
+    health: Option<String>,
+}
+
+impl PodHandle {
+    /// Parses and validates a handle's JSON.
+    pub fn parse(json: &str, policy: &HandlePolicy) -> Result<PodHandle, HandleError> {
+        let value: Value = serde_json::from_str(json).map_err(|e| HandleError {
+            field: None,
+            // serde_json's message names a position, never the content.
+            problem: format!("not valid JSON: {e}"),
+        })?;
+        let Value::Object(obj) = value else {
+            return Err(HandleError {
+                field: None,
+                problem: "expected a JSON object".to_owned(),
+            });
+        };
+        PodHandle::from_object(&obj, policy)
+    }
+
+    fn from_object(
+        obj: &Map<String, Value>,
+        policy: &HandlePolicy,
+    ) -> Result<PodHandle, HandleError> {
+        let name = match obj.get("name") {
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                return Err(HandleError::field("name", "is empty"))
+            }
+            Some(Value::String(s)) if s.chars().any(char::is_control) => {
+                return Err(HandleError::field("name", "contains control characters"))
+            }
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(HandleError::field(
+                    "name",
+                    format!("must be a string, not {}", kind(other)),
+                ))
+            }
+            None => return Err(HandleError::field("name", "is missing")),
+        };
+        let raw_url = match obj.get("base_url") {
+            Some(Value::String(s)) => s.as_str(),
+            Some(other) => {
+                return Err(HandleError::field(
+                    "base_url",
+                    format!("must be a string, not {}", kind(other)),
+                ))
+            }
+            None => return Err(HandleError::field("base_url", "is missing")),
+        };
+        let url = parse_base_url(raw_url, policy)?;
+        let port = match obj.get("port") {
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(p) if (1..=65535).contains(&p) => p as u16,
+                Some(p) => {
+                    return Err(HandleError::field(
+                        "port",
+                        format!("is {p}: expected 1 to 65535"),
+                    ))
+                }
+                None => {
+                    return Err(HandleError::field(
+                        "port",
+                        format!("is {n}: expected a decimal integer from 1 to 65535"),
+                    ))
+                }
+            },
+            Some(other) => {
+                return Err(HandleError::field(
+                    "port",
+                    format!(
+                        "must be a JSON integer from 1 to 65535, not {}",
+                        kind(other)
+                    ),
+                ))
+            }
+            None => return Err(HandleError::field("port", "is missing")),
+        };
+        if port != url.port {
+            return Err(HandleError::field(
+                "port",
+                format!(
+                    "is {port} but `base_url` says port {}: they must agree",
+                    url.port
+                ),
+            ));
+        }
+        let token = match obj.get("token") {
+            Some(Value::String(s)) if s.is_empty() => {
+                return Err(HandleError::field("token", "is empty"))
+            }
+            Some(Value::String(s)) => {
+                if let Some(pos) = s.chars().position(|c| !is_token_char(c)) {
+                    return Err(HandleError::field(
+                        "token",
+                        format!(
+                            "has a character outside the token alphabet ({TOKEN_ALPHABET}) at position {}",
+                            pos + 1
+                        ),
+                    ));
+                }
+                s.clone()
+            }
+            Some(other) => {
+                return Err(HandleError::field(
+                    "token",
+                    format!("must be a string, not {}", kind(other)),
+                ))
+            }
+            None => return Err(HandleError::field("token", "is missing")),
+        };
+        let capabilities = match obj.get("capabilities") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => {
+                let mut caps = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Value::String(s)
+                            if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic()) =>
+                        {
+                            caps.push(s.clone())
+                        }
+                        _ => {
+                            return Err(HandleError::field(
+                                "capabilities",
+                                "must be an array of non-empty strings without whitespace",
+                            ))
+                        }
+                    }
+                }
+                Some(caps)
+            }
+            Some(other) => {
+                return Err(HandleError::field(
+                    "capabilities",
+                    format!("must be an array, not {}", kind(other)),
+                ))
+            }
+        };
+        let health = match obj.get("health") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s))
+                if s.starts_with('/') && s.chars().all(|c| c.is_ascii_graphic()) =>
+            {
+                Some(s.clone())
+            }
+            Some(_) => {
+                return Err(HandleError::field(
+                    "health",
+                    "must be a path on the pod starting with `/`, without whitespace",
+                ))
+            }
+        };
+        Ok(PodHandle {
+            name,
+            scheme: url.scheme,
+            base_url: format!("{}://{}:{}", url.scheme, url.host, url.port),
+            host: url.host,
+            port,
+            token,
+            capabilities,
+            health,
+        })
+    }
+
+    /// The pod's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `scheme://host:port`, canonical.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The host of `base_url`: lowercase, IPv6 in brackets.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &str {
+        self.scheme
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The token: a secret. Register it before anything could print it.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The capabilities the handle declares, if it declares any.
+    pub fn capabilities(&self) -> Option<&[String]> {
+        self.capabilities.as_deref()
+    }
+
+    /// The health path the handle declares, if any.
+    pub fn health(&self) -> Option<&str> {
+        self.health.as_deref()
+    }
+
+    /// The canonical JSON of the handle, token included: write it only to
+    /// files of mode 0600 ([`PodHandle::write_file`]).
+    pub fn to_json(&self) -> String {
+        let mut obj = Map::new();
+        obj.insert("name".into(), Value::from(self.name.clone()));
+        obj.insert("base_url".into(), Value::from(self.base_url.clone()));
+        obj.insert("port".into(), Value::from(self.port));
+        obj.insert("token".into(), Value::from(self.token.clone()));
+        if let Some(caps) = &self.capabilities {
+            obj.insert("capabilities".into(), Value::from(caps.clone()));
+        }
+        if let Some(h) = &self.health {
+            obj.insert("health".into(), Value::from(h.clone()));
+        }
+        Value::Object(obj).to_string()
+    }
+
+    /// Writes [`PodHandle::to_json`] to `path` with mode 0600, atomically.
+    pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        super::write_private(path, self.to_json().as_bytes())
+    }
+}
+
+impl fmt::Debug for PodHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PodHandle")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("port", &self.port)
+            .field("token", &crate::REDACTED)
+            .field("capabilities", &self.capabilities)
+            .finish()
+    }
+}
+
+fn is_token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~' | '+' | '/' | '=')
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+struct BaseUrl {
+    scheme: &'static str,
+    host: String,
+    port: u16,
+}
+
+/// Validates `base_url` by hand rather than with a URL parser, because a
+/// parser normalises away what must be refused (a default port written out,
+/// `user@`, a trailing path).
+fn parse_base_url(raw: &str, policy: &HandlePolicy) -> Result<BaseUrl, HandleError> {
+    let err = |problem: String| HandleError::field("base_url", problem);
+    if raw.is_empty() {
+        return Err(err("is empty".to_owned()));
+    }
+    if raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(err("contains whitespace or control characters".to_owned()));
+    }
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((s, rest)) if s.eq_ignore_ascii_case("http") => ("http", rest),
+        Some((s, rest)) if s.eq_ignore_ascii_case("https") => ("https", rest),
+        Some((s, _)) => return Err(err(format!("has scheme {s:?}: expected http or https"))),
+        None => {
+            return Err(err(
+                "is not a URL: expected http://HOST:PORT or https://HOST:PORT".to_owned(),
+            ))
+        }
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    if authority.contains('@') {
+        // Never echo the URL: it holds credentials.
+        return Err(err(
+            "contains credentials (`user@` or `user:password@`): put the secret in `token`"
+                .to_owned(),
+        ));
+    }
+    if !(tail.is_empty() || tail == "/") {
+        return Err(err(format!(
+            "has a path, query or fragment ({tail:?}): expected only scheme, host and port"
+        )));
+    }
+    let (host, port) = if let Some(after_bracket) = authority.strip_prefix('[') {
+        let Some((inside, after)) = after_bracket.split_once(']') else {
+            return Err(err("has an unclosed `[` in its host".to_owned()));
+        };
+        let ip: std::net::Ipv6Addr = inside
+            .parse()
+            .map_err(|_| err(format!("has an invalid IPv6 host [{inside}]")))?;
+        let Some(port) = after.strip_prefix(':') else {
+            return Err(err(format!(
+                "{raw:?} has no explicit port: write it out, e.g. http://[::1]:8080"
+            )));
+        };
+        (format!("[{ip}]"), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_ascii_lowercase(), p),
+            None => {
+                return Err(err(format!(
+                    "{raw:?} has no explicit port: write it out, e.g. http://127.0.0.1:8080"
+                )))
+            }
+        }
+    };
+    if host.is_empty() {
+        return Err(err("has no host".to_owned()));
+    }
+    let canonical_port =
+        !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && !port.starts_with('0');
+    let port: u16 = match port.parse::<u32>() {
+        Ok(p) if canonical_port && (1..=65535).contains(&p) => p as u16,
+        _ => {
+            return Err(err(format!(
+                "has port {port:?}: expected a decimal integer from 1 to 65535"
+            )))
+        }
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            if !bare
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                return Err(err(format!("has an invalid host {host:?}")));
+            }
+            host == "localhost"
+        }
+    };
+    if !loopback
+        && !policy
+            .allow_remote_hosts
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(&host))
+    {
+        return Err(err(format!(
+            "has host {host:?}, which is not loopback: list it in `[pod] allow_remote_hosts` of testkit.toml to allow it"
+        )));
+    }
+    let endpoint = format!("{host}:{port}");
+    if policy
+        .protected
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case(&endpoint))
+    {
+        return Err(err(format!(
+            "points at {endpoint}, which `[pod] protected` of testkit.toml forbids"
+        )));
+    }
+    Ok(BaseUrl { scheme, host, port })
+}

@@ -1,0 +1,724 @@
+//! Pods that testkit starts itself: boot with a fresh HOME on a free loopback
+//! port in a scrubbed environment, wait for the handle and a healthy answer
+//! (inactivity timeout reset by every line the pod prints, under a hard
+//! ceiling), and stop verifiably.
+//!
+//! Each pod gets a private directory `testkit-pod-<random id>/` (mode 0700)
+//! holding `home/` (the pod's HOME) and `stdout.raw` (what the pod prints on
+//! stdout, which includes its token). The raw stdout never goes to the
+//! results folder: a redacted copy does, when the pod stops or fails to boot.
+//! stderr goes straight to the log folder, and is redacted in place then too.
+//! Because the pod writes to files rather than pipes, a pod outlives the
+//! process that launched it without losing its output (`testkit-runner pod up`).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+use super::check::{check_health, HealthReport};
+use super::handle::{HandleError, HandlePolicy, PodHandle};
+use crate::config::{Ready, SuiteConfig};
+
+/// Environment variables a pod inherits from its launcher; everything else
+/// (credentials, cloud config, the caller's HOME) stays out.
+const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "RUST_BACKTRACE", "RUST_LOG"];
+
+/// How to start a pod.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LaunchSpec {
+    /// Program and arguments; see [`crate::config::PodSection::command`].
+    pub command: Vec<String>,
+    /// When the pod counts as up.
+    pub ready: Ready,
+    /// The pod's unauthenticated health path.
+    pub health_path: String,
+    /// How long the pod may stay silent while booting.
+    pub inactivity_timeout: Duration,
+    /// The longest boot, progress or not.
+    pub ceiling: Duration,
+    /// What the printed handle may point at.
+    pub policy: HandlePolicy,
+    /// Where `pod.stdout.log` and `pod.stderr.log` go.
+    pub logs_dir: PathBuf,
+    /// Where the pod's private directory is created (default: the temp dir).
+    pub private_parent: Option<PathBuf>,
+    /// Where a relative program is looked up (the suite dir).
+    pub base_dir: Option<PathBuf>,
+    /// Extra environment for the pod.
+    pub env: BTreeMap<String, String>,
+}
+
+impl LaunchSpec {
+    /// The spec of a suite's `[pod]` config, logging to `logs_dir`.
+    pub fn from_config(
+        config: &SuiteConfig,
+        suite_dir: Option<&Path>,
+        logs_dir: PathBuf,
+    ) -> LaunchSpec {
+        let pod = &config.pod;
+        LaunchSpec {
+            command: pod.command.clone(),
+            ready: pod.ready,
+            health_path: pod.health_path.clone(),
+            inactivity_timeout: pod.inactivity_timeout,
+            ceiling: pod.ceiling,
+            policy: HandlePolicy::from_config(pod),
+            logs_dir,
+            private_parent: None,
+            base_dir: suite_dir.map(Path::to_owned),
+            env: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a pod did not come up. Its logs are kept; the message says where,
+/// and what the pod last printed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The program is not on PATH nor next to the test binaries.
+    #[error("pod program `{program}` not found next to the current executable, in the target dir, or on PATH: {hint}")]
+    ProgramNotFound {
+        /// The program.
+        program: String,
+        /// How to fix it.
+        hint: String,
+    },
+    /// Setting up (directories, port, spawn) failed.
+    #[error("failed to {what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pod exited before it was up.
+    #[error("the pod exited early ({status}) before it was up; last seen: {last_seen}; logs kept in {}", logs.display())]
+    ExitedEarly {
+        /// Its exit status.
+        status: String,
+        /// The last line it printed.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// It was silent too long, or booted too long.
+    #[error("the pod was not up after {waited:?} ({which}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Timeout {
+        /// `no progress for 20s` or `hard ceiling 2m`.
+        which: String,
+        /// How long it was given.
+        waited: Duration,
+        /// The last thing seen (a line, a health answer).
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// It printed a handle that does not validate.
+    #[error("the pod printed an unusable handle: {source}; logs kept in {}", logs.display())]
+    BadHandle {
+        /// What is wrong with it.
+        #[source]
+        source: HandleError,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+}
+
+/// A pod testkit started.
+#[derive(Debug)]
+pub struct LaunchedPod {
+    /// Its validated handle.
+    pub handle: PodHandle,
+    /// Its process id.
+    pub pid: u32,
+    /// Its process group (equal to `pid`).
+    pub pgid: i32,
+    /// When its process started, in clock ticks since boot (guards against pid reuse).
+    pub start_ticks: Option<u64>,
+    /// Its private directory (deleted on stop).
+    pub private_dir: PathBuf,
+    /// Its HOME, inside `private_dir`.
+    pub home: PathBuf,
+    /// The folder of its logs.
+    pub logs_dir: PathBuf,
+    /// The health measurement that declared it up.
+    pub health: HealthReport,
+    /// How long the boot took.
+    pub boot_time: Duration,
+    child: Option<tokio::process::Child>,
+}
+
+/// What stopping a pod did, verified.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct StopReport {
+    /// Processes of the pod's tree when the stop began.
+    pub processes: usize,
+    /// Whether everything ended after SIGTERM, within the grace period.
+    pub drained_after_term: bool,
+    /// Processes that needed SIGKILL.
+    pub killed: Vec<i32>,
+    /// The pod's private directory (with HOME), verified gone.
+    pub removed: PathBuf,
+    /// How long the stop took.
+    pub duration: Duration,
+}
+
+/// A stop that could not be verified: names what survived.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopError {
+    /// Processes still alive after SIGKILL.
+    #[error(
+        "processes of pod group {pgid} survived SIGTERM and SIGKILL: {}",
+        describe(survivors)
+    )]
+    Survivors {
+        /// The group.
+        pgid: i32,
+        /// `(pid, command)`.
+        survivors: Vec<(i32, String)>,
+    },
+    /// The HOME could not be deleted.
+    #[error("the pod's HOME {} survived: {problem}", path.display())]
+    HomeSurvived {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        problem: String,
+    },
+}
+
+fn describe(procs: &[(i32, String)]) -> String {
+    procs
+        .iter()
+        .map(|(p, c)| format!("{p} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Starts a pod and waits until it is up (handle printed, health answered).
+pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
+    let program = resolve_program(&spec.command[0], spec.base_dir.as_deref())?;
+    let io = |what: String| move |source| LaunchError::Io { what, source };
+    std::fs::create_dir_all(&spec.logs_dir)
+        .map_err(io(format!("create {}", spec.logs_dir.display())))?;
+    let private_dir = create_private_dir(spec.private_parent.as_deref())?;
+    let home = private_dir.join("home");
+    std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(io("find a free loopback port".to_owned()))?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let fill = |arg: &str| {
+        arg.replace("{home}", &home.to_string_lossy())
+            .replace("{port}", &port.to_string())
+            .replace("{listen}", &listen)
+    };
+    let mut args: Vec<String> = spec.command[1..].iter().map(|a| fill(a)).collect();
+    if !spec
+        .command
+        .iter()
+        .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
+    {
+        args.extend([
+            "--home".to_owned(),
+            home.to_string_lossy().into_owned(),
+            "--listen".to_owned(),
+            listen.clone(),
+        ]);
+    }
+
+    let stdout_raw = private_dir.join("stdout.raw");
+    let stderr_log = spec.logs_dir.join("pod.stderr.log");
+    let out = File::create(&stdout_raw).map_err(io(format!("create {}", stdout_raw.display())))?;
+    let err = File::create(&stderr_log).map_err(io(format!("create {}", stderr_log.display())))?;
+    let mut cmd = tokio::process::Command::new(&program);
+    cmd.args(&args)
+        .env_clear()
+        .envs(
+            INHERITED_ENV
+                .iter()
+                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+        )
+        .env("HOME", &home)
+        .env("TMPDIR", &private_dir)
+        .env("TESTKIT_POD_PORT", port.to_string())
+        .envs(&spec.env)
+        .current_dir(&private_dir)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .kill_on_drop(false);
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(io(format!("start {}", program.display())))?;
+    let pid = child.id().unwrap_or_default();
+    let start_ticks = start_ticks(pid as i32);
+
+    let result = wait_until_up(spec, &mut child, &stdout_raw, &stderr_log, started).await;
+    match result {
+        Ok((handle, health)) => Ok(LaunchedPod {
+            handle,
+            pid,
+            pgid: pid as i32,
+            start_ticks,
+            private_dir,
+            home,
+            logs_dir: spec.logs_dir.clone(),
+            health,
+            boot_time: started.elapsed(),
+            child: Some(child),
+        }),
+        Err(e) => {
+            // Leave nothing running; keep the logs.
+            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            let _ = wait_drained(pid as i32, &[], Duration::from_secs(5)).await;
+            keep_logs(&stdout_raw, &spec.logs_dir, &stderr_log);
+            let _ = std::fs::remove_dir_all(&private_dir);
+            Err(e)
+        }
+    }
+}
+
+async fn wait_until_up(
+    spec: &LaunchSpec,
+    child: &mut tokio::process::Child,
+    stdout_raw: &Path,
+    stderr_log: &Path,
+    started: Instant,
+) -> Result<(PodHandle, HealthReport), LaunchError> {
+    let logs = spec.logs_dir.clone();
+    let mut out = Tail::new(stdout_raw);
+    let mut err = Tail::new(stderr_log);
+    let mut last_activity = Instant::now();
+    let mut last_seen = "nothing (the pod printed no output)".to_owned();
+    let mut handle: Option<PodHandle> = None;
+    let mut next_health = Instant::now();
+    loop {
+        let mut progressed = false;
+        for line in out.lines() {
+            progressed = true;
+            if handle.is_none() && line.trim_start().starts_with('{') {
+                match PodHandle::parse(line.trim(), &spec.policy) {
+                    Ok(h) => {
+                        crate::register_secret(h.token());
+                        last_seen = format!("the handle of pod {} at {}", h.name(), h.base_url());
+                        handle = Some(h);
+                        continue;
+                    }
+                    Err(source) => return Err(LaunchError::BadHandle { source, logs }),
+                }
+            }
+            last_seen = format!("stdout: {}", crate::redact(&line));
+        }
+        for line in err.lines() {
+            progressed = true;
+            last_seen = format!("stderr: {}", crate::redact(&line));
+        }
+        if progressed {
+            last_activity = Instant::now();
+        }
+        if let Some(h) = &handle {
+            if Instant::now() >= next_health {
+                let path = h.health().unwrap_or(&spec.health_path).to_owned();
+                let report = check_health(h.base_url(), &path, Duration::from_secs(2)).await;
+                if report.ok() {
+                    return Ok((handle.take().expect("checked"), report));
+                }
+                last_seen = format!("health {}", report.summary());
+                next_health = Instant::now() + Duration::from_millis(200);
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            // Read what it printed last before reporting.
+            for line in out.lines().into_iter().chain(err.lines()) {
+                last_seen = crate::redact(&line).into_owned();
+            }
+            return Err(LaunchError::ExitedEarly {
+                status: status.to_string(),
+                last_seen,
+                logs,
+            });
+        }
+        if started.elapsed() >= spec.ceiling {
+            return Err(LaunchError::Timeout {
+                which: format!("hard ceiling {}", humantime::format_duration(spec.ceiling)),
+                waited: started.elapsed(),
+                last_seen,
+                logs,
+            });
+        }
+        if last_activity.elapsed() >= spec.inactivity_timeout {
+            return Err(LaunchError::Timeout {
+                which: format!(
+                    "no progress for {}",
+                    humantime::format_duration(spec.inactivity_timeout)
+                ),
+                waited: started.elapsed(),
+                last_seen,
+                logs,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Follows a file the pod appends to, a line at a time.
+struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl Tail {
+    fn new(path: &Path) -> Tail {
+        Tail {
+            path: path.to_owned(),
+            offset: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    fn lines(&mut self) -> Vec<String> {
+        let mut buf = Vec::new();
+        if let Ok(mut f) = File::open(&self.path) {
+            if f.seek(SeekFrom::Start(self.offset)).is_ok() {
+                let _ = f.read_to_end(&mut buf);
+            }
+        }
+        self.offset += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut lines = Vec::new();
+        while let Some(pos) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            lines.push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
+        }
+        lines
+    }
+}
+
+impl LaunchedPod {
+    /// Stops the pod: SIGTERM to its group, waits up to `grace` for the tree
+    /// to drain, SIGKILLs what remains, deletes its HOME, and verifies both.
+    pub async fn stop(mut self, grace: Duration) -> Result<StopReport, StopError> {
+        let stdout_raw = self.private_dir.join("stdout.raw");
+        let stderr_log = self.logs_dir.join("pod.stderr.log");
+        let child = self.child.take();
+        let reaper = child.map(|mut c| tokio::spawn(async move { c.wait().await }));
+        let result = stop_group(
+            self.pgid,
+            self.start_ticks,
+            &self.private_dir,
+            grace,
+            || keep_logs(&stdout_raw, &self.logs_dir, &stderr_log),
+        )
+        .await;
+        if let Some(r) = reaper {
+            r.abort();
+        }
+        result
+    }
+}
+
+/// Stops the pod whose group is `pgid` and whose private directory is
+/// `private_dir` (a pod started by another process, or one whose launcher
+/// died). `start_ticks` guards against a reused pid. Dead pods are reclaimed:
+/// their directory is deleted and verified gone.
+pub async fn stop_recorded(
+    pgid: i32,
+    start_ticks: Option<u64>,
+    private_dir: &Path,
+    logs_dir: Option<&Path>,
+    grace: Duration,
+) -> Result<StopReport, StopError> {
+    let stdout_raw = private_dir.join("stdout.raw");
+    stop_group(pgid, start_ticks, private_dir, grace, || {
+        if let Some(logs) = logs_dir {
+            keep_logs(&stdout_raw, logs, &logs.join("pod.stderr.log"))
+        }
+    })
+    .await
+}
+
+async fn stop_group(
+    pgid: i32,
+    start_ticks: Option<u64>,
+    private_dir: &Path,
+    grace: Duration,
+    save_logs: impl FnOnce(),
+) -> Result<StopReport, StopError> {
+    let began = Instant::now();
+    // A live process with the group's pid that started at another time is not
+    // our pod: the pid was reused, so the group must not be signalled.
+    let reused = matches!((start_ticks, self::start_ticks(pgid)), (Some(a), Some(b)) if a != b);
+    let tree = if reused { Vec::new() } else { tree_of(pgid) };
+    let processes = tree.len();
+    let mut drained_after_term = true;
+    let mut killed = Vec::new();
+    if !tree.is_empty() {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+        for &(pid, _) in &tree {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        if let Err(rest) = wait_drained(pgid, &tree, grace).await {
+            drained_after_term = false;
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+            for &(pid, _) in &rest {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            killed = rest.iter().map(|(p, _)| *p).collect();
+            if let Err(survivors) = wait_drained(pgid, &rest, Duration::from_secs(10)).await {
+                save_logs();
+                return Err(StopError::Survivors {
+                    pgid,
+                    survivors: survivors
+                        .into_iter()
+                        .map(|(p, _)| (p, command_of(p)))
+                        .collect(),
+                });
+            }
+        }
+    }
+    save_logs();
+    if let Err(e) = std::fs::remove_dir_all(private_dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(StopError::HomeSurvived {
+                path: private_dir.to_owned(),
+                problem: e.to_string(),
+            });
+        }
+    }
+    if private_dir.exists() {
+        return Err(StopError::HomeSurvived {
+            path: private_dir.to_owned(),
+            problem: "it still exists after deletion".to_owned(),
+        });
+    }
+    Ok(StopReport {
+        processes,
+        drained_after_term,
+        killed,
+        removed: private_dir.to_owned(),
+        duration: began.elapsed(),
+    })
+}
+
+/// Waits until no process of the group and none of `tree` is alive.
+/// Returns the ones still alive at the deadline.
+async fn wait_drained(
+    pgid: i32,
+    tree: &[(i32, u64)],
+    limit: Duration,
+) -> Result<(), Vec<(i32, u64)>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut alive: Vec<(i32, u64)> = tree
+            .iter()
+            .copied()
+            .filter(|&(pid, t)| alive_with(pid, t))
+            .collect();
+        for p in group_members(pgid) {
+            if !alive.iter().any(|a| a.0 == p.0) {
+                alive.push(p);
+            }
+        }
+        if alive.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(alive);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `/proc/<pid>/stat`: (state, ppid, pgrp, start ticks), for live processes.
+fn stat(pid: i32) -> Option<(char, i32, i32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: fields start after the last `)`.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((
+        f.first()?.chars().next()?,
+        f.get(1)?.parse().ok()?,
+        f.get(2)?.parse().ok()?,
+        f.get(19)?.parse().ok()?,
+    ))
+}
+
+fn start_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.3)
+}
+
+fn alive_with(pid: i32, ticks: u64) -> bool {
+    stat(pid).is_some_and(|(state, _, _, t)| state != 'Z' && state != 'X' && t == ticks)
+}
+
+fn all_procs() -> Vec<(i32, char, i32, i32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| stat(pid).map(|(s, pp, pg, t)| (pid, s, pp, pg, t)))
+        .filter(|p| p.1 != 'Z' && p.1 != 'X')
+        .collect()
+}
+
+fn group_members(pgid: i32) -> Vec<(i32, u64)> {
+    all_procs()
+        .into_iter()
+        .filter(|p| p.3 == pgid)
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// The group's processes and every descendant of them, even those that moved
+/// to their own groups (a pod's workloads often do).
+fn tree_of(pgid: i32) -> Vec<(i32, u64)> {
+    let procs = all_procs();
+    let mut tree: Vec<(i32, u64)> = procs
+        .iter()
+        .filter(|p| p.3 == pgid)
+        .map(|p| (p.0, p.4))
+        .collect();
+    loop {
+        let before = tree.len();
+        for p in &procs {
+            if tree.iter().any(|t| t.0 == p.2) && !tree.iter().any(|t| t.0 == p.0) {
+                tree.push((p.0, p.4));
+            }
+        }
+        if tree.len() == before {
+            return tree;
+        }
+    }
+}
+
+fn command_of(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            let s: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            crate::redact(&s.join(" ")).into_owned()
+        })
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// Copies the raw stdout, redacted, to the logs folder, and redacts stderr
+/// in place.
+fn keep_logs(stdout_raw: &Path, logs_dir: &Path, stderr_log: &Path) {
+    if let Ok(text) = std::fs::read(stdout_raw) {
+        let text = String::from_utf8_lossy(&text);
+        let _ = std::fs::write(
+            logs_dir.join("pod.stdout.log"),
+            crate::redact(&text).as_bytes(),
+        );
+    }
+    if let Ok(text) = std::fs::read(stderr_log) {
+        let text = String::from_utf8_lossy(&text);
+        let redacted = crate::redact(&text);
+        if let std::borrow::Cow::Owned(r) = redacted {
+            let _ = std::fs::write(stderr_log, r.as_bytes());
+        }
+    }
+}
+
+fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = parent
+        .map(Path::to_owned)
+        .unwrap_or_else(std::env::temp_dir);
+    let mut last = None;
+    for _ in 0..8 {
+        let dir = parent.join(format!("testkit-pod-{}", super::random_id(10)));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(LaunchError::Io {
+        what: format!("create a private directory under {}", parent.display()),
+        source: last.expect("tried"),
+    })
+}
+
+/// Finds a pod (or CLI) program: a path as given (relative to `base_dir`),
+/// else next to the current executable, in the target dir's `debug/` and
+/// `release/`, then on PATH.
+pub(crate) fn resolve_program(
+    program: &str,
+    base_dir: Option<&Path>,
+) -> Result<PathBuf, LaunchError> {
+    let not_found = || LaunchError::ProgramNotFound {
+        program: program.to_owned(),
+        hint: format!(
+            "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
+             or set `[pod] command` in testkit.toml"
+        ),
+    };
+    if program.contains('/') {
+        let path = match base_dir {
+            Some(base) if !Path::new(program).is_absolute() => base.join(program),
+            _ => PathBuf::from(program),
+        };
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(not_found())
+        };
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        let mut dirs = exe.ancestors().skip(1);
+        if let Some(dir) = dirs.next() {
+            candidates.push(dir.join(program));
+        }
+        if let Some(target) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) {
+            candidates.push(target.join("debug").join(program));
+            candidates.push(target.join("release").join(program));
+        }
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(&dir).join("debug").join(program));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join(program)));
+    }
+    candidates
+        .into_iter()
+        .find(|c| is_executable(c))
+        .ok_or_else(not_found)
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether the pod whose group is `pgid` (started at `start_ticks`) still runs.
+pub fn is_alive(pgid: i32, start_ticks: Option<u64>) -> bool {
+    match start_ticks {
+        Some(t) => {
+            alive_with(pgid, t)
+                || !group_members(pgid).is_empty() && self::start_ticks(pgid).is_none()
+        }
+        None => !group_members(pgid).is_empty(),
+    }
+}

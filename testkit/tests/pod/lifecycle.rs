@@ -1,0 +1,239 @@
+//! Pods that testkit starts: boot, auth, boot failures, verified teardown.
+
+use std::path::Path;
+use std::time::Duration;
+
+use testkit::pod::{check_auth, launch, LaunchError};
+
+use crate::support::*;
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s[s.rfind(')')? + 2..].chars().next())
+        .is_some_and(|state| state != 'Z' && state != 'X')
+}
+
+#[test]
+fn boots_checks_auth_and_stops_verified() {
+    let logs = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let pod = rt
+        .block_on(launch(&sandboxd_spec(logs.path(), &[])))
+        .unwrap();
+    assert!(pod.health.ok(), "{}", pod.health.summary());
+    assert!(pod.home.is_dir());
+    let auth = rt.block_on(check_auth(&pod.handle, Duration::from_secs(10)));
+    assert!(auth.ok(), "{}", auth.summary());
+    assert_eq!(auth.without_token.status, Some(401));
+    let (pid, private) = (pod.pid as i32, pod.private_dir.clone());
+    let token = pod.handle.token().to_owned();
+    let report = rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
+    assert!(report.drained_after_term, "{report:?}");
+    assert!(!alive(pid));
+    assert!(!private.exists());
+    // The logs are kept, redacted.
+    let stdout = std::fs::read_to_string(logs.path().join("pod.stdout.log")).unwrap();
+    assert!(
+        stdout.contains("[REDACTED]") && !stdout.contains(&token),
+        "{stdout}"
+    );
+    assert!(std::fs::read_to_string(logs.path().join("pod.stderr.log"))
+        .unwrap()
+        .contains("listening"));
+}
+
+#[test]
+fn a_missing_program_says_how_to_fix_it() {
+    let logs = tempfile::tempdir().unwrap();
+    let err = runtime()
+        .block_on(launch(&spec(
+            logs.path(),
+            vec!["no-such-pod-program".into()],
+        )))
+        .unwrap_err();
+    assert!(matches!(err, LaunchError::ProgramNotFound { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cargo build -p no-such-pod-program"),
+        "{err}"
+    );
+}
+
+fn assert_logs_kept(logs: &Path, err: &LaunchError) {
+    assert!(
+        err.to_string().contains(&logs.display().to_string()),
+        "{err}"
+    );
+    assert!(logs.join("pod.stderr.log").is_file() && logs.join("pod.stdout.log").is_file());
+}
+
+#[test]
+fn a_pod_that_exits_early_is_reported_with_its_last_words() {
+    let logs = tempfile::tempdir().unwrap();
+    let err = runtime()
+        .block_on(launch(&spec(
+            logs.path(),
+            sh("echo 'cannot open database' >&2; exit 3"),
+        )))
+        .unwrap_err();
+    assert!(matches!(err, LaunchError::ExitedEarly { .. }), "{err}");
+    assert!(
+        err.to_string().contains("cannot open database") && err.to_string().contains('3'),
+        "{err}"
+    );
+    assert_logs_kept(logs.path(), &err);
+}
+
+#[test]
+fn a_pod_that_never_becomes_healthy_times_out_on_inactivity() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut spec = spec(
+        logs.path(),
+        sh("echo 'loading plugins'; echo $$ > \"$0/../pid\"; exec sleep 300"),
+    );
+    spec.inactivity_timeout = Duration::from_secs(1);
+    let err = runtime().block_on(launch(&spec)).unwrap_err();
+    assert!(matches!(err, LaunchError::Timeout { .. }), "{err}");
+    assert!(
+        err.to_string().contains("no progress for 1s")
+            && err.to_string().contains("loading plugins"),
+        "{err}"
+    );
+    assert_logs_kept(logs.path(), &err);
+    assert!(std::fs::read_to_string(logs.path().join("pod.stdout.log"))
+        .unwrap()
+        .contains("loading plugins"));
+}
+
+#[test]
+fn progress_resets_the_inactivity_timeout_but_not_the_ceiling() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut spec = spec(logs.path(), sh("while true; do echo tick; sleep 0.2; done"));
+    spec.inactivity_timeout = Duration::from_secs(1);
+    spec.ceiling = Duration::from_secs(3);
+    let err = runtime().block_on(launch(&spec)).unwrap_err();
+    assert!(
+        err.to_string().contains("hard ceiling 3s") && err.to_string().contains("tick"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pod_printing_a_bad_handle_is_refused() {
+    let logs = tempfile::tempdir().unwrap();
+    let bad = r#"{"name":"x","base_url":"http://10.1.2.3:9","port":9,"token":"abcdefgh"}"#;
+    let err = runtime()
+        .block_on(launch(&spec(
+            logs.path(),
+            sh(&format!("echo '{bad}'; sleep 300")),
+        )))
+        .unwrap_err();
+    assert!(matches!(err, LaunchError::BadHandle { .. }), "{err}");
+    assert!(
+        err.to_string().contains("`base_url`") && err.to_string().contains("loopback"),
+        "{err}"
+    );
+}
+
+#[test]
+fn teardown_kills_what_ignores_sigterm_and_verifies() {
+    let logs = tempfile::tempdir().unwrap();
+    let script = format!(
+        "trap '' TERM; sleep 300 & echo $! > \"$0/../stubborn\"; exec '{}' serve --home \"$0\" --listen 127.0.0.1:$TESTKIT_POD_PORT",
+        sandboxd().display()
+    );
+    let rt = runtime();
+    let pod = rt
+        .block_on(launch(&spec(logs.path(), sh(&script))))
+        .unwrap();
+    let stubborn: i32 = std::fs::read_to_string(pod.private_dir.join("stubborn"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(stubborn));
+    let (pid, private) = (pod.pid as i32, pod.private_dir.clone());
+    let report = rt.block_on(pod.stop(Duration::from_millis(500))).unwrap();
+    assert!(!report.drained_after_term, "{report:?}");
+    assert!(report.killed.contains(&stubborn), "{report:?}");
+    assert!(!alive(stubborn) && !alive(pid));
+    assert!(!private.exists());
+}
+
+#[test]
+fn runner_pod_verbs_up_ls_down_and_reclaim_after_kill_9() {
+    let runner = crate::support::runner();
+    let pods = tempfile::tempdir().unwrap();
+    let suite = tempfile::tempdir().unwrap();
+    std::fs::write(
+        suite.path().join("testkit.toml"),
+        format!(
+            "[pod]\ncommand = [{:?}, \"serve\"]\n",
+            sandboxd().display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(runner)
+            .args(args)
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = run(&[
+        "pod",
+        "up",
+        "--json",
+        "--suite",
+        suite.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let up: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let name = up["name"].as_str().unwrap().to_owned();
+    let pid = up["pid"].as_i64().unwrap() as i32;
+    let handle = std::fs::read_to_string(up["handle"].as_str().unwrap()).unwrap();
+    let token = serde_json::from_str::<serde_json::Value>(&handle).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!out.contains(&token), "pod up printed the token: {out}");
+    let (code, out) = run(&["pod", "ls"]);
+    assert!(
+        code == Some(0) && out.contains(&name) && out.contains("alive"),
+        "{out}"
+    );
+    let (code, out) = run(&["pod", "status", &name]);
+    assert_eq!(code, Some(0), "{out}");
+
+    // A crash: the pod dies without `down`.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, out) = run(&["pod", "ls"]);
+    assert!(code == Some(0) && out.contains("dead"), "{out}");
+    let (code, out) = run(&["pod", "status", &name]);
+    assert_eq!(code, Some(1), "{out}");
+    let private: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pods.path().join(&name).join("pod.json")).unwrap())
+            .unwrap();
+    let private = std::path::PathBuf::from(private["private_dir"].as_str().unwrap());
+    assert!(private.exists());
+    let (code, out) = run(&["pod", "down", &name]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("already dead"), "{out}");
+    assert!(!private.exists() && !pods.path().join(&name).exists());
+    let (code, out) = run(&["pod", "down", &name]);
+    assert_eq!(code, Some(64), "{out}");
+}

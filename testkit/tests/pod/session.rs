@@ -1,0 +1,219 @@
+//! Test processes against a real pod: the session outlives the token window
+//! across processes, capability skips, skip without a pod, the CLI, and no
+//! token anywhere in what a run writes or prints.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use testkit::pod::launch;
+
+use crate::support::*;
+
+struct Ran {
+    code: Option<i32>,
+    output: String,
+}
+
+fn run_fixture(handle: Option<&Path>, results: &Path, args: &[&str], envs: &[(&str, &str)]) -> Ran {
+    let mut cmd = Command::new(fixture());
+    cmd.args(args)
+        .env_remove("TESTKIT_POD_HANDLE")
+        .env("TESTKIT_RESULTS_DIR", results)
+        .env("TESTKIT_RUN_ID", "podtest")
+        .env("TESTKIT_CLI", sandboxctl())
+        .env("TESTKIT_SUITE_DIR", results);
+    if let Some(h) = handle {
+        cmd.env("TESTKIT_POD_HANDLE", h);
+    }
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Ran {
+        code: out.status.code(),
+        output: String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr),
+    }
+}
+
+fn record(results: &Path, test: &str) -> serde_json::Value {
+    let name = format!("pod_fixture::{test}");
+    let record = testkit::report::read_records(results)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no record of {name} under {}", results.display()));
+    serde_json::to_value(record).unwrap()
+}
+
+#[test]
+fn without_a_pod_tests_skip_with_one_reason_and_the_run_passes() {
+    let results = tempfile::tempdir().unwrap();
+    let ran = run_fixture(None, results.path(), &[], &[]);
+    assert_eq!(ran.code, Some(0), "{}", ran.output);
+    let reason = testkit::pod::NO_POD_REASON;
+    for test in [
+        "uses_pod_and_leaks_token",
+        "needs_exec",
+        "needs_teleport",
+        "runs_the_cli",
+    ] {
+        let r = record(results.path(), test);
+        assert_eq!(r["outcome"], "skipped", "{test}: {r}");
+        assert_eq!(r["skip_reason"], reason, "{test}");
+    }
+}
+
+#[test]
+fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("results");
+    // Build everything first: the token window starts with the pod.
+    fixture();
+    sandboxctl();
+    let rt = runtime();
+    let mut pod = Guard(Some(
+        rt.block_on(launch(&sandboxd_spec(
+            &results.join("pod-logs"),
+            &["--token-window", "4s"],
+        )))
+        .unwrap(),
+    ));
+    let launched = pod.0.as_ref().unwrap();
+    let token = launched.handle.token().to_owned();
+    let handle_path = work.path().join("handle.json");
+    launched.handle.write_file(&handle_path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&handle_path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+
+    // The first process exchanges the token and hands the session on.
+    // The CLI gets the raw token (sandboxctl has no session option), so it
+    // runs here, inside the window.
+    let first = run_fixture(Some(&handle_path), &results, &[], &[]);
+    assert_eq!(first.code, Some(0), "{}", first.output);
+    assert_eq!(record(&results, "runs_the_cli")["outcome"], "passed");
+    assert!(
+        first.output.contains("stdout token: [REDACTED]"),
+        "{}",
+        first.output
+    );
+    assert!(
+        first.output.contains("stderr token: [REDACTED]"),
+        "{}",
+        first.output
+    );
+
+    // Wait (bounded) until the pod really refuses the token.
+    let client = reqwest::Client::new();
+    let url = format!("{}/api/capabilities", launched.handle.base_url());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = rt
+            .block_on(client.get(&url).bearer_auth(&token).send())
+            .unwrap()
+            .status();
+        if status == 401 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the token window never closed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Later processes (as under nextest) reuse the session: everything works.
+    let later = run_fixture(
+        Some(&handle_path),
+        &results,
+        &["--skip", "runs_the_cli"],
+        &[],
+    );
+    assert_eq!(later.code, Some(0), "{}", later.output);
+    assert_eq!(
+        record(&results, "uses_pod_and_leaks_token")["outcome"],
+        "passed"
+    );
+    assert_eq!(record(&results, "needs_exec")["outcome"], "passed");
+    let teleport = record(&results, "needs_teleport");
+    assert_eq!(teleport["outcome"], "skipped");
+    let caps = "exec, files, processes, signals";
+    assert_eq!(
+        teleport["skip_reason"],
+        format!(
+            "the pod `{}` lacks required capability `teleport` (it advertises: {caps})",
+            launched.handle.name()
+        )
+    );
+    assert_eq!(
+        teleport["capabilities_missing"],
+        serde_json::json!(["teleport"])
+    );
+
+    // Failures and panics that carry the token leak nothing either.
+    let failing = run_fixture(
+        Some(&handle_path),
+        &results,
+        &["--skip", "runs_the_cli"],
+        &[("FIXTURE_FAIL", "1")],
+    );
+    assert_eq!(failing.code, Some(101), "{}", failing.output);
+    assert!(
+        failing
+            .output
+            .contains("failing on purpose with [REDACTED]"),
+        "{}",
+        failing.output
+    );
+    assert!(
+        failing.output.contains("panicking with [REDACTED]"),
+        "{}",
+        failing.output
+    );
+
+    // A process without the handed-on session cannot get in any more.
+    let fresh = work.path().join("fresh-results");
+    let lost = run_fixture(
+        Some(&handle_path),
+        &fresh,
+        &["--exact", "pod_fixture::uses_pod_and_leaks_token"],
+        &[],
+    );
+    assert_ne!(lost.code, Some(0), "{}", lost.output);
+    assert!(lost.output.contains("refused the token"), "{}", lost.output);
+
+    // Stop the pod so its logs land in the results, then grep everything.
+    let stopped = rt
+        .block_on(pod.0.take().unwrap().stop(Duration::from_secs(10)))
+        .unwrap();
+    assert!(!stopped.removed.exists());
+    let files = files(&results);
+    assert!(
+        files.iter().any(|f| f.ends_with("pod.stdout.log")),
+        "{files:?}"
+    );
+    assert!(
+        files.iter().any(|f| f.ends_with("artifact.txt")),
+        "{files:?}"
+    );
+    for f in files.iter().chain(crate::support::files(&fresh).iter()) {
+        let text = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        assert!(
+            !text.contains(&token),
+            "the token leaked into {}",
+            f.display()
+        );
+    }
+    for ran in [&first, &later, &failing, &lost] {
+        assert!(
+            !ran.output.contains(&token),
+            "the token leaked into output:\n{}",
+            ran.output
+        );
+    }
+}
