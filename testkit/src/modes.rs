@@ -6,5 +6,14 @@ use std::process::ExitCode;
 
 /// Runs a non-test mode when the environment asks for one.
 pub(crate) fn dispatch() -> Option<ExitCode> {
-    None
+    match std::env::var("TESTKIT_MODE").ok()?.as_str() {
+        crate::resource::REAP_MODE => Some(crate::resource::reap_main()),
+        other => {
+            eprintln!(
+                "testkit: unknown TESTKIT_MODE={other:?}: expected `{}`",
+                crate::resource::REAP_MODE
+            );
+            Some(ExitCode::from(2))
+        }
+    }
 }

@@ -1,0 +1,241 @@
+//! Finding leftovers on the pod: [`sweep`] lists every kind by a run's
+//! prefix; [`janitor`] also deletes by exact name what a run's journals say
+//! may still exist. Neither ever touches a name that does not carry a run id.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::journal::{self, Event, Journal, JournalEntry};
+use super::kind::Kinds;
+use super::names::carries_run_id;
+use super::reclaim;
+use crate::pod::Pod;
+
+/// One resource on the pod.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Leftover {
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// What a sweep or the janitor found and did.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct SweepReport {
+    /// Names found, by listing or in journals.
+    pub found: Vec<Leftover>,
+    /// Deleted and verified gone.
+    pub deleted: Vec<Leftover>,
+    /// Could not be deleted or verified gone, and why.
+    pub leaked: Vec<(Leftover, String)>,
+    /// Listed or journaled but not carrying the run id: left alone.
+    pub refused: Vec<Leftover>,
+    /// Listings that failed.
+    pub errors: Vec<String>,
+}
+
+impl SweepReport {
+    /// Nothing leaked and every listing worked.
+    pub fn is_clean(&self) -> bool {
+        self.leaked.is_empty() && self.errors.is_empty()
+    }
+
+    fn merge(&mut self, other: SweepReport) {
+        self.found.extend(other.found);
+        self.deleted.extend(other.deleted);
+        self.leaked.extend(other.leaked);
+        self.refused.extend(other.refused);
+        self.errors.extend(other.errors);
+    }
+}
+
+/// Lists every kind by `<prefix>-<run id>-`, deletes what it finds and
+/// verifies it gone.
+pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> SweepReport {
+    let mut report = SweepReport::default();
+    if crate::run::validate_run_id(run_id).is_err() {
+        report
+            .errors
+            .push(format!("refusing to sweep: {run_id:?} is not a run id"));
+        return report;
+    }
+    let list_prefix = format!("{prefix}-{run_id}-");
+    for spec in kinds.iter() {
+        match spec.list(pod, &list_prefix).await {
+            Ok(names) => {
+                for name in names {
+                    let item = Leftover {
+                        kind: spec.name().to_owned(),
+                        name,
+                    };
+                    if carries_run_id(&item.name, prefix, run_id) {
+                        report.found.push(item);
+                    } else {
+                        report.refused.push(item);
+                    }
+                }
+            }
+            Err(e) => report.errors.push(format!(
+                "listing {} by `{list_prefix}` failed: {e}",
+                spec.name()
+            )),
+        }
+    }
+    let found = report.found.clone();
+    remove(pod, kinds, found, None, &mut report).await;
+    report
+}
+
+/// Which leftovers [`janitor`] goes after.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum JanitorTarget {
+    /// One run: its journals (when its results folder is given) and a
+    /// listing by its prefix.
+    Run {
+        /// The run id.
+        run_id: String,
+        /// The run's results folder, holding `journal/`.
+        results_dir: Option<PathBuf>,
+    },
+    /// Every run under a results root (`<root>/<run id>/journal/`) whose
+    /// journals were last written longer ago than `age`.
+    OlderThan {
+        /// The folder holding one results folder per run.
+        results_root: PathBuf,
+        /// How old a run's last journal entry must be.
+        age: Duration,
+    },
+}
+
+/// Deletes the leftovers of a run, or of old runs: first by exact name from
+/// the journals, then by listing each kind by the run's prefix. Outcomes are
+/// appended to the run's journal.
+pub async fn janitor(
+    pod: &Pod,
+    kinds: &Kinds,
+    prefix: &str,
+    target: &JanitorTarget,
+) -> SweepReport {
+    let mut report = SweepReport::default();
+    match target {
+        JanitorTarget::Run {
+            run_id,
+            results_dir,
+        } => {
+            report.merge(janitor_run(pod, kinds, prefix, run_id, results_dir.as_deref()).await);
+        }
+        JanitorTarget::OlderThan { results_root, age } => {
+            let cutoff = journal::now_ms().saturating_sub(age.as_millis() as u64);
+            let Ok(dirs) = std::fs::read_dir(results_root) else {
+                report
+                    .errors
+                    .push(format!("cannot read {}", results_root.display()));
+                return report;
+            };
+            let mut dirs: Vec<PathBuf> = dirs.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            dirs.sort();
+            for dir in dirs {
+                let entries = journal::read_journal(&dir);
+                let Some(newest) = entries.iter().map(|e| e.time).max() else {
+                    continue;
+                };
+                if newest > cutoff {
+                    continue;
+                }
+                let mut runs: Vec<&str> = entries.iter().map(|e| e.run.as_str()).collect();
+                runs.sort();
+                runs.dedup();
+                for run_id in runs {
+                    report.merge(janitor_run(pod, kinds, prefix, run_id, Some(&dir)).await);
+                }
+            }
+        }
+    }
+    report
+}
+
+async fn janitor_run(
+    pod: &Pod,
+    kinds: &Kinds,
+    prefix: &str,
+    run_id: &str,
+    results_dir: Option<&Path>,
+) -> SweepReport {
+    let mut report = SweepReport::default();
+    if crate::run::validate_run_id(run_id).is_err() {
+        report
+            .errors
+            .push(format!("refusing to clean up: {run_id:?} is not a run id"));
+        return report;
+    }
+    if let Some(dir) = results_dir {
+        let entries: Vec<JournalEntry> = journal::read_journal(dir)
+            .into_iter()
+            .filter(|e| e.run == run_id)
+            .collect();
+        let mut todo = Vec::new();
+        for (kind, name, _) in journal::unsettled(&entries).into_iter().rev() {
+            let item = Leftover { kind, name };
+            if carries_run_id(&item.name, prefix, run_id) {
+                report.found.push(item.clone());
+                todo.push(item);
+            } else {
+                report.refused.push(item);
+            }
+        }
+        let journal =
+            Journal::at(journal::dir(dir).join(format!("janitor-{}.jsonl", std::process::id())));
+        remove(pod, kinds, todo, Some((&journal, run_id)), &mut report).await;
+    }
+    let swept = sweep(pod, kinds, prefix, run_id).await;
+    report.merge(swept);
+    report.found.sort();
+    report.found.dedup();
+    report
+}
+
+async fn remove(
+    pod: &Pod,
+    kinds: &Kinds,
+    items: Vec<Leftover>,
+    journal: Option<(&Journal, &str)>,
+    report: &mut SweepReport,
+) {
+    let note = |item: &Leftover, event: Event, detail: Option<String>| {
+        if let Some((journal, run)) = journal {
+            let _ = journal.append(&JournalEntry::new(
+                event, &item.kind, &item.name, run, "", detail,
+            ));
+        }
+    };
+    for item in items {
+        let Some(spec) = kinds.get(&item.kind) else {
+            report
+                .leaked
+                .push((item, "its kind is not declared in testkit.toml".to_owned()));
+            continue;
+        };
+        let log = |_: String| {};
+        match reclaim::reclaim(
+            pod,
+            spec,
+            &item.name,
+            || note(&item, Event::Deleted, None),
+            &log,
+        )
+        .await
+        {
+            Ok(()) => {
+                note(&item, Event::Reaped, None);
+                report.deleted.push(item);
+            }
+            Err(reclaim::Leak(why)) => {
+                note(&item, Event::Leaked, Some(why.clone()));
+                report.leaked.push((item, why));
+            }
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Resources against a real `sandboxd`: whatever ends a test (panic, timeout,
+//! transient and permanent delete failures, slow deletes with a lagging list,
+//! SIGKILL, SIGTERM), the pod ends up listing nothing of the run; budgets hold
+//! across test processes; no process of a run is left behind.
+//!
+//! Each test starts its own pod (faults differ) and runs part of the fixture
+//! suite `tests/fixtures/resources-suite` with its own run id.
+
+#[path = "resources/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::{listed, wait_for, Run, Sandboxd, PREFIX};
+use testkit::resource::{Event, JanitorTarget, Kinds};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Polls the pod's list (bounded) until it shows nothing of the run, and
+/// asks for every journaled name by name.
+fn assert_pod_clean(pod: &Sandboxd, run: &Run, limit: Duration) {
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    let mut last = Default::default();
+    wait_for("the pod to list nothing of the run", limit, || {
+        last = rt.block_on(listed(&client, &run.id));
+        last.is_empty()
+    });
+    for name in run.journaled_names() {
+        assert!(
+            !rt.block_on(support::exists(&client, &name)),
+            "{name} still exists"
+        );
+    }
+}
+
+fn events_of(run: &Run, event: Event) -> Vec<String> {
+    run.journal()
+        .into_iter()
+        .filter(|e| e.event == event)
+        .map(|e| e.name)
+        .collect()
+}
+
+#[test]
+fn a_panic_holding_five_sandboxes_deletes_all_five_newest_first() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("panicfive");
+    let (status, out) = run.run(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::panics_holding_five",
+        ],
+    );
+    assert!(!status.success(), "{out}");
+    let record = run.record("panics_holding_five");
+    assert_eq!(record["failure_kind"], "panic", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 5);
+    assert!(
+        resources.iter().all(|r| r["state"] == "deleted"),
+        "{record:#}"
+    );
+    let created = events_of(&run, Event::Created);
+    let mut verified = events_of(&run, Event::Verified);
+    verified.reverse();
+    assert_eq!(created, verified, "cleanup is not LIFO");
+    for name in &created {
+        assert!(
+            testkit::resource::carries_run_id(name, PREFIX, &run.id) && name.len() <= 63,
+            "{name}"
+        );
+    }
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
+fn a_timed_out_test_is_cleaned_up() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("timeout");
+    let (status, out) = run.run(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::times_out",
+        ],
+    );
+    assert!(!status.success(), "{out}");
+    let record = run.record("times_out");
+    assert_eq!(record["failure_kind"], "timeout", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    assert_eq!(events_of(&run, Event::Verified).len(), 1);
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
+fn transient_delete_failures_are_retried() {
+    let pod = Sandboxd::start(&["delete-fail=3"]);
+    let run = Run::new("deletefail");
+    let (status, out) = run.run(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::creates_two_and_passes",
+        ],
+    );
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["outcome"], "passed", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let log = record["output"].as_str().unwrap();
+    assert_eq!(log.matches("retrying in").count(), 3, "{log}");
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
+fn slow_deletes_and_a_lagging_list_are_waited_out() {
+    let pod = Sandboxd::start(&["delete-delay=1s", "list-lag=2s"]);
+    let run = Run::new("slowlag");
+    let (status, out) = run.run(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::creates_two_and_passes",
+        ],
+    );
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    // The list lags: it may show deleted names for a while, never forever.
+    assert_pod_clean(&pod, &run, Duration::from_secs(15));
+}
+
+#[test]
+fn a_delete_that_always_fails_is_reported_as_a_leak_by_name_and_the_janitor_cleans_up() {
+    let mut pod = Sandboxd::start(&["delete-fail=1000"]);
+    let run = Run::new("leak");
+    let (status, out) = run.run(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::creates_two_and_passes",
+        ],
+    );
+    assert!(!status.success(), "{out}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["failure_kind"], "cleanup", "{record:#}");
+    assert_eq!(record["cleanup"], "failed", "{record:#}");
+    let message = record["message"].as_str().unwrap();
+    let names = run.journaled_names();
+    assert_eq!(names.len(), 2);
+    for name in &names {
+        assert!(
+            message.contains(&format!("leaked sandbox `{name}`")),
+            "{message}"
+        );
+    }
+    assert!(message.contains("503"), "{message}");
+    assert_eq!(events_of(&run, Event::Leaked).len(), 2);
+
+    // The same pod without the fault: the janitor deletes by exact name.
+    let home = pod.home.clone();
+    pod.stop();
+    let pod = Sandboxd::start_in(&home, &[]);
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    assert_eq!(rt.block_on(listed(&client, &run.id)), names);
+    let config = testkit::config::SuiteConfig::load(&support::suite_dir()).unwrap();
+    let kinds = Kinds::from_config(&config, &support::suite_dir().join("testkit.toml")).unwrap();
+    let target = JanitorTarget::Run {
+        run_id: run.id.clone(),
+        results_dir: Some(run.results.clone()),
+    };
+    let report = rt.block_on(testkit::resource::janitor(&client, &kinds, PREFIX, &target));
+    assert!(report.is_clean(), "{report:?}");
+    let deleted: std::collections::BTreeSet<String> =
+        report.deleted.iter().map(|l| l.name.clone()).collect();
+    assert_eq!(deleted, names);
+    assert!(testkit::resource::unsettled(&run.journal()).is_empty());
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// Starts `waits_to_be_killed` and returns the fixture's process and the
+/// test binary's pid once the journal shows its three sandboxes created.
+fn start_waiting_test(pod: &Sandboxd, run: &Run) -> (std::process::Child, i32) {
+    let child = run
+        .command(
+            pod,
+            false,
+            &[
+                "--test",
+                "resources",
+                "--",
+                "--exact",
+                "resources::waits_to_be_killed",
+            ],
+        )
+        .spawn()
+        .unwrap();
+    wait_for(
+        "three created sandboxes in the journal",
+        Duration::from_secs(120),
+        || events_of(run, Event::Created).len() == 3,
+    );
+    let pid = run.journal()[0].pid as i32;
+    (child, pid)
+}
+
+#[test]
+fn a_test_process_killed_with_sigkill_is_reaped() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("sigkill");
+    let (child, pid) = start_waiting_test(&pod, &run);
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    // The reaper, in its own session, deletes what the journal holds.
+    assert_pod_clean(&pod, &run, Duration::from_secs(10));
+    let pgid = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    run.assert_no_strays(Some(pgid));
+    let reaped = events_of(&run, Event::Reaped);
+    assert_eq!(reaped.len(), 3, "{:#?}", run.journal());
+    assert!(run
+        .journal()
+        .iter()
+        .filter(|e| e.event == Event::Reaped)
+        .all(|e| e.pid as i32 != pid));
+}
+
+#[test]
+fn sigterm_cleans_up_within_the_grace_period() {
+    let pod = Sandboxd::start(&["delete-delay=300ms"]);
+    let run = Run::new("sigterm");
+    let (child, pid) = start_waiting_test(&pod, &run);
+    kill(Pid::from_raw(pid), Signal::SIGTERM).unwrap();
+    let pgid = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("143") || text.contains("SIGTERM"), "{text}");
+    run.assert_no_strays(Some(pgid));
+    // The test process itself verified all three gone: nothing for the reaper.
+    let verified: Vec<u32> = run
+        .journal()
+        .iter()
+        .filter(|e| e.event == Event::Verified)
+        .map(|e| e.pid)
+        .collect();
+    assert_eq!(verified, [pid as u32; 3], "{:#?}", run.journal());
+    assert!(events_of(&run, Event::Reaped).is_empty());
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
+fn a_budget_of_two_holds_across_ten_concurrent_test_processes() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("budget");
+    let (status, out) = run.run(
+        &pod,
+        true,
+        &[
+            "--test",
+            "resources",
+            "--test-threads",
+            "10",
+            "--no-fail-fast",
+            "budgeted_",
+        ],
+    );
+    assert!(status.success(), "{out}");
+    // Under nextest every test is its own process.
+    let journal = run.journal();
+    let pids: std::collections::BTreeSet<u32> = journal
+        .iter()
+        .filter(|e| e.event == Event::Pending)
+        .map(|e| e.pid)
+        .collect();
+    assert_eq!(pids.len(), 10, "{journal:#?}");
+    // From `pending` (slot taken) to `verified` (slot freed), at most two at once.
+    let mut changes: Vec<(u64, i32)> = Vec::new();
+    let mut starts = BTreeMap::new();
+    for e in &journal {
+        match e.event {
+            Event::Pending => {
+                starts.insert(e.name.clone(), e.time);
+            }
+            Event::Verified => changes.push((e.time, -1)),
+            _ => {}
+        }
+    }
+    changes.extend(starts.values().map(|&t| (t, 1)));
+    assert_eq!(changes.len(), 20, "{journal:#?}");
+    // At the same millisecond a release sorts before a take.
+    changes.sort();
+    let mut live = 0;
+    for (_, delta) in changes {
+        live += delta;
+        assert!(live <= 2, "{live} budgeted sandboxes at once: {journal:#?}");
+    }
+    for i in 0..10 {
+        let record = run.record(&format!("budgeted_{i}"));
+        let log = record["output"].as_str().unwrap();
+        let count: usize = log
+            .split("live sandboxes of the run: ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&count), "{log}");
+    }
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
+fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("keep");
+    let mut command = run.command(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::creates_two_and_passes",
+        ],
+    );
+    command.env("TESTKIT_KEEP", "always");
+    let child = command.spawn().unwrap();
+    let pgid = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    run.assert_no_strays(Some(pgid));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["cleanup"], "kept", "{record:#}");
+    let names = run.journaled_names();
+    for name in &names {
+        assert!(stderr.contains(&format!("sandbox `{name}`")), "{stderr}");
+    }
+    assert!(
+        stderr.contains(&format!("testkit-runner janitor --run {}", run.id)),
+        "{stderr}"
+    );
+
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    assert_eq!(rt.block_on(listed(&client, &run.id)), names);
+    let config = testkit::config::SuiteConfig::load(&support::suite_dir()).unwrap();
+    let kinds = Kinds::from_config(&config, &support::suite_dir().join("testkit.toml")).unwrap();
+    let report = rt.block_on(testkit::resource::sweep(&client, &kinds, PREFIX, &run.id));
+    assert!(report.is_clean() && report.refused.is_empty(), "{report:?}");
+    let found: std::collections::BTreeSet<String> =
+        report.found.iter().map(|l| l.name.clone()).collect();
+    assert_eq!(found, names);
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
