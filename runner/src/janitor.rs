@@ -1,0 +1,141 @@
+//! `testkit-runner janitor`: deletes the leftovers of one run (`--run ID`),
+//! or of every run under a results root whose journals are older than an
+//! age (`--older-than 1h`): first by exact name from the run's journals,
+//! then by listing each resource kind by the run's prefix. A name that does
+//! not carry the run id is never deleted.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args};
+use testkit::config::SuiteConfig;
+use testkit::pod::{HandlePolicy, PodHandle};
+use testkit::resource::{JanitorTarget, Kinds};
+
+use crate::exit;
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("target").required(true).args(["run", "older_than"])))]
+pub(crate) struct JanitorArgs {
+    /// The suite whose `testkit.toml` declares the resource kinds.
+    #[arg(long, default_value = ".")]
+    suite: PathBuf,
+    /// The pod's handle file (default: `TESTKIT_POD_HANDLE`, else
+    /// `<results>/pod/handle.json`).
+    #[arg(long, value_name = "FILE")]
+    handle_json: Option<PathBuf>,
+    /// Clean up this run.
+    #[arg(long, value_name = "ID")]
+    run: Option<String>,
+    /// The run's results folder, whose journals name what it created (and
+    /// whose `pod/session.json` may hold the pod's session).
+    #[arg(long, value_name = "DIR")]
+    results: Option<PathBuf>,
+    /// Clean up every run under `--results-root` last journaled longer ago
+    /// than this (e.g. `1h`, `30m`).
+    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
+    older_than: Option<Duration>,
+    /// The folder holding one results folder per run (default:
+    /// `<target dir>/testkit/runs`).
+    #[arg(long, value_name = "DIR")]
+    results_root: Option<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 30m, 2h)"))
+}
+
+pub(crate) async fn run(args: JanitorArgs) -> u8 {
+    let config = match SuiteConfig::load(&args.suite) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    let kinds = match Kinds::from_config(&config, &args.suite.join(testkit::config::CONFIG_FILE)) {
+        Ok(k) => k,
+        Err(e) => return usage(e),
+    };
+    let handle_path = args
+        .handle_json
+        .clone()
+        .or_else(|| {
+            std::env::var_os(testkit::pod::HANDLE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| {
+            args.results
+                .as_ref()
+                .map(|r| r.join("pod").join("handle.json"))
+        });
+    let Some(handle_path) = handle_path else {
+        return usage("which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE, or --results of the run)");
+    };
+    let text = match std::fs::read_to_string(&handle_path) {
+        Ok(t) => t,
+        Err(e) => {
+            return usage(format_args!(
+                "cannot read the handle {}: {e}",
+                handle_path.display()
+            ))
+        }
+    };
+    let handle = match PodHandle::parse(&text, &HandlePolicy::from_config(&config.pod)) {
+        Ok(h) => h,
+        Err(e) => return usage(format_args!("{}: {e}", handle_path.display())),
+    };
+    let target = match (&args.run, args.older_than) {
+        (Some(run), _) => JanitorTarget::Run {
+            run_id: run.clone(),
+            results_dir: args.results.clone(),
+        },
+        (None, Some(age)) => JanitorTarget::OlderThan {
+            results_root: args
+                .results_root
+                .clone()
+                .unwrap_or_else(crate::run::default_results_root),
+            age,
+        },
+        (None, None) => unreachable!("clap requires one of them"),
+    };
+    let pod = match testkit::pod::connect(handle, args.results.as_deref()).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("testkit-runner: janitor: {e}");
+            return exit::INCOMPLETE;
+        }
+    };
+    let report = testkit::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;
+    for item in &report.deleted {
+        println!("deleted {} `{}` (verified gone)", item.kind, item.name);
+    }
+    for (item, why) in &report.leaked {
+        println!("LEAKED {} `{}`: {why}", item.kind, item.name);
+    }
+    for item in &report.refused {
+        println!(
+            "left alone {} `{}`: it does not carry the run id",
+            item.kind, item.name
+        );
+    }
+    for e in &report.errors {
+        println!("error: {e}");
+    }
+    println!(
+        "janitor: {} found, {} deleted, {} could not be deleted, {} left alone",
+        report.found.len(),
+        report.deleted.len(),
+        report.leaked.len(),
+        report.refused.len()
+    );
+    if report.is_clean() {
+        exit::OK
+    } else {
+        exit::VERIFY_FAILED
+    }
+}
+
+fn usage(message: impl std::fmt::Display) -> u8 {
+    eprintln!("testkit-runner: janitor: {message}");
+    exit::BAD_ARGS
+}

@@ -1,0 +1,40 @@
+//! `testkit-runner check-known-issues SUITE_DIR`: the CI check of a suite's
+//! `KNOWN-ISSUES.md`, without a pod or a build: an entry that no test pins
+//! (`known_issue = "ID"` in the sources) is stale, and an id a test pins
+//! that the file does not list is unlisted. Either fails (exit 1).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The suite: its `KNOWN-ISSUES.md` and the `.rs` files under it.
+    suite: PathBuf,
+}
+
+pub(crate) fn run(args: CheckArgs) -> u8 {
+    if !args.suite.is_dir() {
+        eprintln!(
+            "testkit-runner: the suite {} is not a directory",
+            args.suite.display()
+        );
+        return exit::BAD_ARGS;
+    }
+    match testkit::report::check_known_issues(&args.suite) {
+        Ok(check) if check.ok() => {
+            println!("{check}");
+            exit::OK
+        }
+        Ok(check) => {
+            print!("{check}");
+            exit::VERIFY_FAILED
+        }
+        Err(e) => {
+            eprintln!("testkit-runner: {e}");
+            exit::VERIFY_FAILED
+        }
+    }
+}

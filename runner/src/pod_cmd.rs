@@ -1,0 +1,371 @@
+//! `testkit-runner pod up|status|ls|down`: pods started and stopped by hand.
+//!
+//! Each pod has a state folder `<pods dir>/<name>/` holding `handle.json`
+//! (mode 0600: it holds the token), `pod.json` (pid, process group, start
+//! time, private dir, logs) and `logs/`. The pods dir is `TESTKIT_PODS_DIR`,
+//! else `$XDG_STATE_HOME/testkit/pods`, else `~/.local/state/testkit/pods`.
+//! A pod that went away without `down` (a crash, `kill -9`, a reboot) shows
+//! as dead in `ls`, and `down` reclaims what it left.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+use testkit::config::SuiteConfig;
+use testkit::pod::{self, LaunchSpec, StopError};
+
+use crate::exit;
+
+/// `testkit-runner pod ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PodCommand {
+    /// Start a pod from the suite's `[pod]` config and leave it running.
+    Up(UpArgs),
+    /// Show whether pods are alive and healthy.
+    Status {
+        /// Only this pod.
+        name: Option<String>,
+    },
+    /// List pods, dead ones included.
+    Ls,
+    /// Stop a pod (or reclaim a dead one) and verify it is gone.
+    Down {
+        /// The pod's name, as `pod ls` shows it.
+        name: String,
+        /// How long the pod may take to exit after SIGTERM before SIGKILL.
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UpArgs {
+    /// The suite whose `testkit.toml` says how to start the pod.
+    #[arg(long, default_value = ".")]
+    suite: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 10s, 500ms, 2m)"))
+}
+
+/// What `pod.json` records about a pod.
+#[derive(Debug, Serialize, Deserialize)]
+struct PodRecord {
+    name: String,
+    base_url: String,
+    pid: u32,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    private_dir: PathBuf,
+    home: PathBuf,
+    logs_dir: PathBuf,
+    health_path: String,
+    started_at: u64,
+}
+
+fn pods_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TESTKIT_PODS_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("testkit/pods");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    home.join(".local/state/testkit/pods")
+}
+
+pub(crate) async fn run(cmd: PodCommand) -> u8 {
+    match cmd {
+        PodCommand::Up(args) => up(args).await,
+        PodCommand::Status { name } => status(name.as_deref()).await,
+        PodCommand::Ls => ls(),
+        PodCommand::Down { name, grace } => down(&name, grace).await,
+    }
+}
+
+async fn up(args: UpArgs) -> u8 {
+    let config = match SuiteConfig::load(&args.suite) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("testkit-runner: {e}");
+            return exit::BAD_ARGS;
+        }
+    };
+    let pods = pods_dir();
+    let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
+    let spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
+    let launched = match pod::launch(&spec).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("testkit-runner: pod up: {e}");
+            return exit::INCOMPLETE;
+        }
+    };
+    let auth = pod::check_auth(&launched.handle, Duration::from_secs(10)).await;
+    let name = launched.handle.name().to_owned();
+    if !auth.ok() {
+        eprintln!(
+            "testkit-runner: pod up: auth check failed: {}",
+            auth.summary()
+        );
+        return match launched.stop(Duration::from_secs(10)).await {
+            Ok(_) => exit::VERIFY_FAILED,
+            Err(e) => {
+                eprintln!("testkit-runner: pod up: stopping it failed too: {e}");
+                exit::VERIFY_FAILED
+            }
+        };
+    }
+    let dir = pods.join(&name);
+    let result = (|| -> std::io::Result<PathBuf> {
+        if dir.exists() {
+            return Err(std::io::Error::other(format!(
+                "{} already exists",
+                dir.display()
+            )));
+        }
+        // The pod's stderr file stays open in the pod across the rename.
+        std::fs::rename(&staging, &dir)?;
+        let handle_path = dir.join("handle.json");
+        launched.handle.write_file(&handle_path)?;
+        let record = PodRecord {
+            name: name.clone(),
+            base_url: launched.handle.base_url().to_owned(),
+            pid: launched.pid,
+            pgid: launched.pgid,
+            start_ticks: launched.start_ticks,
+            private_dir: launched.private_dir.clone(),
+            home: launched.home.clone(),
+            logs_dir: dir.join("logs"),
+            health_path: launched
+                .handle
+                .health()
+                .unwrap_or(&config.pod.health_path)
+                .to_owned(),
+            started_at: now(),
+        };
+        std::fs::write(
+            dir.join("pod.json"),
+            serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
+        )?;
+        Ok(handle_path)
+    })();
+    let handle_path = match result {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "testkit-runner: pod up: failed to record pod {name} under {}: {e}; stopping it",
+                pods.display()
+            );
+            let _ = launched.stop(Duration::from_secs(10)).await;
+            return exit::INCOMPLETE;
+        }
+    };
+    if args.json {
+        let out = serde_json::json!({
+            "name": name,
+            "base_url": launched.handle.base_url(),
+            "port": launched.handle.port(),
+            "handle": handle_path,
+            "pid": launched.pid,
+            "logs": dir.join("logs"),
+            "boot_ms": launched.boot_time.as_millis() as u64,
+            "health": launched.health,
+            "auth": auth,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "pod {name} is up at {} (pid {})",
+            launched.handle.base_url(),
+            launched.pid
+        );
+        println!(
+            "  boot:   {:?}; health {}",
+            launched.boot_time,
+            launched.health.summary()
+        );
+        println!("  auth:   {}", auth.summary());
+        println!("  handle: {}", handle_path.display());
+        println!("  logs:   {}", dir.join("logs").display());
+        println!(
+            "use it:  TESTKIT_POD_HANDLE={} cargo test",
+            handle_path.display()
+        );
+        println!("stop it: testkit-runner pod down {name}");
+    }
+    // Leave it running: its output goes to files, not to this process.
+    std::mem::forget(launched);
+    exit::OK
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn records() -> Vec<(PathBuf, Result<PodRecord, String>)> {
+    let Ok(entries) = std::fs::read_dir(pods_dir()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("pod.json").is_file())
+        .map(|p| {
+            let rec = std::fs::read(p.join("pod.json"))
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<PodRecord>(&b).map_err(|e| e.to_string()));
+            (p, rec)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn find(name: &str) -> Result<(PathBuf, PodRecord), u8> {
+    let dir = pods_dir().join(name);
+    if name.contains('/') || name.starts_with('.') || !dir.join("pod.json").is_file() {
+        eprintln!(
+            "testkit-runner: no pod named {name:?} under {} (see `testkit-runner pod ls`)",
+            pods_dir().display()
+        );
+        return Err(exit::BAD_ARGS);
+    }
+    match std::fs::read(dir.join("pod.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(rec) => Ok((dir, rec)),
+        Err(e) => {
+            eprintln!(
+                "testkit-runner: unreadable {}: {e}",
+                dir.join("pod.json").display()
+            );
+            Err(exit::INCOMPLETE)
+        }
+    }
+}
+
+fn ls() -> u8 {
+    let all = records();
+    if all.is_empty() {
+        println!("no pods under {}", pods_dir().display());
+        return exit::OK;
+    }
+    println!("{:<24} {:<6} {:<8} BASE_URL", "NAME", "STATE", "PID");
+    for (dir, rec) in all {
+        match rec {
+            Ok(r) => {
+                let state = if pod::is_alive(r.pgid, r.start_ticks) {
+                    "alive"
+                } else {
+                    "dead"
+                };
+                println!("{:<24} {:<6} {:<8} {}", r.name, state, r.pid, r.base_url);
+            }
+            Err(e) => println!(
+                "{:<24} {:<6} {:<8} unreadable pod.json: {e}",
+                dir.display(),
+                "?",
+                "-"
+            ),
+        }
+    }
+    exit::OK
+}
+
+async fn status(name: Option<&str>) -> u8 {
+    let targets = match name {
+        Some(n) => match find(n) {
+            Ok((dir, rec)) => vec![(dir, Ok(rec))],
+            Err(code) => return code,
+        },
+        None => records(),
+    };
+    let mut code = exit::OK;
+    for (dir, rec) in targets {
+        let Ok(r) = rec else {
+            println!("{}: unreadable pod.json", dir.display());
+            code = exit::VERIFY_FAILED;
+            continue;
+        };
+        if !pod::is_alive(r.pgid, r.start_ticks) {
+            println!(
+                "{}: dead (pid {} is gone); reclaim it with `testkit-runner pod down {}`",
+                r.name, r.pid, r.name
+            );
+            code = exit::VERIFY_FAILED;
+            continue;
+        }
+        let health = pod::check_health(&r.base_url, &r.health_path, Duration::from_secs(5)).await;
+        println!(
+            "{}: alive (pid {}), health {}",
+            r.name,
+            r.pid,
+            health.summary()
+        );
+        if !health.ok() {
+            code = exit::VERIFY_FAILED;
+        }
+    }
+    code
+}
+
+async fn down(name: &str, grace: Duration) -> u8 {
+    let (dir, rec) = match find(name) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let was_alive = pod::is_alive(rec.pgid, rec.start_ticks);
+    match pod::stop_recorded(
+        rec.pgid,
+        rec.start_ticks,
+        &rec.private_dir,
+        Some(&rec.logs_dir),
+        grace,
+    )
+    .await
+    {
+        Ok(report) => {
+            let how = if !was_alive {
+                "it was already dead; reclaimed what it left".to_owned()
+            } else if report.drained_after_term {
+                format!("{} process(es) exited after SIGTERM", report.processes)
+            } else {
+                format!("SIGKILL needed for {:?}", report.killed)
+            };
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                eprintln!(
+                    "testkit-runner: pod {name} stopped but its state {} could not be removed: {e}",
+                    dir.display()
+                );
+                return exit::VERIFY_FAILED;
+            }
+            println!(
+                "pod {name} is down: {how}; no process left; {} deleted ({:?})",
+                report.removed.display(),
+                report.duration
+            );
+            exit::OK
+        }
+        Err(e @ (StopError::Survivors { .. } | StopError::HomeSurvived { .. })) => {
+            eprintln!("testkit-runner: pod down {name}: {e}");
+            exit::VERIFY_FAILED
+        }
+        Err(e) => {
+            eprintln!("testkit-runner: pod down {name}: {e}");
+            exit::INCOMPLETE
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The pod phases of a run: start (building the default pod, `sandboxd`,
+//! when this runner was built from a checkout that has it and it is not
+//! built yet), measure health, sweep for residue, stop and verify.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use testkit::config::SuiteConfig;
+use testkit::pod::{HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
+use testkit::resource::Kinds;
+
+use super::verdict::Verdict;
+
+/// The default pod, a package of the workspace this runner comes from.
+const DEFAULT_POD: &str = "sandboxd";
+
+/// The directory of this executable.
+fn exe_dir() -> Option<PathBuf> {
+    std::env::current_exe().ok()?.parent().map(Path::to_owned)
+}
+
+/// `PATH` with the runner's own directory (and that of a `sandboxd` it
+/// built) first, so that pods and tests find the programs built with it.
+pub(crate) fn path_with_exe_dir() -> Option<OsString> {
+    let mut dirs: Vec<PathBuf> = exe_dir().into_iter().collect();
+    if let Some(built) = BUILT_DIR.get() {
+        dirs.insert(0, built.clone());
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    std::env::join_paths(dirs).ok()
+}
+
+static BUILT_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    let dirs = exe_dir().into_iter().chain(
+        std::env::var_os("PATH")
+            .iter()
+            .flat_map(std::env::split_paths)
+            .collect::<Vec<_>>(),
+    );
+    dirs.map(|d| d.join(program)).find(|p| is_executable(p))
+}
+
+/// The workspace this runner was built from, when it still holds the
+/// default pod's sources.
+fn source_workspace() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    root.join(DEFAULT_POD)
+        .join("Cargo.toml")
+        .is_file()
+        .then(|| root.to_owned())
+}
+
+/// Makes sure the default pod is built: next to the runner or on PATH, or
+/// built now with `cargo build -p sandboxd` in the runner's own workspace
+/// and target dir. Returns the program to start.
+async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
+    if let Some(found) = on_path(DEFAULT_POD) {
+        return Ok(found);
+    }
+    let Some(workspace) = source_workspace() else {
+        return Err(format!(
+            "`{DEFAULT_POD}` (the default pod) is neither next to {} nor on PATH, and its sources are not at hand: \
+             install it (`cargo install --path sandboxd`), or set `[pod] command` in testkit.toml",
+            std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
+        ));
+    };
+    let target = super::target_dir().unwrap_or_else(|| workspace.join("target"));
+    let release = exe_dir().is_some_and(|d| d.file_name().is_some_and(|n| n == "release"));
+    let profile = if release { "release" } else { "debug" };
+    let _ = std::fs::create_dir_all(logs_dir);
+    let log_path = logs_dir.join("build-sandboxd.log");
+    super::tests::clear_progress();
+    eprintln!(
+        "up: `{DEFAULT_POD}` is not built yet: cargo build -p {DEFAULT_POD} in {} (output in {})",
+        workspace.display(),
+        log_path.display()
+    );
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let mut cmd =
+        tokio::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.args(["build", "-p", DEFAULT_POD, "--bins", "--target-dir"])
+        .arg(&target)
+        .current_dir(&workspace)
+        .stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        )
+        .stderr(log);
+    if release {
+        cmd.arg("--release");
+    }
+    let status = cmd
+        .status()
+        .await
+        .map_err(|e| format!("failed to start cargo to build `{DEFAULT_POD}`: {e}"))?;
+    let built = target.join(profile).join(DEFAULT_POD);
+    if !status.success() || !is_executable(&built) {
+        return Err(format!(
+            "building `{DEFAULT_POD}` failed ({}); output in {}",
+            super::tests::describe_status(status),
+            log_path.display()
+        ));
+    }
+    if let Some(dir) = built.parent() {
+        let _ = BUILT_DIR.set(dir.to_owned());
+    }
+    Ok(built)
+}
+
+/// Starts the suite's pod and waits until it is up.
+pub(crate) async fn start(
+    config: &SuiteConfig,
+    suite_dir: &Path,
+    logs_dir: &Path,
+) -> Result<LaunchedPod, String> {
+    let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
+    if spec.command[0] == DEFAULT_POD {
+        spec.command[0] = ensure_default_pod(logs_dir).await?.display().to_string();
+    }
+    if let Some(path) = path_with_exe_dir() {
+        spec.env
+            .insert("PATH".to_owned(), path.to_string_lossy().into_owned());
+    }
+    testkit::pod::launch(&spec).await.map_err(|e| e.to_string())
+}
+
+/// One measured health check, retried briefly: a caller's pod may be
+/// momentarily busy.
+pub(crate) async fn measure_health(handle: &PodHandle, path: &str) -> HealthReport {
+    let mut report =
+        testkit::pod::check_health(handle.base_url(), path, Duration::from_secs(5)).await;
+    for _ in 0..4 {
+        if report.ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        report = testkit::pod::check_health(handle.base_url(), path, Duration::from_secs(5)).await;
+    }
+    report
+}
+
+/// Lists every kind by `<prefix>-<run id>-`: anything found is a leak,
+/// named, deleted and verified gone. Returns the verdict, its evidence and
+/// the leaks (`kind name: what became of it`).
+pub(crate) async fn residue(
+    pod: &Pod,
+    kinds: &Kinds,
+    prefix: &str,
+    run_id: &str,
+) -> (Verdict, String, Vec<String>) {
+    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    if names.is_empty() {
+        return (
+            Verdict::Pass,
+            "no resource kinds declared in testkit.toml: nothing to list".to_owned(),
+            Vec::new(),
+        );
+    }
+    let report = testkit::resource::sweep(pod, kinds, prefix, run_id).await;
+    let mut leaks = Vec::new();
+    for item in &report.found {
+        let fate = if report.deleted.contains(item) {
+            "deleted, verified gone".to_owned()
+        } else if let Some((_, why)) = report.leaked.iter().find(|(l, _)| l == item) {
+            format!("could not be deleted: {why}")
+        } else {
+            "not deleted".to_owned()
+        };
+        leaks.push(format!("{} `{}`: {fate}", item.kind, item.name));
+    }
+    let listed = format!("listed {} by `{prefix}-{run_id}-`", names.join(", "));
+    if report.found.is_empty() && report.errors.is_empty() {
+        return (Verdict::Pass, format!("{listed}: nothing left"), leaks);
+    }
+    let mut parts = Vec::new();
+    if !leaks.is_empty() {
+        parts.push(format!("{} leaked: {}", leaks.len(), leaks.join("; ")));
+    }
+    parts.extend(report.errors.iter().cloned());
+    (
+        Verdict::Fail,
+        format!("{listed}: {}", parts.join("; ")),
+        leaks,
+    )
+}
+
+/// Stops a pod the runner started, and verifies its processes and HOME gone.
+pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
+    let name = pod.handle.name().to_owned();
+    let pid = pod.pid;
+    match pod.stop(Duration::from_secs(10)).await {
+        Ok(r) => {
+            let how = if r.drained_after_term {
+                "after SIGTERM".to_owned()
+            } else {
+                format!("{} needed SIGKILL", r.killed.len())
+            };
+            (
+                Verdict::Pass,
+                format!(
+                    "stopped pod {name} (pid {pid}): {} processes ended {how} in {}; its HOME ({}) deleted, verified gone",
+                    r.processes,
+                    humantime::format_duration(Duration::from_millis(r.duration.as_millis() as u64)),
+                    r.removed.display()
+                ),
+            )
+        }
+        Err(e) => (
+            Verdict::Fail,
+            format!("stopping pod {name} (pid {pid}) failed: {e}"),
+        ),
+    }
+}
+
+/// How to reach and stop a pod kept by `--keep`.
+pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path) -> String {
+    format!(
+        "pod {name} is still running at {url} (pid {pid}, process group {pgid})\n\
+         \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RESULTS_DIR={results} cargo nextest run   (in the suite)\n\
+         \x20 stop it:  kill -TERM -- -{pgid} && rm -rf {private}\n",
+        name = pod.handle.name(),
+        url = pod.handle.base_url(),
+        pid = pod.pid,
+        pgid = pod.pgid,
+        handle = handle_file.display(),
+        results = handle_file.parent().and_then(Path::parent).unwrap_or(Path::new(".")).display(),
+        private = pod.private_dir.display(),
+    )
+}

@@ -1,0 +1,114 @@
+//! `verdict.jsonl`: one JSON line per phase, appended and synced as soon as
+//! the phase is decided, so that a run killed halfway leaves a readable
+//! record of what it got through.
+//!
+//! ```text
+//! {"phase":"up","verdict":"pass","evidence":"…","duration_ms":412,"at":1700000000000}
+//! …
+//! {"phase":"run","verdict":"fail","exit_code":1,"at":1700000000000}
+//! ```
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+/// A phase's verdict. A phase that did not run is `Skip`, never `Pass`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Verdict {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl Verdict {
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Skip => "skip",
+        }
+    }
+}
+
+/// One decided phase.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PhaseResult {
+    pub(crate) phase: &'static str,
+    pub(crate) verdict: Verdict,
+    pub(crate) evidence: String,
+    pub(crate) duration_ms: u64,
+    pub(crate) at: u64,
+}
+
+impl PhaseResult {
+    pub(crate) fn new(
+        phase: &'static str,
+        verdict: Verdict,
+        evidence: impl Into<String>,
+        took: Duration,
+    ) -> PhaseResult {
+        PhaseResult {
+            phase,
+            verdict,
+            // Evidence quotes what pods and tools said: never let a token through.
+            evidence: testkit::redact(&evidence.into()).into_owned(),
+            duration_ms: took.as_millis() as u64,
+            at: now_ms(),
+        }
+    }
+
+    pub(crate) fn skip(phase: &'static str, why: impl Into<String>) -> PhaseResult {
+        PhaseResult::new(phase, Verdict::Skip, why, Duration::ZERO)
+    }
+}
+
+/// The open `verdict.jsonl` of a run.
+pub(crate) struct VerdictLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl VerdictLog {
+    /// Creates or truncates `<results>/verdict.jsonl`.
+    pub(crate) fn create(results_dir: &Path) -> std::io::Result<VerdictLog> {
+        let path = results_dir.join("verdict.jsonl");
+        let file = File::create(&path)?;
+        Ok(VerdictLog { path, file })
+    }
+
+    pub(crate) fn append(&mut self, result: &PhaseResult) {
+        let line = serde_json::to_string(result).expect("serializable");
+        self.write_line(&line);
+    }
+
+    pub(crate) fn finish(&mut self, verdict: Verdict, exit_code: u8) {
+        let line = serde_json::json!({
+            "phase": "run",
+            "verdict": verdict,
+            "exit_code": exit_code,
+            "at": now_ms(),
+        });
+        self.write_line(&line.to_string());
+    }
+
+    fn write_line(&mut self, line: &str) {
+        let result = writeln!(self.file, "{line}").and_then(|()| self.file.sync_data());
+        if let Err(e) = result {
+            eprintln!(
+                "testkit-runner: failed to append to {}: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,187 @@
+//! The end-of-run summary, readable at a glance: each phase with its verdict
+//! and one line of evidence, the test counts, known issues with their
+//! state, leaks, failed tests, and where the results are. Printed as text,
+//! and written as Markdown to `<results>/summary.md` for CI pages.
+
+use std::fmt::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use testkit::report::Summary;
+
+use crate::run::verdict::{PhaseResult, Verdict};
+
+pub(crate) struct RunSummary<'a> {
+    pub(crate) suite: &'a Path,
+    pub(crate) run_id: &'a str,
+    pub(crate) results_dir: &'a Path,
+    pub(crate) phases: &'a [PhaseResult],
+    pub(crate) tests: Option<&'a Summary>,
+    pub(crate) failures: &'a [(String, String)],
+    pub(crate) leaks: &'a [String],
+    pub(crate) exit_code: u8,
+    pub(crate) interrupted: bool,
+    pub(crate) keep_note: Option<&'a str>,
+    pub(crate) took: Duration,
+}
+
+/// At most this many failed tests are listed; the rest are in junit.xml.
+const MAX_FAILURES: usize = 20;
+
+impl RunSummary<'_> {
+    fn headline(&self) -> String {
+        let what = match self.exit_code {
+            0 => "PASSED",
+            1 => "FAILED",
+            2 => "INCOMPLETE",
+            130 => "INTERRUPTED",
+            _ => "ERROR",
+        };
+        let _ = self.interrupted;
+        format!(
+            "{what}: {} (run {}) in {}, exit code {}",
+            self.suite.display(),
+            self.run_id,
+            humantime::format_duration(Duration::from_secs(self.took.as_secs())),
+            self.exit_code
+        )
+    }
+
+    fn counts(&self) -> Option<String> {
+        self.tests.map(|s| {
+            format!(
+                "{} tests: {} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
+                s.total(),
+                s.passed,
+                s.failed,
+                s.skipped,
+                s.expected_failures,
+                s.unexpected_passes
+            )
+        })
+    }
+
+    /// The text printed at the end of a run.
+    pub(crate) fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "\n{}", self.headline());
+        for p in self.phases {
+            let mark = match p.verdict {
+                Verdict::Pass => "ok  ",
+                Verdict::Fail => "FAIL",
+                Verdict::Skip => "skip",
+            };
+            let _ = writeln!(out, "  {mark} {:<8} {}", p.phase, p.evidence);
+        }
+        if let Some(counts) = self.counts() {
+            let _ = writeln!(out, "  {counts}");
+        }
+        if let Some(s) = self.tests {
+            for issue in &s.known_issues {
+                let title = issue
+                    .title
+                    .as_deref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  known issue {}{title}: {}",
+                    issue.id,
+                    issue.state.describe()
+                );
+            }
+        }
+        for (name, why) in self.failures.iter().take(MAX_FAILURES) {
+            let _ = writeln!(out, "  failed: {name}: {why}");
+        }
+        if self.failures.len() > MAX_FAILURES {
+            let _ = writeln!(
+                out,
+                "  ... and {} more failed tests (see junit.xml)",
+                self.failures.len() - MAX_FAILURES
+            );
+        }
+        if self.leaks.is_empty() {
+            let _ = writeln!(out, "  leaks: none");
+        }
+        for leak in self.leaks {
+            let _ = writeln!(out, "  LEAK: {leak}");
+        }
+        if let Some(note) = self.keep_note {
+            let _ = write!(out, "  {note}");
+        }
+        let _ = writeln!(out, "  results: {}", self.results_dir.display());
+        out
+    }
+
+    /// The same, as Markdown.
+    pub(crate) fn markdown(&self) -> String {
+        let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let mut out = String::new();
+        let _ = writeln!(out, "# {}\n", cell(&self.headline()));
+        let _ = writeln!(out, "| phase | verdict | evidence | time |");
+        let _ = writeln!(out, "| --- | --- | --- | --- |");
+        for p in self.phases {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                p.phase,
+                p.verdict.word(),
+                cell(&p.evidence),
+                humantime::format_duration(Duration::from_millis(p.duration_ms))
+            );
+        }
+        if let Some(s) = self.tests {
+            let _ = writeln!(out, "\n## Tests\n");
+            let _ = writeln!(
+                out,
+                "| passed | failed | skipped | expected failures | unexpected passes |"
+            );
+            let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
+            );
+            if !self.failures.is_empty() {
+                let _ = writeln!(out, "\nFailed:\n");
+                for (name, why) in self.failures.iter().take(MAX_FAILURES) {
+                    let _ = writeln!(out, "- `{name}`: {}", cell(why));
+                }
+                if self.failures.len() > MAX_FAILURES {
+                    let _ = writeln!(
+                        out,
+                        "- ... and {} more (see junit.xml)",
+                        self.failures.len() - MAX_FAILURES
+                    );
+                }
+            }
+            if !s.known_issues.is_empty() {
+                let _ = writeln!(out, "\n## Known issues\n");
+                let _ = writeln!(out, "| id | title | state |");
+                let _ = writeln!(out, "| --- | --- | --- |");
+                for issue in &s.known_issues {
+                    let _ = writeln!(
+                        out,
+                        "| {} | {} | {} |",
+                        issue.id,
+                        cell(issue.title.as_deref().unwrap_or("")),
+                        issue.state.describe()
+                    );
+                }
+            }
+        }
+        let _ = writeln!(out, "\n## Leaks\n");
+        if self.leaks.is_empty() {
+            let _ = writeln!(out, "None.");
+        }
+        for leak in self.leaks {
+            let _ = writeln!(out, "- {}", cell(leak));
+        }
+        if let Some(note) = self.keep_note {
+            let _ = writeln!(out, "\n## Kept pod\n\n```text\n{note}```");
+        }
+        let _ = writeln!(out, "\nResults: `{}`", self.results_dir.display());
+        out
+    }
+}

@@ -1,0 +1,133 @@
+//! The other verbs, and the command line itself.
+
+use crate::{fixture, http, runner, CallerPod, Ran};
+
+#[test]
+fn help_documents_the_exit_codes_and_bad_arguments_are_64() {
+    for args in [&["--help"][..], &["run", "--help"]] {
+        let ran = Ran::from(runner().args(args).output().unwrap());
+        assert_eq!(ran.code, 0);
+        for code in ["0 ", "1 ", "2 ", "64 ", "130 "] {
+            assert!(
+                ran.stdout.contains(&format!("  {code}")),
+                "{code} in {}",
+                ran.stdout
+            );
+        }
+    }
+    assert_eq!(
+        Ran::from(runner().arg("--version").output().unwrap()).code,
+        0
+    );
+    assert_eq!(Ran::from(runner().args(["run"]).output().unwrap()).code, 64);
+    assert_eq!(
+        Ran::from(
+            runner()
+                .args(["run", "/nonexistent/suite"])
+                .output()
+                .unwrap()
+        )
+        .code,
+        64
+    );
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["--partition", "3/2"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64);
+    assert!(ran.stderr.contains("--partition"), "{}", ran.stderr);
+}
+
+#[test]
+fn check_known_issues_fails_on_a_stale_entry() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("check-known-issues")
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    let file = suite.path().join("KNOWN-ISSUES.md");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{text}\n## FIX-OLD: fixed long ago\nNobody pins it.\nhttps://bugs.example.com/FIX-OLD\n")).unwrap();
+    let ran = Ran::from(
+        runner()
+            .arg("check-known-issues")
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1);
+    assert!(
+        ran.stdout.contains("stale") && ran.stdout.contains("FIX-OLD"),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// The janitor deletes what carries the run id, and nothing else.
+#[test]
+fn janitor_deletes_a_runs_leftovers_and_never_other_names() {
+    let suite = fixture("suite");
+    let pod = CallerPod::start();
+    let token = pod.handle["token"].as_str().unwrap();
+    let run_id = "janitor1test";
+    for name in [
+        format!("ct-{run_id}-abcdef-01"),
+        format!("ct-{run_id}-abcdef-02"),
+        "ct-otherrun-abcdef-01".to_owned(),
+    ] {
+        let body = serde_json::json!({ "name": name, "labels": {}, "env": {} }).to_string();
+        let (status, answer) = http("POST", &pod.url("/api/sandboxes"), Some(token), Some(&body));
+        assert_eq!(status, 201, "{answer}");
+    }
+    let ran = Ran::from(
+        runner()
+            .arg("janitor")
+            .arg("--suite")
+            .arg(suite.path())
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .args(["--run", run_id])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    assert!(
+        ran.stdout
+            .contains(&format!("deleted sandbox `ct-{run_id}-abcdef-01`")),
+        "{}",
+        ran.stdout
+    );
+    let (_, body) = pod.get(&format!("/api/sandboxes?prefix=ct-{run_id}-"));
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 0, "{body}");
+    let (_, body) = pod.get("/api/sandboxes?prefix=ct-otherrun-");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        list["items"].as_array().unwrap().len(),
+        1,
+        "another run's sandbox is left alone: {body}"
+    );
+}
+
+#[test]
+fn merge_of_a_missing_input_is_64() {
+    let out = tempfile::tempdir().unwrap();
+    let ran = Ran::from(
+        runner()
+            .arg("merge")
+            .arg(out.path())
+            .arg("/nonexistent/results")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64);
+}

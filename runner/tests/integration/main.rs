@@ -1,0 +1,328 @@
+//! End-to-end tests of `testkit-runner`: the real binary, real `sandboxd`
+//! pods, real fixture suites (`tests/fixtures/`) copied to temp dirs and
+//! built with cargo and nextest in one shared target dir, so that their
+//! dependencies build once.
+
+mod commands;
+mod run;
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+pub(crate) const RUNNER: &str = env!("CARGO_BIN_EXE_testkit-runner");
+
+/// The workspace root.
+pub(crate) fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// The target dir the fixture suites and `sandboxd` are built in: beside
+/// this test's own, never inside a dir an outer cargo holds locked.
+pub(crate) fn shared_target() -> PathBuf {
+    let outer = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            exe.ancestors()
+                .find(|d| d.join("CACHEDIR.TAG").is_file())
+                .map(Path::to_owned)
+        })
+        .unwrap_or_else(|| workspace().join("target"));
+    outer.join("fixtures")
+}
+
+/// `sandboxd` built once into the shared target dir; its folder.
+pub(crate) fn sandboxd_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "sandboxd", "--bins", "--target-dir"])
+            .arg(shared_target())
+            .current_dir(workspace())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building sandboxd failed");
+        shared_target().join("debug")
+    })
+}
+
+/// A copy of `tests/fixtures/<name>` in a temp dir, its testkit dependency
+/// pointed at this checkout.
+pub(crate) fn fixture(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("runner-fixture-")
+        .tempdir()
+        .unwrap();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+        dir.path(),
+    );
+    let manifest = dir.path().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let testkit = workspace().join("testkit");
+    let text = text.replace(
+        "path = \"../../../../testkit\"",
+        &format!("path = {:?}", testkit.display().to_string()),
+    );
+    std::fs::write(&manifest, text).unwrap();
+    dir
+}
+
+pub(crate) fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&path, &to.join(&name));
+        } else {
+            std::fs::copy(&path, to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// The runner, set up to build in the shared target dir and to find
+/// `sandboxd`.
+pub(crate) fn runner() -> Command {
+    runner_at(Path::new(RUNNER))
+}
+
+pub(crate) fn runner_at(exe: &Path) -> Command {
+    let mut cmd = Command::new(exe);
+    let path = std::env::join_paths(std::iter::once(sandboxd_dir().to_owned()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
+    cmd.env("CARGO_TARGET_DIR", shared_target())
+        .env("PATH", path)
+        .env_remove("FIXTURE_MODE")
+        .stdin(Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("TESTKIT_") {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// One finished run of the runner.
+pub(crate) struct Ran {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Ran {
+    pub(crate) fn from(output: Output) -> Ran {
+        let ran = Ran {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        };
+        eprintln!(
+            "--- runner exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            ran.code, ran.stdout, ran.stderr
+        );
+        ran
+    }
+
+    /// `results: DIR` from the first lines.
+    pub(crate) fn results(&self) -> PathBuf {
+        let line = self
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("results: "))
+            .expect("the runner printed its results folder");
+        PathBuf::from(line)
+    }
+
+    pub(crate) fn run_id(&self) -> String {
+        self.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("run id: "))
+            .expect("the runner printed its run id")
+            .to_owned()
+    }
+
+    /// `verdict.jsonl`, line by line.
+    pub(crate) fn verdicts(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.results().join("verdict.jsonl")).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The verdict of `phase`.
+    pub(crate) fn verdict(&self, phase: &str) -> (String, String) {
+        let v = self
+            .verdicts()
+            .into_iter()
+            .find(|v| v["phase"] == phase)
+            .unwrap_or_else(|| panic!("no verdict for {phase}"));
+        (
+            v["verdict"].as_str().unwrap().to_owned(),
+            v["evidence"].as_str().unwrap_or("").to_owned(),
+        )
+    }
+}
+
+/// Test counts of a `junit.xml`: (tests, failures, skipped incl. xfail).
+pub(crate) fn junit_counts(path: &Path) -> (usize, usize, usize) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let failed = cases
+        .iter()
+        .filter(|c| {
+            c.children()
+                .any(|n| n.has_tag_name("failure") || n.has_tag_name("error"))
+        })
+        .count();
+    let skipped = cases
+        .iter()
+        .filter(|c| c.children().any(|n| n.has_tag_name("skipped")))
+        .count();
+    (cases.len(), failed, skipped)
+}
+
+/// A `sandboxd` the test starts itself (a caller's pod), killed with its
+/// process group when dropped.
+pub(crate) struct CallerPod {
+    pub(crate) child: std::process::Child,
+    pub(crate) handle: serde_json::Value,
+    pub(crate) handle_file: PathBuf,
+    _home: tempfile::TempDir,
+}
+
+impl CallerPod {
+    pub(crate) fn start() -> CallerPod {
+        CallerPod::start_with(&[])
+    }
+
+    /// A pod started with extra `serve` arguments, such as `--fault NAME`.
+    pub(crate) fn start_with(args: &[&str]) -> CallerPod {
+        use std::os::unix::process::CommandExt;
+        let home = tempfile::tempdir().unwrap();
+        let mut child = Command::new(sandboxd_dir().join("sandboxd"))
+            .args(["serve", "--home"])
+            .arg(home.path().join("home"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let handle: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("sandboxd printed {line:?}: {e}"));
+        let handle_file = home.path().join("handle.json");
+        std::fs::write(&handle_file, &line).unwrap();
+        CallerPod {
+            child,
+            handle,
+            handle_file,
+            _home: home,
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.handle["base_url"].as_str().unwrap())
+    }
+
+    /// `GET path` with the token: (status, body).
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
+        http(
+            "GET",
+            &self.url(path),
+            Some(self.handle["token"].as_str().unwrap()),
+            None,
+        )
+    }
+
+    pub(crate) fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for CallerPod {
+    fn drop(&mut self) {
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal HTTP/1.1 client over loopback (curl may be missing).
+pub(crate) fn http(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".to_owned()));
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let body = body.unwrap_or("");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Waits for `cond`, at most `limit`.
+pub(crate) fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cond()
+}

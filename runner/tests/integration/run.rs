@@ -1,0 +1,484 @@
+//! `testkit-runner run` end to end.
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::{fixture, junit_counts, runner, runner_at, sandboxd_dir, wait_for, CallerPod, Ran};
+
+fn assert_phases(ran: &Ran, expected: &[(&str, &str)]) {
+    let verdicts = ran.verdicts();
+    let got: Vec<(String, String)> = verdicts
+        .iter()
+        .map(|v| {
+            (
+                v["phase"].as_str().unwrap().to_owned(),
+                v["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = expected
+        .iter()
+        .map(|(p, v)| ((*p).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(got, want, "verdict.jsonl: {verdicts:#?}");
+}
+
+/// A green run from a runner binary that has no `sandboxd` beside it or on
+/// PATH (as after a bare `cargo run -p testkit-runner`): it builds the pod,
+/// boots it, runs the suite, finds nothing left, stops the pod, exits 0.
+#[test]
+fn green_run_builds_the_default_pod_and_verifies_every_phase() {
+    let suite = fixture("suite");
+    // A runner alone in a folder, with a PATH that has no sandboxd.
+    let bin = tempfile::tempdir().unwrap();
+    let exe = bin.path().join("testkit-runner");
+    std::fs::copy(crate::RUNNER, &exe).unwrap();
+    sandboxd_dir();
+    let mut cmd = runner_at(&exe);
+    cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let ran = Ran::from(cmd.arg("run").arg(suite.path()).output().unwrap());
+    assert!(
+        ran.stderr.contains("cargo build -p sandboxd"),
+        "it said it builds sandboxd"
+    );
+    assert_eq!(ran.code, 0);
+    let lines: Vec<&str> = ran.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("run id: ") && lines[1].starts_with("results: "),
+        "{lines:?}"
+    );
+    let run_id = ran.run_id();
+    assert_eq!(run_id.len(), 10);
+    assert_phases(
+        &ran,
+        &[
+            ("up", "pass"),
+            ("health", "pass"),
+            ("auth", "pass"),
+            ("tests", "pass"),
+            ("residue", "pass"),
+            ("down", "pass"),
+            ("run", "pass"),
+        ],
+    );
+    let last = ran.verdicts().pop().unwrap();
+    assert_eq!(last["exit_code"], 0);
+    for v in ran.verdicts() {
+        assert!(v["at"].as_u64().unwrap() > 0);
+    }
+    let (_, tests) = ran.verdict("tests");
+    assert!(
+        tests.contains("4 passed, 0 failed, 1 skipped, 1 expected failures, 0 unexpected passes"),
+        "{tests}"
+    );
+    let (_, down) = ran.verdict("down");
+    assert!(down.contains("verified gone"), "{down}");
+    // The summary, printed and as Markdown.
+    assert!(ran.stdout.contains("PASSED"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("known issue FIX-1"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("leaks: none"));
+    let results = ran.results();
+    let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| tests | pass |") && md.contains("## Known issues"),
+        "{md}"
+    );
+    assert_eq!(junit_counts(&results.join("junit.xml")), (6, 0, 2));
+    // The token is nowhere in the results but the 0600 handle file.
+    let handle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("pod/handle.json")).unwrap())
+            .unwrap();
+    let token = handle["token"].as_str().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(results.join("pod/handle.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    for name in ["verdict.jsonl", "summary.md", "junit.xml", "tests.log"] {
+        let text = std::fs::read_to_string(results.join(name)).unwrap();
+        assert!(!text.contains(token), "{name} holds the token");
+    }
+    assert!(!ran.stdout.contains(token) && !ran.stderr.contains(token));
+}
+
+/// A failing test fails the run (exit 1) and is named in the summary.
+#[test]
+fn a_failing_test_fails_the_run_and_is_named() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .env("FIXTURE_MODE", "fail")
+            .arg("run")
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail");
+    assert!(evidence.contains("3 passed, 1 failed"), "{evidence}");
+    assert_eq!(ran.verdict("residue").0, "pass");
+    assert_eq!(ran.verdict("down").0, "pass");
+    assert!(
+        ran.stdout.contains("fails_when_asked") && ran.stdout.contains("the widget count was 3"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(junit_counts(&ran.results().join("junit.xml")), (6, 1, 2));
+}
+
+/// A sandbox planted behind the framework's back is found by the residue
+/// sweep, named, deleted (the caller's pod lists nothing of the run after),
+/// and fails the run; the caller's pod is left running.
+#[test]
+fn a_planted_leak_is_found_named_deleted_and_fails_the_run_on_a_callers_pod() {
+    let suite = fixture("suite");
+    let mut pod = CallerPod::start();
+    let ran = Ran::from(
+        runner()
+            .env("FIXTURE_MODE", "leak")
+            .arg("run")
+            .arg(suite.path())
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1);
+    let run_id = ran.run_id();
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains(&format!("`ct-{run_id}-")) && evidence.contains("deleted, verified gone"),
+        "{evidence}"
+    );
+    assert!(ran.stdout.contains("LEAK: sandbox `ct-"), "{}", ran.stdout);
+    assert_eq!(ran.verdict("tests").0, "pass");
+    let (down, why) = ran.verdict("down");
+    assert_eq!(down, "skip");
+    assert!(why.contains("caller"), "{why}");
+    // Deleted for real, and the pod still serves.
+    assert!(pod.alive(), "the caller's pod was stopped");
+    let (status, body) = pod.get(&format!("/api/sandboxes?prefix=ct-{run_id}-"));
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"].as_array().unwrap().len(), 0, "{body}");
+    assert_eq!(
+        crate::http("GET", &pod.url("/api/health"), None, None).0,
+        200
+    );
+}
+
+/// A pod that prints its handle but never answers health: exit 2, logs kept,
+/// nothing left running.
+#[test]
+fn a_pod_that_never_becomes_healthy_is_exit_2_with_logs_kept() {
+    let suite = fixture("suite");
+    let config = suite.path().join("testkit.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let pod = r#"
+[pod]
+command = ["sh", "-c", "echo booting; echo '{\"name\":\"never\",\"base_url\":\"http://127.0.0.1:{port}\",\"port\":{port},\"token\":\"never-healthy-token-0123456789\"}'; exec sleep 600"]
+inactivity_timeout = "2s"
+ceiling = "5s"
+"#;
+    std::fs::write(&config, format!("{text}\n{pod}")).unwrap();
+    let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 2);
+    assert_phases(
+        &ran,
+        &[
+            ("up", "fail"),
+            ("health", "skip"),
+            ("auth", "skip"),
+            ("tests", "skip"),
+            ("residue", "skip"),
+            ("down", "skip"),
+            ("run", "fail"),
+        ],
+    );
+    let (_, evidence) = ran.verdict("up");
+    assert!(
+        evidence.contains("not up after") && evidence.contains("logs kept"),
+        "{evidence}"
+    );
+    let logs = ran.results().join("pod/logs");
+    let stdout = std::fs::read_to_string(logs.join("pod.stdout.log")).unwrap();
+    assert!(stdout.contains("booting"), "{stdout}");
+    assert!(
+        !stdout.contains("never-healthy-token-0123456789"),
+        "the token was redacted: {stdout}"
+    );
+    assert!(ran.stdout.contains("INCOMPLETE"));
+}
+
+/// A handle with a bad field: exit 64 naming the field, before anything starts.
+#[test]
+fn a_bad_handle_is_exit_64_naming_the_field() {
+    let suite = fixture("suite");
+    let handle = suite.path().join("bad-handle.json");
+    std::fs::write(
+        &handle,
+        r#"{"name":"x","base_url":"http://127.0.0.1:9","port":"eighty","token":"abc"}"#,
+    )
+    .unwrap();
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .arg("--handle-json")
+            .arg(&handle)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64);
+    assert!(ran.stderr.contains("`port`"), "{}", ran.stderr);
+    assert!(!ran.stderr.contains("abc\""), "{}", ran.stderr);
+    assert!(!ran.stdout.contains("results: "), "nothing started");
+}
+
+/// A nextest archive built in one place, moved to another folder, and run
+/// from there against the suite's sources elsewhere.
+#[test]
+fn a_moved_nextest_archive_runs_with_archive_file() {
+    let built = fixture("suite");
+    let archive = built.path().join("suite.tar.zst");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["nextest", "archive", "--workspace", "--archive-file"])
+        .arg(&archive)
+        .env("CARGO_TARGET_DIR", crate::shared_target())
+        .current_dir(built.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let moved = elsewhere.path().join("moved.tar.zst");
+    std::fs::rename(&archive, &moved).unwrap();
+    let sources = fixture("suite");
+    drop(built);
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(sources.path())
+            .arg("--archive-file")
+            .arg(&moved)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    let (_, evidence) = ran.verdict("tests");
+    assert!(
+        evidence.contains("4 passed, 0 failed, 1 skipped, 1 expected failures")
+            && evidence.contains("nextest archive"),
+        "{evidence}"
+    );
+    assert!(
+        !ran.results().join("build.log").exists()
+            || !std::fs::read_to_string(ran.results().join("build.log"))
+                .unwrap()
+                .contains("Compiling")
+    );
+}
+
+/// Two partitions run separately and merged give the counts of the whole.
+#[test]
+fn two_partitions_merge_into_the_counts_of_the_whole_run() {
+    let suite = fixture("suite");
+    let whole = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
+    assert_eq!(whole.code, 0);
+    let mut shards = Vec::new();
+    for k in ["1/2", "2/2"] {
+        let ran = Ran::from(
+            runner()
+                .arg("run")
+                .arg(suite.path())
+                .args(["--partition", k])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(ran.code, 0, "shard {k}");
+        shards.push(ran.results());
+    }
+    let a = junit_counts(&shards[0].join("junit.xml"));
+    let b = junit_counts(&shards[1].join("junit.xml"));
+    assert!(a.0 > 0 && b.0 > 0, "each shard ran tests: {a:?} {b:?}");
+    let out = tempfile::tempdir().unwrap();
+    let merged = Ran::from(
+        runner()
+            .arg("merge")
+            .arg(out.path())
+            .args(&shards)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(merged.code, 0);
+    assert_eq!(
+        junit_counts(&out.path().join("junit.xml")),
+        junit_counts(&whole.results().join("junit.xml"))
+    );
+}
+
+/// `--keep` leaves the pod running and says how to reach and stop it.
+#[test]
+fn keep_leaves_the_pod_running_and_says_how_to_stop_it() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["--keep", "-E", "test(capabilities)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    let (verdict, _) = ran.verdict("down");
+    assert_eq!(verdict, "skip");
+    let pgid: i32 = ran
+        .stdout
+        .split("process group ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no process group in {}", ran.stdout));
+    assert!(ran.stdout.contains("kill -TERM -- -"), "{}", ran.stdout);
+    let handle: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ran.results().join("pod/handle.json")).unwrap(),
+    )
+    .unwrap();
+    let health = format!("{}/api/health", handle["base_url"].as_str().unwrap());
+    let alive = crate::http("GET", &health, None, None).0;
+    let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    assert_eq!(alive, 200, "the kept pod answers");
+    assert_eq!(ran.verdict("tests").0, "pass");
+}
+
+/// Ctrl-C during the tests: the tests stop, cleanup and the residue sweep
+/// run, the pod goes down, exit 130.
+#[test]
+fn ctrl_c_stops_the_tests_cleans_up_and_tears_down() {
+    let suite = fixture("suite");
+    let flag = suite.path().join("running.flag");
+    let child = runner()
+        .env("FIXTURE_MODE", "slow")
+        .env("FIXTURE_FLAG", &flag)
+        .arg("run")
+        .arg(suite.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    let started = wait_for(Duration::from_secs(240), || flag.exists());
+    if !started {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    assert!(started, "the slow test started");
+    kill(pid, Signal::SIGINT).unwrap();
+    let ran = Ran::from(child.wait_with_output().unwrap());
+    assert_eq!(ran.code, 130);
+    assert_eq!(ran.verdict("tests").0, "fail");
+    let (residue, evidence) = ran.verdict("residue");
+    assert_eq!(residue, "pass", "cleanup ran before the sweep: {evidence}");
+    assert_eq!(ran.verdict("down").0, "pass");
+    assert!(ran.stdout.contains("INTERRUPTED"));
+}
+
+/// The conformance suite, the README's first command, is green.
+#[test]
+fn the_conformance_suite_is_green() {
+    let suite = crate::workspace().join("suites/conformance");
+    let ran = Ran::from(runner().arg("run").arg(&suite).output().unwrap());
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert_eq!(ran.verdict("residue").0, "pass");
+    assert_eq!(ran.verdict("down").0, "pass");
+}
+
+/// Against a pod with a reproducible product bug (exec drops the per-call
+/// env), the conformance suite's exec-env test fails the way a product bug
+/// should: named, with a message a person understands, and the run red.
+#[test]
+fn the_conformance_suite_catches_a_pod_that_drops_the_exec_env() {
+    let suite = crate::workspace().join("suites/conformance");
+    let mut pod = CallerPod::start_with(&["--fault", "drop-exec-env"]);
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(&suite)
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .args(["-E", "test(exec_sees_per_call_env)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("exec_sees_per_call_env"),
+        "{}",
+        ran.stdout
+    );
+    let records = testkit::report::read_records(&ran.results()).unwrap();
+    let record = records
+        .iter()
+        .find(|r| r.name.ends_with("::exec_sees_per_call_env"))
+        .expect("a record of the exec-env test");
+    assert_eq!(record.outcome, testkit::Outcome::Failed);
+    let message = record.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("exec ignored the per-call env: expected GREETING=hello"),
+        "{message}"
+    );
+    assert_eq!(ran.verdict("residue").0, "pass");
+    assert!(pod.alive(), "the caller's pod was stopped");
+}
+
+/// Under `cargo test` the counts are the same, from the same records.
+#[test]
+fn cargo_test_engine_counts_from_the_records() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["--runner", "cargo-test"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    let (_, evidence) = ran.verdict("tests");
+    assert!(
+        evidence.contains("4 passed, 0 failed, 1 skipped, 1 expected failures")
+            && evidence.contains("cargo test"),
+        "{evidence}"
+    );
+}
+
+/// A suite that does not build: exit 2, the compiler's output kept, the pod
+/// still torn down.
+#[test]
+fn a_build_failure_is_exit_2_with_the_compiler_output_kept() {
+    let suite = fixture("suite");
+    let file = suite.path().join("tests/basics.rs");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        format!("{text}\nfn broken() -> u32 {{ \"not a number\" }}\n"),
+    )
+    .unwrap();
+    let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 2);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains("did not build") && evidence.contains("build.log"),
+        "{evidence}"
+    );
+    let log = std::fs::read_to_string(ran.results().join("build.log")).unwrap();
+    assert!(log.contains("mismatched types"), "{log}");
+    assert_eq!(ran.verdict("down").0, "pass");
+}
