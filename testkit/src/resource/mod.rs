@@ -89,7 +89,7 @@ impl Tracker {
     pub(crate) fn new(test: &str, log: Log) -> Tracker {
         let inner = Arc::new(Inner {
             test: test.to_owned(),
-            tag: names::test_tag(test),
+            tag: names::attempt_tag(test),
             counter: AtomicU32::new(0),
             log,
             live: Mutex::new(Vec::new()),

@@ -25,6 +25,23 @@ pub(crate) fn test_tag(full_name: &str) -> String {
         .collect()
 }
 
+/// The tag of this attempt of a test: a nextest retry (`NEXTEST_ATTEMPT` 2
+/// and up) gets names of its own, so that what a failed attempt leaked can
+/// never collide with what the retry creates.
+pub(crate) fn attempt_tag(full_name: &str) -> String {
+    let attempt = std::env::var("NEXTEST_ATTEMPT")
+        .ok()
+        .and_then(|a| a.parse().ok());
+    tag_of_attempt(full_name, attempt)
+}
+
+fn tag_of_attempt(full_name: &str, attempt: Option<u32>) -> String {
+    match attempt {
+        Some(attempt) if attempt > 1 => test_tag(&format!("{full_name}#{attempt}")),
+        _ => test_tag(full_name),
+    }
+}
+
 /// The `n`th name of a test (`n` from 1): two digits, more when needed.
 pub(crate) fn name(prefix: &str, run_id: &str, tag: &str, n: u32) -> String {
     format!("{prefix}-{run_id}-{tag}-{n:02}")
@@ -71,6 +88,18 @@ mod tests {
         // The longest possible: an 8-character prefix and a 16-character run id.
         let long = name("abcdefgh", &"r".repeat(16), &a, 99_999);
         assert!(long.len() <= MAX_NAME_LEN && is_dns_label(&long), "{long}");
+    }
+
+    #[test]
+    fn a_retry_gets_names_of_its_own() {
+        let first = tag_of_attempt("suite::a", None);
+        assert_eq!(first, tag_of_attempt("suite::a", Some(1)));
+        assert_ne!(first, tag_of_attempt("suite::a", Some(2)));
+        assert_ne!(
+            tag_of_attempt("suite::a", Some(2)),
+            tag_of_attempt("suite::a", Some(3))
+        );
+        assert_eq!(tag_of_attempt("suite::a", Some(2)).len(), TAG_LEN);
     }
 
     #[test]
