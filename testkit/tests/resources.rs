@@ -54,17 +54,7 @@ fn events_of(run: &Run, event: Event) -> Vec<String> {
 fn a_panic_holding_five_sandboxes_deletes_all_five_newest_first() {
     let pod = Sandboxd::start(&[]);
     let run = Run::new("panicfive");
-    let (status, out) = run.run(
-        &pod,
-        false,
-        &[
-            "--test",
-            "resources",
-            "--",
-            "--exact",
-            "resources::panics_holding_five",
-        ],
-    );
+    let (status, out) = run.exact(&pod, "panics_holding_five");
     assert!(!status.success(), "{out}");
     let record = run.record("panics_holding_five");
     assert_eq!(record["failure_kind"], "panic", "{record:#}");
@@ -92,17 +82,7 @@ fn a_panic_holding_five_sandboxes_deletes_all_five_newest_first() {
 fn a_timed_out_test_is_cleaned_up() {
     let pod = Sandboxd::start(&[]);
     let run = Run::new("timeout");
-    let (status, out) = run.run(
-        &pod,
-        false,
-        &[
-            "--test",
-            "resources",
-            "--",
-            "--exact",
-            "resources::times_out",
-        ],
-    );
+    let (status, out) = run.exact(&pod, "times_out");
     assert!(!status.success(), "{out}");
     let record = run.record("times_out");
     assert_eq!(record["failure_kind"], "timeout", "{record:#}");
@@ -115,17 +95,7 @@ fn a_timed_out_test_is_cleaned_up() {
 fn transient_delete_failures_are_retried() {
     let pod = Sandboxd::start(&["delete-fail=3"]);
     let run = Run::new("deletefail");
-    let (status, out) = run.run(
-        &pod,
-        false,
-        &[
-            "--test",
-            "resources",
-            "--",
-            "--exact",
-            "resources::creates_two_and_passes",
-        ],
-    );
+    let (status, out) = run.exact(&pod, "creates_two_and_passes");
     assert!(status.success(), "{out}");
     let record = run.record("creates_two_and_passes");
     assert_eq!(record["outcome"], "passed", "{record:#}");
@@ -139,17 +109,7 @@ fn transient_delete_failures_are_retried() {
 fn slow_deletes_and_a_lagging_list_are_waited_out() {
     let pod = Sandboxd::start(&["delete-delay=1s", "list-lag=2s"]);
     let run = Run::new("slowlag");
-    let (status, out) = run.run(
-        &pod,
-        false,
-        &[
-            "--test",
-            "resources",
-            "--",
-            "--exact",
-            "resources::creates_two_and_passes",
-        ],
-    );
+    let (status, out) = run.exact(&pod, "creates_two_and_passes");
     assert!(status.success(), "{out}");
     let record = run.record("creates_two_and_passes");
     assert_eq!(record["cleanup"], "verified", "{record:#}");
@@ -161,17 +121,7 @@ fn slow_deletes_and_a_lagging_list_are_waited_out() {
 fn a_delete_that_always_fails_is_reported_as_a_leak_by_name_and_the_janitor_cleans_up() {
     let mut pod = Sandboxd::start(&["delete-fail=1000"]);
     let run = Run::new("leak");
-    let (status, out) = run.run(
-        &pod,
-        false,
-        &[
-            "--test",
-            "resources",
-            "--",
-            "--exact",
-            "resources::creates_two_and_passes",
-        ],
-    );
+    let (status, out) = run.exact(&pod, "creates_two_and_passes");
     assert!(!status.success(), "{out}");
     let record = run.record("creates_two_and_passes");
     assert_eq!(record["failure_kind"], "cleanup", "{record:#}");

@@ -258,6 +258,12 @@ impl Run {
     }
 
     /// Runs to the end; returns the exit status and the combined output.
+    /// Runs the one fixture test `resources::<test>` under `cargo test`.
+    pub fn exact(&self, pod: &Sandboxd, test: &str) -> (ExitStatus, String) {
+        let name = format!("resources::{test}");
+        self.run(pod, false, &["--test", "resources", "--", "--exact", &name])
+    }
+
     pub fn run(&self, pod: &Sandboxd, nextest: bool, args: &[&str]) -> (ExitStatus, String) {
         let child = self.command(pod, nextest, args).spawn().unwrap();
         let pgid = child.id() as i32;
