@@ -2,7 +2,7 @@
 //! `testkit` crate, which re-exports it; depend on `testkit`, not on this
 //! crate.
 //!
-//! ```ignore
+//! ```text
 //! use testkit::prelude::*;
 //!
 //! /// A created sandbox is listed by name and is gone after delete.

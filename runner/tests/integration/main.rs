@@ -274,45 +274,32 @@ impl Drop for CallerPod {
     }
 }
 
-/// A minimal HTTP/1.1 client over loopback (curl may be missing).
+/// One HTTP request over loopback with reqwest (the client testkit uses):
+/// (status, body).
 pub(crate) fn http(
     method: &str,
     url: &str,
     token: Option<&str>,
     body: Option<&str>,
 ) -> (u16, String) {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .unwrap_or((rest, "/".to_owned()));
-    let mut stream = std::net::TcpStream::connect(host).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
-    let body = body.unwrap_or("");
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    rt.block_on(async {
+        let method: testkit::reqwest::Method = method.parse().unwrap();
+        let mut request = testkit::reqwest::Client::new()
+            .request(method, url)
+            .timeout(Duration::from_secs(10))
+            .header("content-type", "application/json")
+            .body(body.unwrap_or("").to_owned());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.text().await.unwrap())
+    })
 }
 
 /// Waits for `cond`, at most `limit`.
