@@ -9,10 +9,8 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
-
-use crate::Cx;
+use crate::log::Log;
+use crate::process;
 
 /// How long a CLI run may take unless told otherwise.
 pub(crate) const DEFAULT_CLI_TIMEOUT: Duration = Duration::from_secs(60);
@@ -42,30 +40,23 @@ impl CliOutput {
 #[derive(Debug)]
 #[must_use = "a CliCommand does nothing until `run` is awaited"]
 pub struct CliCommand<'a> {
-    cx: &'a Cx,
+    log: &'a Log,
     args: Vec<String>,
     timeout: Duration,
     env: BTreeMap<String, String>,
 }
 
-impl Cx {
-    /// Runs the suite's CLI with `args` against the pod (default timeout 60 s).
-    pub async fn cli(&self, args: &[&str]) -> crate::Result<CliOutput> {
-        self.cli_command(args).run().await
-    }
-
-    /// A CLI run to configure before running it.
-    pub fn cli_command(&self, args: &[&str]) -> CliCommand<'_> {
+impl<'a> CliCommand<'a> {
+    /// A run of the CLI with `args`, logging to the test's `log`.
+    pub(crate) fn new(log: &'a Log, args: &[&str]) -> CliCommand<'a> {
         CliCommand {
-            cx: self,
+            log,
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             timeout: DEFAULT_CLI_TIMEOUT,
             env: BTreeMap::new(),
         }
     }
-}
 
-impl CliCommand<'_> {
     /// Kills the run (its whole process group) after `timeout`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -80,10 +71,11 @@ impl CliCommand<'_> {
 
     /// Runs it. A non-zero exit is not an error: check [`CliOutput::exit_code`].
     pub async fn run(self) -> crate::Result<CliOutput> {
-        let pod = self.cx.pod()?;
+        let pod = crate::pod::require()?;
         let config = crate::config::current().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let program = match std::env::var("TESTKIT_CLI").ok().filter(|p| !p.is_empty()) {
-            Some(p) => p,
+        let settings = crate::settings::current().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let program = match &settings.cli {
+            Some(p) => p.clone(),
             None => config.cli.program.clone().ok_or_else(|| {
                 anyhow::anyhow!("no CLI configured: set `[cli] program` in testkit.toml or the TESTKIT_CLI variable")
             })?,
@@ -104,20 +96,19 @@ impl CliCommand<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
             .kill_on_drop(true);
         let line = format!("$ {program} {}", self.args.join(" "));
-        self.cx.log(&line);
+        self.log.push(line.clone());
         let start = Instant::now();
-        let child = cmd
-            .spawn()
+        let (child, pgid) = process::spawn_in_group(&mut cmd)
             .map_err(|e| anyhow::anyhow!("failed to start {}: {e}", path.display()))?;
-        let pgid = child.id().map(|p| p as i32);
         let output = match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
             Ok(result) => result.map_err(|e| anyhow::anyhow!("failed to run {program}: {e}"))?,
             Err(_) => {
-                if let Some(pgid) = pgid {
-                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                if let Err(left) = process::kill_group(pgid, Duration::from_secs(5)).await {
+                    self.log.push(format!(
+                        "  processes {left:?} of the timed-out CLI run outlived SIGKILL"
+                    ));
                 }
                 anyhow::bail!(
                     "`{}` did not finish within {} and was killed",
@@ -132,7 +123,7 @@ impl CliCommand<'_> {
             stderr: crate::redact(&String::from_utf8_lossy(&output.stderr)).into_owned(),
             duration: start.elapsed(),
         };
-        self.cx.log(format!(
+        self.log.push(format!(
             "  exit {:?} after {:?}",
             out.exit_code, out.duration
         ));

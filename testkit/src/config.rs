@@ -325,37 +325,55 @@ pub(crate) fn current() -> Result<&'static SuiteConfig, &'static ConfigError> {
         .as_ref()
 }
 
-/// The suite's workspace root: `TESTKIT_SUITE_DIR`, else the nearest
-/// ancestor of `CARGO_MANIFEST_DIR` (which cargo and nextest set for test
-/// processes) that holds `testkit.toml` or `KNOWN-ISSUES.md`, else the nearest
-/// one whose `Cargo.toml` declares a `[workspace]`.
-pub(crate) fn suite_dir() -> Option<&'static Path> {
-    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(find_suite_dir).as_deref()
+/// The manifest directory of the test binary, as it was when it was
+/// compiled: `testkit::main!()` hands it over, so that a binary run directly
+/// (a nextest archive, a debugger) still finds its suite.
+static COMPILED_MANIFEST_DIR: OnceLock<&'static str> = OnceLock::new();
+
+/// Called by the harness before anything reads the config.
+pub(crate) fn set_compiled_manifest_dir(dir: &'static str) {
+    let _ = COMPILED_MANIFEST_DIR.set(dir);
 }
 
-fn find_suite_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TESTKIT_SUITE_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir));
-    }
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?);
+/// The suite's workspace root: `TESTKIT_SUITE_DIR`, else the nearest
+/// ancestor of the manifest dir (`CARGO_MANIFEST_DIR`, which cargo and
+/// nextest set for test processes, else the one the binary was compiled in)
+/// that holds `testkit.toml` or `KNOWN-ISSUES.md`, else the nearest one whose
+/// `Cargo.toml` declares a `[workspace]`.
+pub(crate) fn suite_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let settings = crate::settings::or_default();
+        if let Some(dir) = &settings.suite_dir {
+            return Some(dir.clone());
+        }
+        let manifest_dir = settings.manifest_dir.clone().or_else(|| {
+            COMPILED_MANIFEST_DIR
+                .get()
+                .map(PathBuf::from)
+                .filter(|d| d.is_dir())
+        })?;
+        Some(find_suite_dir(&manifest_dir))
+    })
+    .as_deref()
+}
+
+fn find_suite_dir(manifest_dir: &Path) -> PathBuf {
     if let Some(dir) = manifest_dir
         .ancestors()
         .find(|d| d.join("testkit.toml").is_file() || d.join("KNOWN-ISSUES.md").is_file())
     {
-        return Some(dir.to_owned());
+        return dir.to_owned();
     }
     let is_workspace_root = |d: &Path| {
         std::fs::read_to_string(d.join("Cargo.toml"))
             .is_ok_and(|s| s.lines().any(|l| l.trim() == "[workspace]"))
     };
-    Some(
-        manifest_dir
-            .ancestors()
-            .find(|d| is_workspace_root(d))
-            .unwrap_or(&manifest_dir)
-            .to_owned(),
-    )
+    manifest_dir
+        .ancestors()
+        .find(|d| is_workspace_root(d))
+        .unwrap_or(manifest_dir)
+        .to_owned()
 }
 
 #[cfg(test)]

@@ -1,38 +1,46 @@
-//! `Cx`: what a test receives. It carries the test's identity, the run, the
-//! test's log and artifacts folder, its pod, and the resources it owns.
+//! `Cx`: what a test receives, and the only `impl Cx`. It carries the test's
+//! identity, the run, the test's log and artifacts folder, and the resources
+//! it owns; each method hands the work to the module that does it (the pod,
+//! the resource tracker, the CLI runner), passing what that module needs.
 
 use std::fmt::{self, Display};
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use crate::__private::TestDef;
+use crate::cli::{CliCommand, CliOutput};
+use crate::log::Log;
+use crate::pod::Pod;
+use crate::resource::{CleanupSummary, Tracker};
 use crate::run::Run;
+use crate::settings::Keep;
 
 /// The context of one test: its name, the run, its log, its artifacts folder,
-/// and (with the pod and resource modules) the pod and what the test created.
+/// its pod, and what it created.
 pub struct Cx {
-    pub(crate) def: &'static TestDef,
-    pub(crate) full_name: String,
-    pub(crate) run: &'static Run,
+    full_name: String,
+    description: &'static str,
+    run: &'static Run,
     pub(crate) log: Log,
-    pub(crate) artifacts_dir: PathBuf,
+    artifacts_dir: PathBuf,
     pub(crate) capabilities_missing: Vec<String>,
-    pub(crate) resources: crate::resource::Tracker,
+    resources: Tracker,
 }
 
 impl Cx {
-    pub(crate) fn new(def: &'static TestDef, full_name: String, run: &'static Run) -> Cx {
-        let artifacts_dir = run
-            .results_dir
-            .join("artifacts")
-            .join(&run.binary)
-            .join(sanitize(&full_name));
+    /// The context of the test `full_name` in `run`; `attempt` is nextest's
+    /// attempt number (retries get resource names of their own).
+    pub(crate) fn new(
+        full_name: String,
+        description: &'static str,
+        run: &'static Run,
+        attempt: Option<u32>,
+    ) -> Cx {
+        let artifacts_dir = crate::run::artifacts_dir(&run.results_dir, &run.binary, &full_name);
         let log = Log::default();
-        let resources = crate::resource::Tracker::new(&full_name, log.clone());
+        let resources = Tracker::new(&full_name, attempt, log.clone());
         Cx {
-            def,
             full_name,
+            description,
             run,
             log,
             artifacts_dir,
@@ -48,7 +56,7 @@ impl Cx {
 
     /// The first paragraph of the test's doc comment.
     pub fn description(&self) -> &str {
-        self.def.description
+        self.description
     }
 
     /// The run's id: short, lowercase, shared by every test process of the run.
@@ -73,6 +81,70 @@ impl Cx {
     pub fn log(&self, message: impl Display) {
         self.log.push(message.to_string());
     }
+
+    /// The pod: its handle, an authenticated client, its capabilities. Without
+    /// a configured pod the test is skipped; with an unusable one it fails.
+    pub fn pod(&self) -> crate::Result<&'static Pod> {
+        crate::pod::require()
+    }
+
+    /// A new name for a resource of this test: `<prefix>-<run id>-<test
+    /// tag>-<nn>`, unique in the run, the same for the same test and call
+    /// order, a DNS label of at most 63 characters.
+    pub fn unique_name(&self) -> String {
+        self.resources.unique_name(&self.run.id)
+    }
+
+    /// Creates a resource of `kind` named `name` by running `request`, the
+    /// future that sends the creating request. Before `request` is first
+    /// polled, waits for a slot when the kind has a budget, and journals the
+    /// name; the resource is tracked from then on, even when `request` fails
+    /// (the request may have landed), and is deleted and verified gone when the
+    /// test ends.
+    ///
+    /// ```no_run
+    /// # async fn f(cx: &testkit::Cx) -> testkit::Result {
+    /// let name = cx.unique_name();
+    /// let created = cx.create("sandbox", &name, async { Ok::<_, anyhow::Error>(()) /* POST … */ }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create<T, E, F>(&self, kind: &str, name: &str, request: F) -> crate::Result<T>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: Into<anyhow::Error>,
+    {
+        // Without a pod there is nothing to create on (the test is skipped
+        // with the reason) and nothing to delete from: check before journaling.
+        self.pod()?;
+        self.resources.create(self.run, kind, name, request).await
+    }
+
+    /// Stops tracking a resource the test deleted itself and verified gone.
+    pub fn forget(&self, kind: &str, name: &str) {
+        self.resources.forget(kind, name)
+    }
+
+    /// Runs the suite's CLI with `args` against the pod (default timeout 60 s).
+    pub async fn cli(&self, args: &[&str]) -> crate::Result<CliOutput> {
+        self.cli_command(args).run().await
+    }
+
+    /// A CLI run to configure before running it.
+    pub fn cli_command(&self, args: &[&str]) -> CliCommand<'_> {
+        CliCommand::new(&self.log, args)
+    }
+
+    /// Deletes what the test created, newest first, and verifies it is gone,
+    /// or keeps it when `keep` says so.
+    pub(crate) async fn finish(&self, keep: Keep, body_failed: bool) -> CleanupSummary {
+        self.resources.finish(keep, body_failed).await
+    }
+}
+
+impl crate::wait::WaitLog for Cx {
+    fn wait_log(&self, line: String) {
+        self.log.push(line);
+    }
 }
 
 impl fmt::Debug for Cx {
@@ -82,53 +154,4 @@ impl fmt::Debug for Cx {
             .field("run_id", &self.run.id)
             .finish_non_exhaustive()
     }
-}
-
-/// A test's log: timestamped lines, shared so that helpers holding `&Cx` can
-/// write to it.
-#[derive(Clone, Default)]
-pub(crate) struct Log {
-    inner: Arc<Mutex<LogInner>>,
-}
-
-#[derive(Default)]
-struct LogInner {
-    start: Option<Instant>,
-    lines: Vec<String>,
-}
-
-impl Log {
-    pub(crate) fn push(&self, message: String) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let start = *inner.start.get_or_insert_with(Instant::now);
-        let line = format!("[{:>8.3}s] {}", start.elapsed().as_secs_f64(), message);
-        if crate::harness::nocapture() {
-            eprintln!("{}", crate::redact::redact(&line));
-        }
-        inner.lines.push(line);
-    }
-
-    pub(crate) fn start(&self) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).start = Some(Instant::now());
-    }
-
-    /// The whole log, redacted.
-    pub(crate) fn text(&self) -> String {
-        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        crate::redact::redact(&inner.lines.join("\n")).into_owned()
-    }
-}
-
-/// A file-name-safe form of a test name: `smoke::create` → `smoke__create`.
-pub(crate) fn sanitize(name: &str) -> String {
-    name.replace("::", "__")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }

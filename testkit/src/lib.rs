@@ -45,6 +45,24 @@
 //!   it offers, or sub-resources that go away with a parent.
 //! - `cx.cli` hands the CLI the raw token, so it stops working once the pod's
 //!   token window has passed; HTTP calls through `cx.pod()` keep the session.
+//!
+//! # Layers
+//!
+//! Imports point down only; a test (`tests/layers.rs`) keeps it so.
+//!
+//! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`
+//!    variable, read once), [`run`] (run ids, the results folder),
+//!    [`config`] (`testkit.toml`), redaction, [`process`] (process groups),
+//!    files that hold secrets, the test log, the runtime, [`Skip`].
+//! 2. [`wait`]; [`report`] (records, JUnit, known issues); [`pod`] (handle,
+//!    session, launch); [`resource`] (kinds, journal, cleanup, reaper);
+//!    the CLI runner. Each takes what it needs as arguments.
+//! 3. [`Cx`]: the only `impl Cx`, what a test sees.
+//! 4. The harness: the test list, libtest-mimic, each test's lifecycle.
+//!
+//! What `testkit-runner` shares with the library (the record schema, run
+//! ids, setting names, the record reader) is public here and documented as
+//! such, so that it lives once.
 #![warn(missing_docs, unreachable_pub)]
 
 #[doc(hidden)]
@@ -52,22 +70,27 @@ pub mod __private;
 mod cli;
 pub mod config;
 mod cx;
+mod files;
 mod harness;
-mod modes;
+#[cfg(test)]
+mod layers;
+mod log;
 pub mod pod;
+pub mod process;
 mod redact;
 pub mod report;
 pub mod resource;
-mod run;
+pub mod run;
+mod run_id;
+mod runtime;
+pub mod settings;
+mod skip;
 pub mod wait;
 
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
-pub use harness::Skip;
 pub use redact::{redact, register_secret, REDACTED};
-pub use report::{
-    CleanupState, FailureKind, Outcome, ResourceRecord, TestRecord, RECORD_SCHEMA_VERSION,
-};
+pub use skip::Skip;
 pub use testkit_macros::test;
 
 /// The HTTP client `Pod::client` is, re-exported so suites use the same version.
@@ -91,7 +114,7 @@ pub mod prelude {
 macro_rules! main {
     () => {
         fn main() -> ::std::process::ExitCode {
-            $crate::__private::main()
+            $crate::__private::main(::core::env!("CARGO_MANIFEST_DIR"))
         }
     };
 }

@@ -1,14 +1,15 @@
 //! The run: its id and its results folder, decided once per process.
 //!
 //! Every test process of one run must agree on both, so they come from the
-//! environment when the runner (or nextest) sets it, and are derived the same
-//! way otherwise.
+//! settings when the runner (or nextest) sets them, and are derived the same
+//! way otherwise. The id rules are public: `testkit-runner` makes its ids
+//! with the same functions.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Length of a generated run id.
-const RUN_ID_LEN: usize = 10;
+pub use crate::run_id::{generate_run_id, run_id_from_seed, validate_run_id, RUN_ID_LEN};
+use crate::settings::Settings;
 
 /// One run of a suite, as seen from this process.
 #[derive(Debug)]
@@ -23,97 +24,80 @@ pub(crate) struct Run {
 
 static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
 
-/// The run of this process. An unusable `TESTKIT_RUN_ID` or results folder is
-/// an error that every test reports rather than a panic.
+/// The run of this process. Unusable settings are an error that every test
+/// reports rather than a panic.
 pub(crate) fn current() -> Result<&'static Run, &'static str> {
-    RUN.get_or_init(Run::from_env)
-        .as_ref()
-        .map_err(String::as_str)
+    RUN.get_or_init(|| {
+        crate::settings::current()
+            .map(Run::from_settings)
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(String::as_str)
 }
 
 impl Run {
-    fn from_env() -> Result<Run, String> {
-        let id = match std::env::var("TESTKIT_RUN_ID") {
-            Ok(id) => {
-                validate_run_id(&id)
-                    .map_err(|why| format!("TESTKIT_RUN_ID={id:?} is invalid: {why}"))?;
-                id
-            }
-            Err(_) => match std::env::var("NEXTEST_RUN_ID") {
-                Ok(uuid) if !uuid.is_empty() => id_from_seed(uuid.as_bytes()),
-                _ => generate_id(),
-            },
+    fn from_settings(settings: &Settings) -> Run {
+        let id = match (&settings.run_id, &settings.nextest_run_id) {
+            (Some(id), _) => id.clone(),
+            (None, Some(uuid)) => run_id_from_seed(uuid.as_bytes()),
+            (None, None) => generate_run_id(),
         };
-        let results_dir = match std::env::var_os("TESTKIT_RESULTS_DIR") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => default_results_root().join("runs").join(&id),
+        let results_dir = match &settings.results_dir {
+            Some(dir) => dir.clone(),
+            None => default_results_root(settings.target_dir.as_deref())
+                .join("runs")
+                .join(&id),
         };
-        Ok(Run {
+        Run {
             id,
             results_dir,
             binary: binary_name(),
-        })
-    }
-}
-
-/// A run id must fit inside DNS labels together with a prefix and a test tag.
-pub(crate) fn validate_run_id(id: &str) -> Result<(), &'static str> {
-    if id.is_empty() || id.len() > 16 {
-        return Err("it must be 1 to 16 characters long");
-    }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    {
-        return Err("it must contain only lowercase ASCII letters and digits");
-    }
-    Ok(())
-}
-
-fn generate_id() -> String {
-    let mut seed = [0u8; 16];
-    getrandom::fill(&mut seed).expect("the operating system's random source failed");
-    id_from_seed(&seed)
-}
-
-/// Deterministic: the same seed (nextest's run id) gives every process of a
-/// run the same short id.
-fn id_from_seed(seed: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    // FNV-1a, twice with different offsets, for 128 bits of mixing.
-    let mut hash: u128 = 0x6c62272e07bb014262b821756295c58d;
-    for &b in seed {
-        hash ^= u128::from(b);
-        hash = hash.wrapping_mul(0x0000000001000000000000000000013b);
-    }
-    let mut id = String::with_capacity(RUN_ID_LEN);
-    // The first character is a letter so the id never looks like a number.
-    id.push(ALPHABET[(hash % 26) as usize] as char);
-    hash /= 26;
-    for _ in 1..RUN_ID_LEN {
-        id.push(ALPHABET[(hash % 36) as usize] as char);
-        hash /= 36;
-    }
-    id
-}
-
-/// `<target dir>/testkit`, found from the test binary's location
-/// (`target/<profile>/deps/<bin>`), or from `CARGO_TARGET_DIR`.
-pub(crate) fn default_results_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("testkit");
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        // Cargo marks the root of every target dir with CACHEDIR.TAG.
-        if let Some(target) = exe
-            .ancestors()
-            .skip(1)
-            .find(|dir| dir.join("CACHEDIR.TAG").is_file())
-        {
-            return target.join("testkit");
         }
     }
-    std::env::temp_dir().join("testkit")
+}
+
+/// `<target dir>/testkit`: `target_dir` (`CARGO_TARGET_DIR`), else the
+/// target dir this executable was built in, else the temp dir.
+pub fn default_results_root(target_dir: Option<&Path>) -> PathBuf {
+    target_dir_of(target_dir)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("testkit")
+}
+
+/// The target dir: `target_dir` made absolute, else the one this executable
+/// was built in (`target/<profile>/…`: cargo marks the root of every target
+/// dir with `CACHEDIR.TAG`).
+pub fn target_dir_of(target_dir: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = target_dir {
+        return Some(if dir.is_absolute() {
+            dir.to_owned()
+        } else {
+            std::env::current_dir().ok()?.join(dir)
+        });
+    }
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_owned)
+}
+
+/// `<results>/artifacts/<binary>/<test>`: a test's artifacts folder, the
+/// test's full name made file-name-safe (`smoke::create` → `smoke__create`).
+pub fn artifacts_dir(results_dir: &Path, binary: &str, test: &str) -> PathBuf {
+    let safe: String = test
+        .replace("::", "__")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    results_dir.join("artifacts").join(binary).join(safe)
 }
 
 /// `smoke-1a2b3c4d` → `smoke`.
@@ -129,34 +113,5 @@ fn binary_name() -> String {
             name.to_owned()
         }
         _ => stem.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seeded_ids_are_stable_and_dns_safe() {
-        let a = id_from_seed(b"5a7c1f4e-0000-4000-8000-000000000000");
-        assert_eq!(a, id_from_seed(b"5a7c1f4e-0000-4000-8000-000000000000"));
-        assert_ne!(a, id_from_seed(b"5a7c1f4e-0000-4000-8000-000000000001"));
-        assert_eq!(a.len(), RUN_ID_LEN);
-        assert!(validate_run_id(&a).is_ok());
-        assert!(a.as_bytes()[0].is_ascii_lowercase());
-    }
-
-    #[test]
-    fn generated_ids_differ() {
-        assert_ne!(generate_id(), generate_id());
-    }
-
-    #[test]
-    fn run_id_validation_names_the_problem() {
-        assert!(validate_run_id("").is_err());
-        assert!(validate_run_id("ABC").unwrap_err().contains("lowercase"));
-        assert!(validate_run_id("a-b").is_err());
-        assert!(validate_run_id(&"a".repeat(17)).unwrap_err().contains("16"));
-        assert!(validate_run_id("abc123").is_ok());
     }
 }

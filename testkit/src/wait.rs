@@ -154,29 +154,32 @@ impl Wait {
     }
 }
 
+/// Where [`until`] writes what it observes: a test's log. [`Cx`](crate::Cx)
+/// is one.
+pub trait WaitLog {
+    /// Adds a line to the log.
+    fn wait_log(&self, line: String);
+}
+
 /// Polls `poll` until it reports [`Check::Done`], logging each new
-/// observation in the test's log.
-pub async fn until<T, F, Fut>(
-    cx: &crate::Cx,
-    what: &str,
-    wait: Wait,
-    poll: F,
-) -> Result<T, WaitError>
+/// observation in the test's log (`cx`).
+pub async fn until<T, F, Fut, L>(cx: &L, what: &str, wait: Wait, poll: F) -> Result<T, WaitError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<Check<T>>>,
+    L: WaitLog + ?Sized,
 {
     let start = Instant::now();
-    cx.log(format_args!("waiting for {what}"));
+    cx.wait_log(format!("waiting for {what}"));
     let result = wait
-        .run(what, poll, |o| cx.log(format_args!("  {what}: {o}")))
+        .run(what, poll, |o| cx.wait_log(format!("  {what}: {o}")))
         .await;
     match &result {
-        Ok(_) => cx.log(format_args!(
+        Ok(_) => cx.wait_log(format!(
             "done waiting for {what} after {}",
             Secs(start.elapsed())
         )),
-        Err(e) => cx.log(e),
+        Err(e) => cx.wait_log(e.to_string()),
     }
     result
 }

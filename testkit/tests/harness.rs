@@ -287,9 +287,9 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             &["drop-exec-env"][..],
             0,
             0,
-            testkit::Outcome::ExpectedFailure,
+            testkit::report::Outcome::ExpectedFailure,
         ),
-        (&[][..], 101, 100, testkit::Outcome::UnexpectedPass),
+        (&[][..], 101, 100, testkit::report::Outcome::UnexpectedPass),
     ] {
         let home = tempfile::tempdir().unwrap();
         let (pod, handle) = start_sandboxd(home.path(), faults);
@@ -326,7 +326,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
                 record.outcome, outcome,
                 "{runner} with faults {faults:?}: {record:#?}"
             );
-            if outcome == testkit::Outcome::UnexpectedPass {
+            if outcome == testkit::report::Outcome::UnexpectedPass {
                 let message = record.message.as_deref().unwrap();
                 assert!(
                     message.contains("SBX-1 appears fixed")
@@ -337,7 +337,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             let summary = Summary::from_records(&records, None);
             assert_eq!(
                 summary.is_green(),
-                outcome == testkit::Outcome::ExpectedFailure
+                outcome == testkit::report::Outcome::ExpectedFailure
             );
             for file in [
                 results.path().join("junit.xml"),

@@ -156,7 +156,7 @@ fn a_delete_that_always_fails_is_reported_as_a_leak_by_name_and_the_janitor_clea
     let deleted: std::collections::BTreeSet<String> =
         report.deleted.iter().map(|l| l.name.clone()).collect();
     assert_eq!(deleted, names);
-    assert!(testkit::resource::unsettled(&run.journal()).is_empty());
+    assert!(testkit::resource::outstanding(&run.journal()).is_empty());
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 

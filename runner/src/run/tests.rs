@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use testkit::report::{self, KnownIssues, Summary};
-use testkit::{Outcome, TestRecord};
+use testkit::report::{Outcome, TestRecord};
 
 use super::signal::Interrupt;
 use super::verdict::{PhaseResult, Verdict};
@@ -434,7 +434,7 @@ fn synthesize(spec: &TestsSpec<'_>, t: &Listed, interrupted: bool) -> TestRecord
         ),
     };
     let value = serde_json::json!({
-        "schema": testkit::RECORD_SCHEMA_VERSION,
+        "schema": testkit::report::RECORD_SCHEMA_VERSION,
         "run_id": spec.run_id,
         "binary": t.binary,
         "name": t.name,

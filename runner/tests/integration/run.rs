@@ -427,7 +427,7 @@ fn the_conformance_suite_catches_a_pod_that_drops_the_exec_env() {
         .iter()
         .find(|r| r.name.ends_with("::exec_sees_per_call_env"))
         .expect("a record of the exec-env test");
-    assert_eq!(record.outcome, testkit::Outcome::Failed);
+    assert_eq!(record.outcome, testkit::report::Outcome::Failed);
     let message = record.message.as_deref().unwrap_or_default();
     assert!(
         message.contains("exec ignored the per-call env: expected GREETING=hello"),

@@ -293,7 +293,7 @@ impl PodHandle {
 
     /// Writes [`PodHandle::to_json`] to `path` with mode 0600, atomically.
     pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<()> {
-        super::write_private(path, self.to_json().as_bytes())
+        crate::files::write_private(path, self.to_json().as_bytes())
     }
 }
 

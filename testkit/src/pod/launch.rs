@@ -18,12 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
-
 use super::check::{check_health, HealthReport};
 use super::handle::{HandleError, HandlePolicy, PodHandle};
 use crate::config::{Ready, SuiteConfig};
+use crate::process;
 
 /// Environment variables a pod inherits from its launcher; everything else
 /// (credentials, cloud config, the caller's HOME) stays out.
@@ -259,21 +257,19 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0)
         .kill_on_drop(false);
     let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(io(format!("start {}", program.display())))?;
-    let pid = child.id().unwrap_or_default();
-    let start_ticks = start_ticks(pid as i32);
+    let (mut child, pgid) =
+        process::spawn_in_group(&mut cmd).map_err(io(format!("start {}", program.display())))?;
+    let pid = pgid as u32;
+    let start_ticks = process::start_ticks(pgid);
 
     let result = wait_until_up(spec, &mut child, &stdout_raw, &stderr_log, started).await;
     match result {
         Ok((handle, health)) => Ok(LaunchedPod {
             handle,
             pid,
-            pgid: pid as i32,
+            pgid,
             start_ticks,
             private_dir,
             home,
@@ -284,9 +280,9 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
         }),
         Err(e) => {
             // Leave nothing running; keep the logs.
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-            let _ = wait_drained(pid as i32, &[], Duration::from_secs(5)).await;
+            let reaped = tokio::spawn(async move { child.wait().await });
+            let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
             keep_logs(&stdout_raw, &spec.logs_dir, &stderr_log);
             let _ = std::fs::remove_dir_all(&private_dir);
             Err(e)
@@ -462,37 +458,13 @@ async fn stop_group(
     save_logs: impl FnOnce(),
 ) -> Result<StopReport, StopError> {
     let began = Instant::now();
-    // A live process with the group's pid that started at another time is not
-    // our pod: the pid was reused, so the group must not be signalled.
-    let reused = matches!((start_ticks, self::start_ticks(pgid)), (Some(a), Some(b)) if a != b);
-    let tree = if reused { Vec::new() } else { tree_of(pgid) };
-    let processes = tree.len();
-    let mut drained_after_term = true;
-    let mut killed = Vec::new();
-    if !tree.is_empty() {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-        for &(pid, _) in &tree {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    let ended = match process::terminate_group(pgid, start_ticks, grace).await {
+        Ok(ended) => ended,
+        Err(survivors) => {
+            save_logs();
+            return Err(StopError::Survivors { pgid, survivors });
         }
-        if let Err(rest) = wait_drained(pgid, &tree, grace).await {
-            drained_after_term = false;
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-            for &(pid, _) in &rest {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
-            killed = rest.iter().map(|(p, _)| *p).collect();
-            if let Err(survivors) = wait_drained(pgid, &rest, Duration::from_secs(10)).await {
-                save_logs();
-                return Err(StopError::Survivors {
-                    pgid,
-                    survivors: survivors
-                        .into_iter()
-                        .map(|(p, _)| (p, command_of(p)))
-                        .collect(),
-                });
-            }
-        }
-    }
+    };
     save_logs();
     if let Err(e) = std::fs::remove_dir_all(private_dir) {
         if e.kind() != std::io::ErrorKind::NotFound {
@@ -509,116 +481,12 @@ async fn stop_group(
         });
     }
     Ok(StopReport {
-        processes,
-        drained_after_term,
-        killed,
+        processes: ended.processes,
+        drained_after_term: ended.killed.is_empty(),
+        killed: ended.killed,
         removed: private_dir.to_owned(),
         duration: began.elapsed(),
     })
-}
-
-/// Waits until no process of the group and none of `tree` is alive.
-/// Returns the ones still alive at the deadline.
-async fn wait_drained(
-    pgid: i32,
-    tree: &[(i32, u64)],
-    limit: Duration,
-) -> Result<(), Vec<(i32, u64)>> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut alive: Vec<(i32, u64)> = tree
-            .iter()
-            .copied()
-            .filter(|&(pid, t)| alive_with(pid, t))
-            .collect();
-        for p in group_members(pgid) {
-            if !alive.iter().any(|a| a.0 == p.0) {
-                alive.push(p);
-            }
-        }
-        if alive.is_empty() {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(alive);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `/proc/<pid>/stat`: (state, ppid, pgrp, start ticks), for live processes.
-fn stat(pid: i32) -> Option<(char, i32, i32, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command may hold spaces and parentheses: fields start after the last `)`.
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some((
-        f.first()?.chars().next()?,
-        f.get(1)?.parse().ok()?,
-        f.get(2)?.parse().ok()?,
-        f.get(19)?.parse().ok()?,
-    ))
-}
-
-fn start_ticks(pid: i32) -> Option<u64> {
-    stat(pid).map(|s| s.3)
-}
-
-fn alive_with(pid: i32, ticks: u64) -> bool {
-    stat(pid).is_some_and(|(state, _, _, t)| state != 'Z' && state != 'X' && t == ticks)
-}
-
-fn all_procs() -> Vec<(i32, char, i32, i32, u64)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| stat(pid).map(|(s, pp, pg, t)| (pid, s, pp, pg, t)))
-        .filter(|p| p.1 != 'Z' && p.1 != 'X')
-        .collect()
-}
-
-fn group_members(pgid: i32) -> Vec<(i32, u64)> {
-    all_procs()
-        .into_iter()
-        .filter(|p| p.3 == pgid)
-        .map(|p| (p.0, p.4))
-        .collect()
-}
-
-/// The group's processes and every descendant of them, even those that moved
-/// to their own groups (a pod's workloads often do).
-fn tree_of(pgid: i32) -> Vec<(i32, u64)> {
-    let procs = all_procs();
-    let mut tree: Vec<(i32, u64)> = procs
-        .iter()
-        .filter(|p| p.3 == pgid)
-        .map(|p| (p.0, p.4))
-        .collect();
-    loop {
-        let before = tree.len();
-        for p in &procs {
-            if tree.iter().any(|t| t.0 == p.2) && !tree.iter().any(|t| t.0 == p.0) {
-                tree.push((p.0, p.4));
-            }
-        }
-        if tree.len() == before {
-            return tree;
-        }
-    }
-}
-
-fn command_of(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            let s: Vec<String> = b
-                .split(|&c| c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            crate::redact(&s.join(" ")).into_owned()
-        })
-        .unwrap_or_else(|_| "?".to_owned())
 }
 
 /// Copies the raw stdout, redacted, to the logs folder, and redacts stderr
@@ -647,7 +515,7 @@ fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
         .unwrap_or_else(std::env::temp_dir);
     let mut last = None;
     for _ in 0..8 {
-        let dir = parent.join(format!("testkit-pod-{}", super::random_id(10)));
+        let dir = parent.join(format!("testkit-pod-{}", crate::files::random_id(10)));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) => last = Some(e),
@@ -660,65 +528,19 @@ fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
 }
 
 /// Finds a pod (or CLI) program: a path as given (relative to `base_dir`),
-/// else next to the current executable, in the target dir's `debug/` and
-/// `release/`, then on PATH.
+/// else next to the current executable, in the target dir, then on PATH.
 pub(crate) fn resolve_program(
     program: &str,
     base_dir: Option<&Path>,
 ) -> Result<PathBuf, LaunchError> {
-    let not_found = || LaunchError::ProgramNotFound {
-        program: program.to_owned(),
-        hint: format!(
-            "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
-             or set `[pod] command` in testkit.toml"
-        ),
-    };
-    if program.contains('/') {
-        let path = match base_dir {
-            Some(base) if !Path::new(program).is_absolute() => base.join(program),
-            _ => PathBuf::from(program),
-        };
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(not_found())
-        };
-    }
-    let mut candidates = Vec::new();
-    if let Ok(exe) = std::env::current_exe() {
-        let mut dirs = exe.ancestors().skip(1);
-        if let Some(dir) = dirs.next() {
-            candidates.push(dir.join(program));
+    let target_dir = crate::settings::or_default().target_dir.as_deref();
+    process::find_program(program, base_dir, target_dir).ok_or_else(|| {
+        LaunchError::ProgramNotFound {
+            program: program.to_owned(),
+            hint: format!(
+                "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
+                 or set `[pod] command` in testkit.toml"
+            ),
         }
-        if let Some(target) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) {
-            candidates.push(target.join("debug").join(program));
-            candidates.push(target.join("release").join(program));
-        }
-    }
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        candidates.push(PathBuf::from(&dir).join("debug").join(program));
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join(program)));
-    }
-    candidates
-        .into_iter()
-        .find(|c| is_executable(c))
-        .ok_or_else(not_found)
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Whether the pod whose group is `pgid` (started at `start_ticks`) still runs.
-pub fn is_alive(pgid: i32, start_ticks: Option<u64>) -> bool {
-    match start_ticks {
-        Some(t) => {
-            alive_with(pgid, t)
-                || !group_members(pgid).is_empty() && self::start_ticks(pgid).is_none()
-        }
-        None => !group_members(pgid).is_empty(),
-    }
+    })
 }

@@ -37,7 +37,7 @@
 //! | `duration_ms` | integer | body and cleanup |
 //! | `known_issue`, `fails_with` | string \| null | the attribute's values |
 //! | `requires`, `capabilities_missing` | array of strings | pod capabilities |
-//! | `resources` | array of `{kind, name, state}` | `state`: `created`, `deleted`, `kept`, `leaked` |
+//! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked` |
 //! | `cleanup` | `nothing` \| `verified` \| `kept` \| `failed` | the cleanup as a whole |
 //! | `output` | string | the test's log, redacted |
 //!
@@ -75,9 +75,10 @@ pub use known_issues::{
     check_known_issues, KnownIssue, KnownIssues, KnownIssuesCheck, KnownIssuesError,
 };
 pub use record::{
-    CleanupState, FailureKind, Outcome, ResourceRecord, TestRecord, RECORD_SCHEMA_VERSION,
+    CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
+    RECORD_SCHEMA_VERSION,
 };
-pub use summary::{KnownIssueState, KnownIssueStatus, Summary};
+pub use summary::{KnownIssueState, KnownIssueSummary, Summary};
 
 use crate::run::Run;
 
@@ -293,19 +294,20 @@ fn lock_results(run: &Run) -> std::io::Result<nix::fcntl::Flock<File>> {
         .map_err(|(_, errno)| errno.into())
 }
 
-/// Called once per test process after its tests ran: under nextest, records
-/// statically ignored tests (nextest never starts a process for them), then
-/// rebuilds the binary's JUnit file and the run's `junit.xml` from every
-/// record in the results folder.
-pub(crate) fn finish_binary(run: &Run) {
+/// Called once per test process after its tests ran: under nextest, writes
+/// the records of the binary's statically ignored tests (`ignored`: nextest
+/// never starts a process for them) unless they exist, then rebuilds the
+/// binary's JUnit file and the run's `junit.xml` from every record in the
+/// results folder.
+pub(crate) fn finish_binary(run: &Run, under_nextest: bool, ignored: &[TestRecord]) {
     let result = lock_results(run)
         .map_err(|source| ReportError::Io {
             path: run.results_dir.clone(),
             source,
         })
         .and_then(|_lock| {
-            if std::env::var_os("NEXTEST").is_some() {
-                record_ignored_under_nextest(run);
+            if under_nextest {
+                record_ignored_under_nextest(run, ignored);
             }
             rebuild_junit(run)
         });
@@ -321,23 +323,17 @@ pub(crate) fn finish_binary(run: &Run) {
 /// sees the ignored tests: each process records them as skipped unless a
 /// record exists. Under the results lock, so that a real record (nextest's
 /// `--run-ignored`) is either seen here or written over this one.
-fn record_ignored_under_nextest(run: &Run) {
+fn record_ignored_under_nextest(run: &Run, ignored: &[TestRecord]) {
     let existing: std::collections::BTreeSet<String> = read_records(&run.results_dir)
         .unwrap_or_default()
         .into_iter()
         .filter(|r| r.run_id == run.id && r.binary == run.binary)
         .map(|r| r.name)
         .collect();
-    for def in inventory::iter::<crate::__private::TestDef> {
-        let Some(reason) = def.ignore else { continue };
-        let name = format!("{}::{}", def.module_path, def.name);
-        if existing.contains(&name) {
-            continue;
+    for record in ignored {
+        if !existing.contains(&record.name) {
+            write_record(run, record);
         }
-        let mut record = TestRecord::new(run, def, name);
-        record.outcome = Outcome::Skipped;
-        record.skip_reason = Some(format!("ignored: {reason}"));
-        write_record(run, &record);
     }
 }
 

@@ -5,9 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::__private::TestDef;
-use crate::run::Run;
-
 /// The version of [`TestRecord`]'s schema.
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
 
@@ -62,6 +59,41 @@ pub enum CleanupState {
     Failed,
 }
 
+/// What became of one resource a test created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceState {
+    /// Journaled; the creating request was not answered (yet).
+    Pending,
+    /// The creating request succeeded.
+    Created,
+    /// Deleted and verified gone (by cleanup, or by the test itself).
+    Deleted,
+    /// `TESTKIT_KEEP` kept it.
+    Kept,
+    /// It could not be deleted or verified gone.
+    Leaked,
+}
+
+impl ResourceState {
+    /// The word records and JUnit use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceState::Pending => "pending",
+            ResourceState::Created => "created",
+            ResourceState::Deleted => "deleted",
+            ResourceState::Kept => "kept",
+            ResourceState::Leaked => "leaked",
+        }
+    }
+}
+
+impl std::fmt::Display for ResourceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One resource a test created, and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceRecord {
@@ -69,8 +101,8 @@ pub struct ResourceRecord {
     pub kind: String,
     /// Its name on the pod.
     pub name: String,
-    /// `created`, `deleted` (verified), `kept` or `leaked`.
-    pub state: String,
+    /// What became of it.
+    pub state: ResourceState,
 }
 
 /// One test's record: see [`crate::report`] for the schema.
@@ -120,24 +152,27 @@ pub struct TestRecord {
 }
 
 impl TestRecord {
-    pub(crate) fn new(run: &Run, def: &TestDef, name: String) -> TestRecord {
+    /// A record of the test `name` of `binary` in the run `run_id`, passed,
+    /// with every other field empty: the harness fills it in as the test
+    /// runs, and the runner for a test that never wrote one.
+    pub fn new(run_id: &str, binary: &str, name: &str) -> TestRecord {
         TestRecord {
             schema: RECORD_SCHEMA_VERSION,
-            run_id: run.id.clone(),
-            binary: run.binary.clone(),
-            name,
-            description: def.description.to_owned(),
-            file: def.file.to_owned(),
-            line: def.line,
+            run_id: run_id.to_owned(),
+            binary: binary.to_owned(),
+            name: name.to_owned(),
+            description: String::new(),
+            file: String::new(),
+            line: 0,
             outcome: Outcome::Passed,
             failure_kind: None,
             message: None,
             skip_reason: None,
             started_at_ms: 0,
             duration_ms: 0,
-            known_issue: def.known_issue.map(str::to_owned),
-            fails_with: def.fails_with.map(str::to_owned),
-            requires: def.requires.iter().map(|&s| s.to_owned()).collect(),
+            known_issue: None,
+            fails_with: None,
+            requires: Vec::new(),
             capabilities_missing: Vec::new(),
             resources: Vec::new(),
             cleanup: CleanupState::Nothing,
@@ -145,7 +180,8 @@ impl TestRecord {
         }
     }
 
-    pub(crate) fn fail(&mut self, kind: FailureKind, message: String) {
+    /// Marks the test failed, for `kind`, with `message`.
+    pub fn fail(&mut self, kind: FailureKind, message: String) {
         self.outcome = Outcome::Failed;
         self.failure_kind = Some(kind);
         self.message = Some(message);

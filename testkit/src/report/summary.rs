@@ -57,7 +57,7 @@ impl KnownIssueState {
 /// One known issue in a [`Summary`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct KnownIssueStatus {
+pub struct KnownIssueSummary {
     /// The id.
     pub id: String,
     /// The title in `KNOWN-ISSUES.md`, when listed.
@@ -86,7 +86,7 @@ pub struct Summary {
     pub cleanup_failures: usize,
     /// Every known issue pinned by a test or listed in `KNOWN-ISSUES.md`,
     /// sorted by id.
-    pub known_issues: Vec<KnownIssueStatus>,
+    pub known_issues: Vec<KnownIssueSummary>,
 }
 
 impl Summary {
@@ -103,7 +103,7 @@ impl Summary {
             }
         }
         let mut summary = Summary::default();
-        let mut issues: BTreeMap<String, KnownIssueStatus> = BTreeMap::new();
+        let mut issues: BTreeMap<String, KnownIssueSummary> = BTreeMap::new();
         for record in latest.values() {
             match record.outcome {
                 Outcome::Passed => summary.passed += 1,
@@ -129,7 +129,7 @@ impl Summary {
             };
             let status = issues
                 .entry(id.clone())
-                .or_insert_with(|| KnownIssueStatus {
+                .or_insert_with(|| KnownIssueSummary {
                     id: id.clone(),
                     title: None,
                     state: KnownIssueState::FailingAsDocumented,
@@ -154,7 +154,7 @@ impl Summary {
             for entry in known.entries() {
                 let status = issues
                     .entry(entry.id.clone())
-                    .or_insert_with(|| KnownIssueStatus {
+                    .or_insert_with(|| KnownIssueSummary {
                         id: entry.id.clone(),
                         title: None,
                         state: KnownIssueState::NotPinned,

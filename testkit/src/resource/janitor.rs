@@ -1,19 +1,19 @@
-//! Finding leftovers on the pod: [`sweep`] lists every kind by a run's
+//! Finding residue on the pod: [`sweep`] lists every kind by a run's
 //! prefix; [`janitor`] also deletes by exact name what a run's journals say
 //! may still exist. Neither ever touches a name that does not carry a run id.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::delete;
 use super::journal::{self, Event, Journal, JournalEntry};
 use super::kind::Kinds;
 use super::names::carries_run_id;
-use super::reclaim;
 use crate::pod::Pod;
 
 /// One resource on the pod.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Leftover {
+pub struct Resource {
     /// Its kind.
     pub kind: String,
     /// Its name.
@@ -25,13 +25,13 @@ pub struct Leftover {
 #[non_exhaustive]
 pub struct SweepReport {
     /// Names found, by listing or in journals.
-    pub found: Vec<Leftover>,
+    pub found: Vec<Resource>,
     /// Deleted and verified gone.
-    pub deleted: Vec<Leftover>,
+    pub deleted: Vec<Resource>,
     /// Could not be deleted or verified gone, and why.
-    pub leaked: Vec<(Leftover, String)>,
+    pub leaked: Vec<(Resource, String)>,
     /// Listed or journaled but not carrying the run id: left alone.
-    pub refused: Vec<Leftover>,
+    pub refused: Vec<Resource>,
     /// Listings that failed.
     pub errors: Vec<String>,
 }
@@ -66,7 +66,7 @@ pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> Swee
         match spec.list(pod, &list_prefix).await {
             Ok(names) => {
                 for name in names {
-                    let item = Leftover {
+                    let item = Resource {
                         kind: spec.name().to_owned(),
                         name,
                     };
@@ -88,7 +88,7 @@ pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> Swee
     report
 }
 
-/// Which leftovers [`janitor`] goes after.
+/// Which residue [`janitor`] goes after.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum JanitorTarget {
@@ -110,7 +110,7 @@ pub enum JanitorTarget {
     },
 }
 
-/// Deletes the leftovers of a run, or of old runs: first by exact name from
+/// Deletes the residue of a run, or of old runs: first by exact name from
 /// the journals, then by listing each kind by the run's prefix. Outcomes are
 /// appended to the run's journal.
 pub async fn janitor(
@@ -177,8 +177,10 @@ async fn janitor_run(
             .filter(|e| e.run == run_id)
             .collect();
         let mut todo = Vec::new();
-        for (kind, name, _) in journal::unsettled(&entries).into_iter().rev() {
-            let item = Leftover { kind, name };
+        for journal::Outstanding { kind, name, .. } in
+            journal::outstanding(&entries).into_iter().rev()
+        {
+            let item = Resource { kind, name };
             if carries_run_id(&item.name, prefix, run_id) {
                 report.found.push(item.clone());
                 todo.push(item);
@@ -200,11 +202,11 @@ async fn janitor_run(
 async fn remove(
     pod: &Pod,
     kinds: &Kinds,
-    items: Vec<Leftover>,
+    items: Vec<Resource>,
     journal: Option<(&Journal, &str)>,
     report: &mut SweepReport,
 ) {
-    let note = |item: &Leftover, event: Event, detail: Option<String>| {
+    let note = |item: &Resource, event: Event, detail: Option<String>| {
         if let Some((journal, run)) = journal {
             let _ = journal.append(&JournalEntry::new(
                 event, &item.kind, &item.name, run, "", detail,
@@ -219,7 +221,7 @@ async fn remove(
             continue;
         };
         let log = |_: String| {};
-        match reclaim::reclaim(
+        match delete::delete_and_verify(
             pod,
             spec,
             &item.name,
@@ -232,7 +234,7 @@ async fn remove(
                 note(&item, Event::Reaped, None);
                 report.deleted.push(item);
             }
-            Err(reclaim::Leak(why)) => {
+            Err(delete::Leak(why)) => {
                 note(&item, Event::Leaked, Some(why.clone()));
                 report.leaked.push((item, why));
             }

@@ -185,20 +185,36 @@ pub(crate) fn read_file(path: &Path) -> Vec<JournalEntry> {
         .collect()
 }
 
+/// A resource a journal says may still exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Outstanding {
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// The run that created it.
+    pub run: String,
+}
+
 /// The resources whose last event leaves something to do, in order of
-/// first appearance (creation order), as `(kind, name, run)`.
-pub fn unsettled(entries: &[JournalEntry]) -> Vec<(String, String, String)> {
-    let mut order: Vec<(String, String, String)> = Vec::new();
+/// first appearance (creation order).
+pub fn outstanding(entries: &[JournalEntry]) -> Vec<Outstanding> {
+    let mut order: Vec<Outstanding> = Vec::new();
     let mut last: std::collections::HashMap<(String, String), Event> =
         std::collections::HashMap::new();
     for e in entries {
         let key = (e.kind.clone(), e.name.clone());
         if !last.contains_key(&key) {
-            order.push((e.kind.clone(), e.name.clone(), e.run.clone()));
+            order.push(Outstanding {
+                kind: e.kind.clone(),
+                name: e.name.clone(),
+                run: e.run.clone(),
+            });
         }
         last.insert(key, e.event);
     }
-    order.retain(|(kind, name, _)| !last[&(kind.clone(), name.clone())].is_settled());
+    order.retain(|o| !last[&(o.kind.clone(), o.name.clone())].is_settled());
     order
 }
 
@@ -230,7 +246,7 @@ mod tests {
             .unwrap();
         let entries = read_journal(dir.path());
         assert_eq!(entries.len(), 6);
-        let names: Vec<String> = unsettled(&entries).into_iter().map(|(_, n, _)| n).collect();
+        let names: Vec<String> = outstanding(&entries).into_iter().map(|o| o.name).collect();
         assert_eq!(names, ["ct-run1-a-01", "ct-run1-a-03"]);
         let line = std::fs::read_to_string(journal.path()).unwrap();
         assert!(

@@ -2,36 +2,48 @@
 //! verified gone whatever happens.
 //!
 //! A test creates through [`Cx::create`](crate::Cx::create), which waits for a
-//! budget slot, journals the name, and only then sends the request. When the
-//! test ends (pass, error, panic, timeout) its resources are deleted newest
-//! first and verified gone; on SIGINT/SIGTERM a handler does the same within a
-//! grace period; when the process is killed outright, its reaper (a process
-//! in its own session, watching a pipe) finishes the job from the journal.
-//! [`sweep`] and [`janitor`] find leftovers of a run on the pod.
+//! budget slot, journals the name, and only then sends the request.
+//!
+//! The words, used the same way everywhere:
+//!
+//! - **cleanup**: when a test ends (pass, error, panic, timeout), its
+//!   resources are deleted newest first and verified gone
+//!   ([`delete::delete_and_verify`]); on SIGINT/SIGTERM a handler does the
+//!   same within a grace period.
+//! - **reaper**: when a test process is killed outright, its reaper (a
+//!   process in its own session, watching a pipe) cleans up from the journal.
+//! - **leak**: a resource that could not be proven gone.
+//! - **residue**: what carries a run's id on the pod after its tests; a
+//!   **sweep** lists every kind by the run's prefix and deletes it, the
+//!   runner's residue phase.
+//! - **janitor**: deletes a run's residue by exact name from its journals, and
+//!   by sweeping (`testkit-runner janitor`).
+//! - **forget**: a test that deleted a resource itself stops tracking it.
 
 mod budget;
+mod delete;
 mod janitor;
 mod journal;
 mod kind;
 mod names;
 mod reaper;
-mod reclaim;
 mod signals;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-pub use janitor::{janitor, sweep, JanitorTarget, Leftover, SweepReport};
-pub use journal::{read_journal, unsettled, Event, JournalEntry};
+pub use janitor::{janitor, sweep, JanitorTarget, Resource, SweepReport};
+pub use journal::{outstanding, read_journal, Event, JournalEntry, Outstanding};
 pub use kind::{KindError, KindSpec, Kinds};
 pub use names::carries_run_id;
 
-pub(crate) use reaper::{finish_process, reap_main, MODE as REAP_MODE};
+pub(crate) use reaper::{finish_process, reaper_main};
 pub(crate) use signals::install_signal_handler;
 
-use crate::cx::Log;
-use crate::report::{CleanupState, ResourceRecord};
+use crate::log::Log;
+use crate::report::{CleanupState, ResourceRecord, ResourceState};
+use crate::settings::Keep;
 use crate::wait::Secs;
 
 /// Resources journaled by this process and not yet settled (verified gone,
@@ -86,10 +98,12 @@ struct Tracked {
 }
 
 impl Tracker {
-    pub(crate) fn new(test: &str, log: Log) -> Tracker {
+    /// The tracker of the test `test` (its full name), logging to `log`;
+    /// `attempt` is nextest's attempt number, for names of retries.
+    pub(crate) fn new(test: &str, attempt: Option<u32>, log: Log) -> Tracker {
         let inner = Arc::new(Inner {
             test: test.to_owned(),
-            tag: names::attempt_tag(test),
+            tag: names::attempt_tag(test, attempt),
             counter: AtomicU32::new(0),
             log,
             live: Mutex::new(Vec::new()),
@@ -114,18 +128,18 @@ pub(crate) fn prefix() -> &'static str {
 }
 
 impl Inner {
-    fn set_state(&self, kind: &str, name: &str, state: &str) {
+    fn set_state(&self, kind: &str, name: &str, state: ResourceState) {
         let mut records = lock(&self.records);
         match records
             .iter_mut()
             .rev()
             .find(|r| r.kind == kind && r.name == name)
         {
-            Some(r) => r.state = state.to_owned(),
+            Some(r) => r.state = state,
             None => records.push(ResourceRecord {
                 kind: kind.to_owned(),
                 name: name.to_owned(),
-                state: state.to_owned(),
+                state,
             }),
         }
     }
@@ -149,17 +163,17 @@ impl Inner {
 
     /// Deletes and verifies every unclaimed resource, newest first. Returns
     /// the leaks, as `(kind, name, why)`.
-    async fn reclaim_all(&self) -> Vec<(String, String, String)> {
+    async fn clean_up_all(&self) -> Vec<(String, String, String)> {
         let mut leaks = Vec::new();
         while let Some(tracked) = self.claim() {
-            if let Some(why) = self.reclaim_one(&tracked).await {
+            if let Some(why) = self.clean_up_one(&tracked).await {
                 leaks.push((tracked.kind.clone(), tracked.name.clone(), why));
             }
         }
         leaks
     }
 
-    async fn reclaim_one(&self, t: &Tracked) -> Option<String> {
+    async fn clean_up_one(&self, t: &Tracked) -> Option<String> {
         let pod = match crate::pod::current() {
             Ok(pod) => pod,
             Err(e) => return Some(self.leaked(t, format!("no pod to delete it from: {e}"))),
@@ -171,22 +185,22 @@ impl Inner {
         };
         let log = |m: String| self.log.push(m);
         let deleted = || self.journal(Event::Deleted, &t.kind, &t.name, None);
-        match reclaim::reclaim(pod, spec, &t.name, deleted, &log).await {
+        match delete::delete_and_verify(pod, spec, &t.name, deleted, &log).await {
             Ok(()) => {
                 self.journal(Event::Verified, &t.kind, &t.name, None);
-                self.set_state(&t.kind, &t.name, "deleted");
+                self.set_state(&t.kind, &t.name, ResourceState::Deleted);
                 self.log
                     .push(format!("deleted {} `{}` (verified gone)", t.kind, t.name));
                 settled();
                 None
             }
-            Err(reclaim::Leak(why)) => Some(self.leaked(t, why)),
+            Err(delete::Leak(why)) => Some(self.leaked(t, why)),
         }
     }
 
     fn leaked(&self, t: &Tracked, why: String) -> String {
         self.journal(Event::Leaked, &t.kind, &t.name, Some(why.clone()));
-        self.set_state(&t.kind, &t.name, "leaked");
+        self.set_state(&t.kind, &t.name, ResourceState::Leaked);
         self.log
             .push(format!("LEAKED {} `{}`: {why}", t.kind, t.name));
         UNFINISHED.fetch_sub(1, Ordering::SeqCst);
@@ -194,37 +208,28 @@ impl Inner {
     }
 }
 
-impl crate::Cx {
-    /// A new name for a resource of this test: `<prefix>-<run id>-<test
-    /// tag>-<nn>`, unique in the run, the same for the same test and call
-    /// order, a DNS label of at most 63 characters.
-    pub fn unique_name(&self) -> String {
-        let n = self.resources.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
-        names::name(prefix(), self.run_id(), &self.resources.inner.tag, n)
+impl Tracker {
+    /// The test's next resource name in the run `run_id`.
+    pub(crate) fn unique_name(&self, run_id: &str) -> String {
+        let n = self.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        names::name(prefix(), run_id, &self.inner.tag, n)
     }
 
-    /// Creates a resource of `kind` named `name` by running `request`, the
-    /// future that sends the creating request. Before `request` is first
-    /// polled, waits for a slot when the kind has a budget, and journals the
-    /// name; the resource is tracked from then on, even when `request` fails
-    /// (the request may have landed), and is deleted and verified gone when the
-    /// test ends.
-    ///
-    /// ```no_run
-    /// # async fn f(cx: &testkit::Cx) -> testkit::Result {
-    /// let name = cx.unique_name();
-    /// let created = cx.create("sandbox", &name, async { Ok::<_, anyhow::Error>(()) /* POST … */ }).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn create<T, E, F>(&self, kind: &str, name: &str, request: F) -> crate::Result<T>
+    /// Tracks the resource `kind` `name` from before `request` (the future
+    /// that creates it) is first polled; see [`Cx::create`](crate::Cx::create).
+    /// `log` is the test's log, for budget waits.
+    pub(crate) async fn create<T, E, F>(
+        &self,
+        run: &crate::run::Run,
+        kind: &str,
+        name: &str,
+        request: F,
+    ) -> crate::Result<T>
     where
         F: Future<Output = Result<T, E>>,
         E: Into<anyhow::Error>,
     {
-        let inner = &self.resources.inner;
-        // Without a pod there is nothing to create on (the test is skipped
-        // with the reason) and nothing to delete from: check before journaling.
-        self.pod()?;
+        let inner = &self.inner;
         let kinds = kind::current().map_err(anyhow::Error::msg)?;
         let Some(spec) = kinds.get(kind) else {
             anyhow::bail!(
@@ -232,25 +237,24 @@ impl crate::Cx {
                 kinds.names()
             );
         };
-        if !carries_run_id(name, prefix(), self.run_id()) {
+        if !carries_run_id(name, prefix(), &run.id) {
             anyhow::bail!(
                 "refusing to create {kind} `{name}`: the names a test creates must carry the run id \
                  (`{}-{}-…`, a DNS label); use `cx.unique_name()`",
                 prefix(),
-                self.run_id()
+                run.id
             );
         }
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             anyhow::bail!("refusing to create {kind} `{name}`: the test process is shutting down");
         }
-        let run = crate::run::current().map_err(anyhow::Error::msg)?;
         let slot = match spec.budget() {
             None => None,
             Some(budget) => {
                 let on_wait = || {
-                    self.log(format_args!(
-                        "waiting for a `{kind}` slot (budget {budget})"
-                    ))
+                    inner
+                        .log
+                        .push(format!("waiting for a `{kind}` slot (budget {budget})"))
                 };
                 let (slot, waited) = budget::acquire(&run.results_dir, kind, budget, on_wait)
                     .await
@@ -261,7 +265,9 @@ impl crate::Cx {
                         )
                     })?;
                 if let Some(waited) = waited {
-                    self.log(format_args!("got a `{kind}` slot after {}", Secs(waited)));
+                    inner
+                        .log
+                        .push(format!("got a `{kind}` slot after {}", Secs(waited)));
                 }
                 Some(slot)
             }
@@ -281,11 +287,11 @@ impl crate::Cx {
             name: name.to_owned(),
             _slot: slot,
         });
-        inner.set_state(kind, name, "pending");
+        inner.set_state(kind, name, ResourceState::Pending);
         match request.await.map_err(Into::into) {
             Ok(value) => {
                 inner.journal(Event::Created, kind, name, None);
-                inner.set_state(kind, name, "created");
+                inner.set_state(kind, name, ResourceState::Created);
                 Ok(value)
             }
             Err(error) => {
@@ -296,8 +302,8 @@ impl crate::Cx {
     }
 
     /// Stops tracking a resource the test deleted itself and verified gone.
-    pub fn forget(&self, kind: &str, name: &str) {
-        let inner = &self.resources.inner;
+    pub(crate) fn forget(&self, kind: &str, name: &str) {
+        let inner = &self.inner;
         let removed = {
             let mut live = lock(&inner.live);
             live.iter()
@@ -306,16 +312,16 @@ impl crate::Cx {
         };
         if removed.is_some() {
             inner.journal(Event::Forgotten, kind, name, None);
-            inner.set_state(kind, name, "deleted");
+            inner.set_state(kind, name, ResourceState::Deleted);
             settled();
         }
     }
 
     /// Deletes what the test created, newest first, and verifies it is gone,
-    /// or keeps it when `TESTKIT_KEEP` says so.
-    pub(crate) async fn finish(&mut self, body_failed: bool) -> CleanupSummary {
-        let inner = Arc::clone(&self.resources.inner);
-        let keep = match Keep::from_env() {
+    /// or keeps it when `keep` (`TESTKIT_KEEP`) says so.
+    pub(crate) async fn finish(&self, keep: Keep, body_failed: bool) -> CleanupSummary {
+        let inner = Arc::clone(&self.inner);
+        let keep = match keep {
             Keep::Always => true,
             Keep::OnFailure => body_failed,
             Keep::Never => false,
@@ -325,12 +331,12 @@ impl crate::Cx {
         if keep {
             while let Some(t) = inner.claim() {
                 inner.journal(Event::Kept, &t.kind, &t.name, None);
-                inner.set_state(&t.kind, &t.name, "kept");
+                inner.set_state(&t.kind, &t.name, ResourceState::Kept);
                 settled();
                 kept.push(format!("{} `{}`", t.kind, t.name));
             }
         } else {
-            leaks = inner.reclaim_all().await;
+            leaks = inner.clean_up_all().await;
         }
         let resources = lock(&inner.records).clone();
         if !kept.is_empty() {
@@ -370,37 +376,14 @@ impl crate::Cx {
     }
 }
 
-/// `TESTKIT_KEEP`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Keep {
-    Never,
-    OnFailure,
-    Always,
-}
-
-impl Keep {
-    fn from_env() -> Keep {
-        match std::env::var("TESTKIT_KEEP").as_deref().map(str::trim) {
-            Err(_) | Ok("") | Ok("never") => Keep::Never,
-            Ok("on-failure") => Keep::OnFailure,
-            Ok("always") => Keep::Always,
-            Ok(other) => {
-                static WARNED: std::sync::Once = std::sync::Once::new();
-                WARNED.call_once(|| eprintln!("testkit: ignoring TESTKIT_KEEP={other:?}: expected `on-failure`, `always` or `never`"));
-                Keep::Never
-            }
-        }
-    }
-}
-
 /// Deletes every live test's unclaimed resources, then waits for cleanups
 /// already in flight, until nothing of this process is outstanding.
-async fn reclaim_everything() {
+async fn clean_up_everything() {
     let trackers: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
     let mut tasks = tokio::task::JoinSet::new();
     for inner in trackers {
         tasks.spawn(async move {
-            inner.reclaim_all().await;
+            inner.clean_up_all().await;
         });
     }
     while tasks.join_next().await.is_some() {}
@@ -409,7 +392,7 @@ async fn reclaim_everything() {
         // running: claim what appears, wait for the rest.
         let trackers: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
         for inner in trackers {
-            inner.reclaim_all().await;
+            inner.clean_up_all().await;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

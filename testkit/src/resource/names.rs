@@ -28,14 +28,7 @@ pub(crate) fn test_tag(full_name: &str) -> String {
 /// The tag of this attempt of a test: a nextest retry (`NEXTEST_ATTEMPT` 2
 /// and up) gets names of its own, so that what a failed attempt leaked can
 /// never collide with what the retry creates.
-pub(crate) fn attempt_tag(full_name: &str) -> String {
-    let attempt = std::env::var("NEXTEST_ATTEMPT")
-        .ok()
-        .and_then(|a| a.parse().ok());
-    tag_of_attempt(full_name, attempt)
-}
-
-fn tag_of_attempt(full_name: &str, attempt: Option<u32>) -> String {
+pub(crate) fn attempt_tag(full_name: &str, attempt: Option<u32>) -> String {
     match attempt {
         Some(attempt) if attempt > 1 => test_tag(&format!("{full_name}#{attempt}")),
         _ => test_tag(full_name),
@@ -92,14 +85,14 @@ mod tests {
 
     #[test]
     fn a_retry_gets_names_of_its_own() {
-        let first = tag_of_attempt("suite::a", None);
-        assert_eq!(first, tag_of_attempt("suite::a", Some(1)));
-        assert_ne!(first, tag_of_attempt("suite::a", Some(2)));
+        let first = attempt_tag("suite::a", None);
+        assert_eq!(first, attempt_tag("suite::a", Some(1)));
+        assert_ne!(first, attempt_tag("suite::a", Some(2)));
         assert_ne!(
-            tag_of_attempt("suite::a", Some(2)),
-            tag_of_attempt("suite::a", Some(3))
+            attempt_tag("suite::a", Some(2)),
+            attempt_tag("suite::a", Some(3))
         );
-        assert_eq!(tag_of_attempt("suite::a", Some(2)).len(), TAG_LEN);
+        assert_eq!(attempt_tag("suite::a", Some(2)).len(), TAG_LEN);
     }
 
     #[test]

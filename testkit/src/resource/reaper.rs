@@ -14,12 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::journal::{self, Event, Journal, JournalEntry};
-use super::{kind, names, reclaim};
-
-/// `TESTKIT_MODE` of a reaper.
-pub(crate) const MODE: &str = "reap";
-const ENV_JOURNAL: &str = "TESTKIT_REAP_JOURNAL";
-const ENV_PARENT: &str = "TESTKIT_REAP_PARENT";
+use super::{delete, kind, names};
+use crate::settings::var;
 
 /// How long a test process waits for its reaper to exit after `done`.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
@@ -60,16 +56,16 @@ fn spawn(run: &crate::run::Run, journal: &std::path::Path) -> std::io::Result<Re
         .open(journal.with_extension("reaper.log"))?;
     let mut command = Command::new(exe);
     command
-        .env("TESTKIT_MODE", MODE)
-        .env(ENV_JOURNAL, journal)
-        .env(ENV_PARENT, std::process::id().to_string())
-        .env("TESTKIT_RUN_ID", &run.id)
-        .env("TESTKIT_RESULTS_DIR", &run.results_dir)
+        .env(var::RUN_AS, "reaper")
+        .env(var::REAPER_JOURNAL, journal)
+        .env(var::REAPER_PARENT, std::process::id().to_string())
+        .env(var::RUN_ID, &run.id)
+        .env(var::RESULTS_DIR, &run.results_dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));
     if let Some(dir) = crate::config::suite_dir() {
-        command.env("TESTKIT_SUITE_DIR", dir);
+        command.env(var::SUITE_DIR, dir);
     }
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
@@ -113,13 +109,9 @@ pub(crate) fn finish_process() {
     }
 }
 
-/// The reaper's main: wait for `done` or for the test process to die.
-pub(crate) fn reap_main() -> ExitCode {
-    let Some(journal) = std::env::var_os(ENV_JOURNAL).map(PathBuf::from) else {
-        eprintln!("testkit reaper: {ENV_JOURNAL} is not set");
-        return ExitCode::from(2);
-    };
-    let parent = std::env::var(ENV_PARENT).unwrap_or_default();
+/// The reaper's main: wait for `done` or for the test process `parent`
+/// (whose journal is `journal`) to die.
+pub(crate) fn reaper_main(journal: PathBuf, parent: &str) -> ExitCode {
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         match line {
@@ -132,11 +124,11 @@ pub(crate) fn reap_main() -> ExitCode {
         "testkit reaper: test process {parent} ended without cleaning up; reaping {}",
         journal.display()
     );
-    crate::harness::runtime().block_on(reap(journal))
+    crate::runtime::runtime().block_on(reap(journal))
 }
 
 async fn reap(path: PathBuf) -> ExitCode {
-    let todo = journal::unsettled(&journal::read_file(&path));
+    let todo = journal::outstanding(&journal::read_file(&path));
     if todo.is_empty() {
         eprintln!("testkit reaper: nothing to reap");
         return ExitCode::SUCCESS;
@@ -163,7 +155,12 @@ async fn reap(path: PathBuf) -> ExitCode {
     let prefix = super::prefix();
     // Newest first, concurrently: each resource stands alone.
     let mut tasks = tokio::task::JoinSet::new();
-    for (kind_name, name, run) in todo.into_iter().rev() {
+    for journal::Outstanding {
+        kind: kind_name,
+        name,
+        run,
+    } in todo.into_iter().rev()
+    {
         let (k, n, r) = (kind_name.clone(), name.clone(), run.clone());
         let note = move |event: Event, detail: Option<String>| {
             let entry = JournalEntry::new(event, &k, &n, &r, "", detail);
@@ -185,13 +182,15 @@ async fn reap(path: PathBuf) -> ExitCode {
                 return false;
             };
             let log = |m: String| eprintln!("testkit reaper: {m}");
-            match reclaim::reclaim(pod, spec, &name, || note(Event::Deleted, None), &log).await {
+            match delete::delete_and_verify(pod, spec, &name, || note(Event::Deleted, None), &log)
+                .await
+            {
                 Ok(()) => {
                     eprintln!("testkit reaper: deleted {kind_name} `{name}` (verified gone)");
                     note(Event::Reaped, None);
                     true
                 }
-                Err(reclaim::Leak(why)) => {
+                Err(delete::Leak(why)) => {
                     eprintln!("testkit reaper: LEAKED {kind_name} `{name}`: {why}");
                     note(Event::Leaked, Some(why));
                     false

@@ -7,25 +7,13 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use super::{reaper, reclaim_everything, OUTSTANDING, SHUTTING_DOWN};
+use super::{clean_up_everything, reaper, OUTSTANDING, SHUTTING_DOWN};
 use crate::wait::Secs;
 
-/// How long cleanup may take after a signal, unless `TESTKIT_GRACE` says.
-const DEFAULT_GRACE: Duration = Duration::from_secs(10);
-
-fn grace() -> Duration {
-    match std::env::var("TESTKIT_GRACE") {
-        Ok(value) => humantime::parse_duration(value.trim()).unwrap_or_else(|e| {
-            eprintln!("testkit: ignoring TESTKIT_GRACE={value:?}: {e} (expected e.g. 10s)");
-            DEFAULT_GRACE
-        }),
-        Err(_) => DEFAULT_GRACE,
-    }
-}
-
 /// Installs the handler on the shared runtime. Call once, before tests run.
-pub(crate) fn install_signal_handler() {
-    let rt = crate::harness::runtime();
+/// `grace` (`TESTKIT_GRACE`) bounds the cleanup after a signal.
+pub(crate) fn install_signal_handler(grace: Duration) {
+    let rt = crate::runtime::runtime();
     // Registering inside the runtime replaces the default action (exit)
     // before this function returns, so no signal slips through.
     let signals = rt.block_on(async {
@@ -47,13 +35,12 @@ pub(crate) fn install_signal_handler() {
             _ = term.recv() => (libc_sigterm(), "SIGTERM"),
         };
         SHUTTING_DOWN.store(true, Ordering::SeqCst);
-        let grace = grace();
         eprintln!(
             "testkit: {name} received: deleting this process's resources (grace {})",
             Secs(grace)
         );
         let finished = tokio::select! {
-            r = tokio::time::timeout(grace, reclaim_everything()) => r.is_ok(),
+            r = tokio::time::timeout(grace, clean_up_everything()) => r.is_ok(),
             _ = int.recv() => false,
             _ = term.recv() => false,
         };

@@ -43,7 +43,11 @@ pub fn check_records(
                 )
             });
             let context = format!("{}: {got:#?}", want.name);
-            assert_eq!(got.schema, testkit::RECORD_SCHEMA_VERSION, "{context}");
+            assert_eq!(
+                got.schema,
+                testkit::report::RECORD_SCHEMA_VERSION,
+                "{context}"
+            );
             assert_eq!(got.binary, want.binary, "{context}");
             assert_eq!(got.run_id, run_id, "{context}");
             assert_eq!(snake(&got.outcome), want.outcome, "{context}");

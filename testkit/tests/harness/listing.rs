@@ -143,7 +143,7 @@ fn ignored_and_include_ignored_run_the_ignored_test() {
     );
     let records = testkit::report::read_records(results.path()).unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].outcome, testkit::Outcome::Failed);
+    assert_eq!(records[0].outcome, testkit::report::Outcome::Failed);
 
     let (out, _r) = run(&["--include-ignored", "--test-threads", "1"]);
     assert_eq!(out.code, 101, "{}", out.describe());

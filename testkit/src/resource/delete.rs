@@ -28,7 +28,7 @@ pub(crate) struct Leak(pub(crate) String);
 
 /// Deletes `name` and waits until the pod says it is gone. `deleted` is
 /// called once the pod accepted the deletion; `log` gets every retry.
-pub(crate) async fn reclaim(
+pub(crate) async fn delete_and_verify(
     pod: &Pod,
     kind: &KindSpec,
     name: &str,

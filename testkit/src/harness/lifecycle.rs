@@ -1,0 +1,253 @@
+//! One test's lifecycle: preflight (known issue listed, capabilities),
+//! the body on the shared runtime under its timeout, cleanup whatever
+//! happened, the outcome (known issues strictly), and its record.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant, SystemTime};
+
+use libtest_mimic::{Completion, Failed};
+
+use super::{panics, TestDef};
+use crate::cx::Cx;
+use crate::redact::redact;
+use crate::report::{FailureKind, Outcome, TestRecord};
+use crate::resource::CleanupSummary;
+use crate::runtime::runtime;
+use crate::settings::Settings;
+use crate::Skip;
+
+/// What the test body did, before known issues and cleanup are considered.
+enum Body {
+    Passed,
+    Failed { kind: FailureKind, message: String },
+    Skipped(String),
+}
+
+pub(super) fn run_test(
+    def: &'static TestDef,
+    settings: Option<&'static Settings>,
+) -> Result<Completion, Failed> {
+    let settings = settings.ok_or_else(|| match crate::settings::current() {
+        Err(e) => Failed::from(format!("testkit could not set up the run: {e}")),
+        Ok(_) => Failed::from("testkit could not set up the run"),
+    })?;
+    let run = crate::run::current()
+        .map_err(|e| Failed::from(format!("testkit could not set up the run: {e}")))?;
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let mut cx = Cx::new(
+        def.full_name(),
+        def.description,
+        run,
+        settings.nextest_attempt,
+    );
+    cx.log.start();
+
+    let body = match preflight(def, &mut cx) {
+        Some(body) => body,
+        None => run_body(def, &mut cx, settings.timeout),
+    };
+    let body_failed = matches!(body, Body::Failed { .. });
+    let cleanup = runtime().block_on(cx.finish(settings.keep, body_failed));
+
+    let mut record = def.record(run);
+    record.started_at_ms = started_at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    record.duration_ms = start.elapsed().as_millis() as u64;
+    record.resources = cleanup.resources.clone();
+    record.cleanup = cleanup.state;
+    record.capabilities_missing = cx.capabilities_missing.clone();
+    classify(def, body, &cleanup, &mut record);
+    record.output = cx.log.text();
+    crate::report::write_record(run, &record);
+
+    let with_log = |message: &str| {
+        let log = &record.output;
+        if log.is_empty() {
+            Failed::from(message)
+        } else {
+            Failed::from(format!("{message}\n\n--- log ---\n{log}"))
+        }
+    };
+    match record.outcome {
+        Outcome::Passed => Ok(Completion::Completed),
+        Outcome::Skipped => Ok(Completion::ignored_with(
+            record.skip_reason.as_deref().unwrap_or("skipped"),
+        )),
+        Outcome::ExpectedFailure => Ok(Completion::ignored_with(format!(
+            "expected failure: known issue {}",
+            def.known_issue.unwrap_or_default()
+        ))),
+        Outcome::Failed | Outcome::UnexpectedPass => {
+            Err(with_log(record.message.as_deref().unwrap_or("failed")))
+        }
+    }
+}
+
+/// Checks that decide a test's fate before its body runs: a known issue that
+/// `KNOWN-ISSUES.md` does not list, a pod capability the test requires.
+fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
+    if let Some(id) = def.known_issue {
+        if let Err(message) = crate::report::known_issues::check_listed(id) {
+            return Some(Body::Failed {
+                kind: FailureKind::KnownIssueUnlisted,
+                message,
+            });
+        }
+    }
+    match check_requires(def.requires, cx) {
+        Ok(skip) => skip.map(|skip| Body::Skipped(skip.reason().to_owned())),
+        Err(message) => Some(Body::Failed {
+            kind: FailureKind::Error,
+            message,
+        }),
+    }
+}
+
+/// Skips a test whose `requires` names a capability the pod lacks, or that
+/// requires anything when there is no pod. A test that requires anything of
+/// a pod that is configured but unusable fails with the reason: a
+/// requirement is only ever checked against a validated pod.
+fn check_requires(requires: &[&str], cx: &mut Cx) -> Result<Option<Skip>, String> {
+    if requires.is_empty() {
+        return Ok(None);
+    }
+    let pod = match crate::pod::current() {
+        Ok(pod) => pod,
+        Err(crate::pod::PodUnavailable::NotConfigured) => {
+            return Ok(Some(Skip::new(crate::pod::NO_POD_REASON)))
+        }
+        Err(crate::pod::PodUnavailable::Invalid(message)) => {
+            return Err(format!(
+                "the test requires {} of the pod, and the pod is unusable: {message}",
+                requires.join(", ")
+            ))
+        }
+    };
+    let missing = crate::pod::missing_capabilities(pod, requires);
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let advertised = if pod.capabilities().is_empty() {
+        "none".to_owned()
+    } else {
+        pod.capabilities().join(", ")
+    };
+    let what = match missing.as_slice() {
+        [one] => format!("capability `{one}`"),
+        many => format!(
+            "capabilities {}",
+            many.iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let reason = format!(
+        "the pod `{}` lacks required {what} (it advertises: {advertised})",
+        pod.name()
+    );
+    cx.capabilities_missing = missing;
+    Ok(Some(Skip::new(reason)))
+}
+
+fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Body {
+    let timeout = def
+        .timeout_ms
+        .map(Duration::from_millis)
+        .unwrap_or(default_timeout);
+    let location = format!("{}:{}", def.file, def.line);
+    panics::in_test(true);
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        let body = (def.run)(cx);
+        // The timer must be created inside the runtime's context.
+        runtime().block_on(async move { tokio::time::timeout(timeout, body).await })
+    }));
+    panics::in_test(false);
+    match result {
+        Ok(Ok(Ok(()))) => Body::Passed,
+        Ok(Ok(Err(error))) => match error.downcast_ref::<Skip>() {
+            Some(skip) => Body::Skipped(skip.reason().to_owned()),
+            None => Body::Failed {
+                kind: FailureKind::Error,
+                message: format!(
+                    "the test returned an error: {error:#}\n  test defined at {location}"
+                ),
+            },
+        },
+        Ok(Err(_elapsed)) => Body::Failed {
+            kind: FailureKind::Timeout,
+            message: format!(
+                "the test timed out after {} and was cancelled\n  test defined at {location}",
+                humantime::format_duration(timeout)
+            ),
+        },
+        Err(payload) => {
+            let (message, at) =
+                panics::take_last().unwrap_or_else(|| (panics::payload_text(&*payload), None));
+            let at = at.map(|a| format!(" at {a}")).unwrap_or_default();
+            Body::Failed {
+                kind: FailureKind::Panic,
+                message: format!("the test panicked{at}: {message}\n  test defined at {location}"),
+            }
+        }
+    }
+}
+
+/// Decides the final outcome: known issues are strict (a pinned test must
+/// fail, for the documented reason), and a failed cleanup fails the test
+/// whatever its body did.
+fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut TestRecord) {
+    match (body, def.known_issue) {
+        (Body::Skipped(reason), _) => {
+            record.outcome = Outcome::Skipped;
+            record.skip_reason = Some(reason);
+        }
+        (
+            Body::Failed {
+                kind: FailureKind::KnownIssueUnlisted,
+                message,
+            },
+            _,
+        ) => {
+            record.fail(FailureKind::KnownIssueUnlisted, message);
+        }
+        (Body::Passed, None) => record.outcome = Outcome::Passed,
+        (Body::Failed { kind, message }, None) => record.fail(kind, message),
+        (Body::Passed, Some(id)) => {
+            record.outcome = Outcome::UnexpectedPass;
+            record.failure_kind = Some(FailureKind::KnownIssueFixed);
+            record.message = Some(format!(
+                "known issue {id} appears fixed: the test passed but is pinned with `known_issue = \"{id}\"`; \
+                 remove the marker from the test and the {id} entry from KNOWN-ISSUES.md"
+            ));
+        }
+        (Body::Failed { message, .. }, Some(id)) => match def.fails_with {
+            Some(expected) if !message.contains(expected) => record.fail(
+                FailureKind::KnownIssueMismatch,
+                format!(
+                    "known issue {id}: the failure did not match the documented one \
+                     (expected it to contain {expected:?})\n{message}"
+                ),
+            ),
+            _ => {
+                record.outcome = Outcome::ExpectedFailure;
+                record.message = Some(message);
+            }
+        },
+    }
+    if let Some(problem) = &cleanup.failure {
+        let message = match record.message.take() {
+            Some(body) if record.outcome != Outcome::ExpectedFailure => {
+                format!("{problem}\n\nthe test body also failed: {body}")
+            }
+            _ => problem.clone(),
+        };
+        record.fail(FailureKind::Cleanup, message);
+    }
+    if let Some(message) = record.message.take() {
+        record.message = Some(redact(&message).into_owned());
+    }
+}

@@ -1,0 +1,166 @@
+//! The harness, on top of everything: turns the binary's registered tests
+//! into libtest-mimic trials, sets up the process (settings, pod, signal
+//! handler), runs each test's lifecycle ([`lifecycle`]), and hands the
+//! records down to reporting when the tests are done.
+
+mod lifecycle;
+mod panics;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, FormatSetting, Trial};
+
+use crate::report::{Outcome, TestRecord};
+use crate::run::Run;
+use crate::runtime::runtime;
+use crate::settings::{RunAs, Settings};
+
+/// Concurrency when neither `--test-threads` nor `TESTKIT_TEST_THREADS` is
+/// given. End-to-end tests spend their time waiting on the service, not on a
+/// CPU, so the CPU count (libtest's default) would serialize them for
+/// nothing; a waiting harness thread costs a few pages of stack.
+pub(crate) const DEFAULT_TEST_THREADS: usize = 256;
+
+/// The boxed future of one test body. Not `Send`: each test runs on its own
+/// harness thread, driven by `Handle::block_on`, so tests may hold anything
+/// across an await.
+pub type BoxFuture<'a> = Pin<Box<dyn Future<Output = crate::Result> + 'a>>;
+
+/// One registered test, as `#[testkit::test]` records it.
+#[derive(Debug)]
+pub struct TestDef {
+    /// `module_path!()` where the test is defined.
+    pub module_path: &'static str,
+    /// The function's name.
+    pub name: &'static str,
+    /// The first paragraph of the doc comment, lines joined by one space.
+    pub description: &'static str,
+    /// `file!()` of the test function.
+    pub file: &'static str,
+    /// Line of the test function's name.
+    pub line: u32,
+    /// `ignore = "reason"`.
+    pub ignore: Option<&'static str>,
+    /// `timeout = "90s"`, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// `known_issue = "ID"`.
+    pub known_issue: Option<&'static str>,
+    /// `fails_with = "text"`: what the failure of a known issue must contain.
+    pub fails_with: Option<&'static str>,
+    /// `requires = [..]`: pod capabilities the test needs.
+    pub requires: &'static [&'static str],
+    /// Calls the test function.
+    pub run: for<'a> fn(&'a mut crate::Cx) -> BoxFuture<'a>,
+}
+
+inventory::collect!(TestDef);
+
+impl TestDef {
+    /// The name libtest, nextest and every report know the test by.
+    fn full_name(&self) -> String {
+        format!("{}::{}", self.module_path, self.name)
+    }
+
+    /// A record of this test with its static facts filled in.
+    fn record(&self, run: &Run) -> TestRecord {
+        let mut record = TestRecord::new(&run.id, &run.binary, &self.full_name());
+        record.description = self.description.to_owned();
+        record.file = self.file.to_owned();
+        record.line = self.line;
+        record.known_issue = self.known_issue.map(str::to_owned);
+        record.fails_with = self.fails_with.map(str::to_owned);
+        record.requires = self.requires.iter().map(|&s| s.to_owned()).collect();
+        record
+    }
+
+    /// The record of a statically ignored test: skipped, saying why.
+    fn ignored_record(&self, run: &Run) -> TestRecord {
+        let mut record = self.record(run);
+        record.outcome = Outcome::Skipped;
+        record.skip_reason = Some(format!("ignored: {}", self.ignore.unwrap_or("ignored")));
+        record
+    }
+}
+
+/// `testkit::main!()` calls this, with the manifest dir the binary was
+/// compiled in.
+pub fn main(manifest_dir: &'static str) -> ExitCode {
+    let mut args = Arguments::from_args();
+    crate::config::set_compiled_manifest_dir(manifest_dir);
+    let settings = crate::settings::current();
+    if let Ok(Settings {
+        run_as: RunAs::Reaper { journal, parent },
+        ..
+    }) = settings
+    {
+        return crate::resource::reaper_main(journal.clone(), parent);
+    }
+    let mut tests: Vec<&'static TestDef> = inventory::iter::<TestDef>.into_iter().collect();
+    tests.sort_by_key(|def| (def.module_path, def.name));
+
+    if args.list {
+        let trials = tests.iter().map(|&def| trial(def, None)).collect();
+        let conclusion = libtest_mimic::run(&args, trials);
+        if !matches!(args.format, Some(FormatSetting::Terse)) {
+            // Descriptions go to stderr: stdout stays in libtest's format,
+            // which cargo and nextest parse.
+            for def in &tests {
+                eprintln!("{}: {}", def.full_name(), def.description);
+            }
+        }
+        return conclusion.exit_code();
+    }
+
+    // Unusable settings fail every test with the reason (see `trial`).
+    let settings = settings.ok();
+    crate::log::set_echo(args.nocapture);
+    if args.test_threads.is_none() {
+        args.test_threads = Some(
+            settings
+                .and_then(|s| s.test_threads)
+                .unwrap_or(DEFAULT_TEST_THREADS),
+        );
+    }
+    panics::install_hook();
+    if let Some(settings) = settings {
+        // Validate the pod handle and open its session once, before any
+        // test: tests then reach the pod without waiting on each other.
+        runtime().block_on(crate::pod::init());
+        // Ctrl-C and nextest's timeout clean up what the running tests created.
+        crate::resource::install_signal_handler(settings.grace);
+    }
+
+    let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
+    // Statically ignored tests never reach their runner; record them here so
+    // reports still say why they were skipped.
+    let not_run: Vec<&'static TestDef> = tests
+        .iter()
+        .zip(&trials)
+        .filter(|(_, t)| !args.is_filtered_out(t) && args.is_ignored(t))
+        .map(|(&def, _)| def)
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if let (Some(settings), Ok(run)) = (settings, crate::run::current()) {
+        for def in not_run {
+            crate::report::write_record(run, &def.ignored_record(run));
+        }
+        let ignored: Vec<TestRecord> = tests
+            .iter()
+            .filter(|def| def.ignore.is_some())
+            .map(|def| def.ignored_record(run))
+            .collect();
+        crate::report::finish_binary(run, settings.under_nextest, &ignored);
+    }
+    crate::pod::finish();
+    // Every test's cleanup ran: the reaper has nothing to do.
+    crate::resource::finish_process();
+    conclusion.exit_code()
+}
+
+fn trial(def: &'static TestDef, settings: Option<&'static Settings>) -> Trial {
+    let name = def.full_name();
+    Trial::ignorable_test(name, move || lifecycle::run_test(def, settings))
+        .with_ignored_flag(def.ignore.is_some())
+}
