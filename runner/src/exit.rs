@@ -1,6 +1,7 @@
 //! The exit codes of `testkit-runner`, for scripts and CI. They are part of
 //! the command's interface: documented in `--help` and TESTING.md, and never
-//! renumbered.
+//! renumbered. Which outcome ends with which code is decided in one place,
+//! `ExpectedError::process_exit_code` (`errors.rs`).
 
 /// Everything ran and verified green (expected failures included).
 pub(crate) const OK: u8 = 0;

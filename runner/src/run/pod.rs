@@ -75,7 +75,7 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
             std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
         ));
     };
-    let target = super::target_dir().unwrap_or_else(|| workspace.join("target"));
+    let target = super::plan::target_dir().unwrap_or_else(|| workspace.join("target"));
     let release = exe_dir().is_some_and(|d| d.file_name().is_some_and(|n| n == "release"));
     let profile = if release { "release" } else { "debug" };
     let _ = std::fs::create_dir_all(logs_dir);
