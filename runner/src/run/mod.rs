@@ -6,7 +6,7 @@ mod phases;
 mod plan;
 mod pod;
 mod signal;
-mod tests;
+mod suite;
 pub(crate) mod verdict;
 
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ use crate::errors::ExpectedError;
 use phases::Run;
 pub(crate) use plan::default_results_root;
 use plan::Plan;
-pub(crate) use tests::Engine;
+pub(crate) use suite::Engine;
 
 /// `testkit-runner run`.
 #[derive(Debug, Args)]

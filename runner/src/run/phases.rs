@@ -12,7 +12,7 @@ use testkit::pod::{LaunchedPod, Pod, PodHandle};
 use super::plan::Plan;
 use super::pod;
 use super::signal::Interrupt;
-use super::tests::{self, TestsOutcome};
+use super::suite::{self, TestsOutcome};
 use super::verdict::{PhaseResult, Verdict, VerdictLog};
 use crate::errors::{ExpectedError, RunFailure};
 use crate::summary::RunSummary;
@@ -79,7 +79,7 @@ impl<'a> Run<'a> {
         // On a terminal, each verdict as it is decided; elsewhere the
         // summary at the end says it all.
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            tests::clear_progress();
+            suite::clear_progress();
             eprintln!("{:<8} {:<4}  {}", r.phase, r.verdict.word(), r.evidence);
         }
         self.log.append(&r);
@@ -90,7 +90,7 @@ impl<'a> Run<'a> {
     /// written where the tests find it.
     pub(super) async fn up(&mut self) -> RunPod {
         let started = Instant::now();
-        tests::progress_line("up: starting the pod");
+        suite::progress_line("up: starting the pod");
         let pod = match &self.plan.caller_handle {
             Some((handle, path)) => {
                 let evidence = format!(
@@ -246,7 +246,7 @@ impl<'a> Run<'a> {
             return None;
         }
         let plan = self.plan;
-        let spec = tests::TestsSpec {
+        let spec = suite::TestsSpec {
             suite_dir: &plan.suite_dir,
             results_dir: &plan.results_dir,
             run_id: &plan.run_id,
@@ -258,7 +258,7 @@ impl<'a> Run<'a> {
             env: test_env(plan, &self.handle_file),
             show_output: plan.show_output,
         };
-        let outcome = tests::run_tests(&spec, &mut self.interrupt).await;
+        let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.decide(outcome.result.clone());
         Some(outcome)
     }
@@ -274,7 +274,7 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         let started = Instant::now();
-        tests::progress_line("residue: listing every resource kind by the run id");
+        suite::progress_line("residue: listing every resource kind by the run id");
         let plan = self.plan;
         let (verdict, evidence, leaks) =
             pod::residue(p, &plan.kinds, &plan.config.suite.name_prefix, &plan.run_id).await;
@@ -325,7 +325,7 @@ impl<'a> Run<'a> {
             }
             RunPod::Started(p) => {
                 let started = Instant::now();
-                tests::progress_line("down: stopping the pod");
+                suite::progress_line("down: stopping the pod");
                 let (verdict, evidence) = pod::stop(*p).await;
                 self.decide(PhaseResult::new(
                     "down",

@@ -8,7 +8,7 @@ use testkit::config::SuiteConfig;
 use testkit::pod::{HandlePolicy, PodHandle};
 use testkit::resource::Kinds;
 
-use super::tests::Engine;
+use super::suite::Engine;
 use super::RunArgs;
 use crate::errors::ExpectedError;
 

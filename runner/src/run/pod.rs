@@ -80,7 +80,7 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
     let profile = if release { "release" } else { "debug" };
     let _ = std::fs::create_dir_all(logs_dir);
     let log_path = logs_dir.join("build-sandboxd.log");
-    super::tests::clear_progress();
+    super::suite::clear_progress();
     eprintln!(
         "up: `{DEFAULT_POD}` is not built yet: cargo build -p {DEFAULT_POD} in {} (output in {})",
         workspace.display(),
@@ -111,7 +111,7 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
     if !status.success() || !is_executable(&built) {
         return Err(format!(
             "building `{DEFAULT_POD}` failed ({}); output in {}",
-            super::tests::describe_status(status),
+            super::suite::describe_status(status),
             log_path.display()
         ));
     }
