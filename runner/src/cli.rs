@@ -13,7 +13,7 @@ use crate::{exit, janitor, known_issues, merge, pod_cmd, run};
     name = "testkit-runner",
     version,
     about = "Boots a pod, runs a suite, tears the pod down and verifies it.",
-    after_help = exit::HELP
+    after_help = exit::help(exit::RUN)
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -24,19 +24,19 @@ pub(crate) struct Cli {
 enum Command {
     /// Run a suite: boot the pod, check health and auth, run the tests,
     /// sweep for residue, tear the pod down; a verdict for each phase.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(exit::RUN))]
     Run(Box<run::RunArgs>),
     /// Find and delete the leftovers of a run, or of runs older than an age.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(exit::JANITOR))]
     Janitor(janitor::JanitorArgs),
     /// Merge the results of several shards or binaries into one junit.xml.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(exit::MERGE))]
     Merge(merge::MergeArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::help(exit::CHECK_KNOWN_ISSUES))]
     CheckKnownIssues(known_issues::CheckArgs),
     /// Start, inspect and stop pods by hand.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = exit::help(exit::POD))]
     Pod(pod_cmd::PodCommand),
 }
 
@@ -55,22 +55,30 @@ pub(crate) fn main_impl() -> u8 {
             return code;
         }
     };
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| ExpectedError::Incomplete(format!("failed to start the runtime: {e}")))
-        .and_then(|rt| match cli.command {
-            Command::Run(args) => rt.block_on(run::run(*args)),
-            Command::Janitor(args) => rt.block_on(janitor::run(args)),
-            Command::Merge(args) => merge::run(args),
-            Command::CheckKnownIssues(args) => known_issues::run(args),
-            Command::Pod(cmd) => rt.block_on(pod_cmd::run(cmd)),
-        });
+    let result = match cli.command {
+        Command::Run(args) => block_on(run::run(*args)),
+        Command::Janitor(args) => block_on(janitor::run(args)),
+        Command::Merge(args) => merge::run(args),
+        Command::CheckKnownIssues(args) => known_issues::run(args),
+        Command::Pod(cmd) => pod_cmd::run(cmd),
+    };
     if let Err(e) = &result {
         e.display_to_stderr();
     }
     crate::errors::exit_code(&result)
+}
+
+/// Runs an async verb on a runtime of its own. Only the verbs that need one
+/// start it, so that the others cannot fail for want of one.
+pub(crate) fn block_on(
+    verb: impl std::future::Future<Output = Result<(), ExpectedError>>,
+) -> Result<(), ExpectedError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| ExpectedError::Incomplete(format!("failed to start the runtime: {e}")))?
+        .block_on(verb)
 }
 
 /// A duration argument: `500ms`, `10s`, `30m`, `2h`.

@@ -15,22 +15,27 @@ use serde::{Deserialize, Serialize};
 use testkit::config::SuiteConfig;
 use testkit::pod::{self, LaunchSpec, StopError};
 
-use crate::cli::parse_duration;
+use crate::cli::{block_on, parse_duration};
 use crate::errors::ExpectedError;
+use crate::exit;
 
 /// `testkit-runner pod ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum PodCommand {
     /// Start a pod from the suite's `[pod]` config and leave it running.
+    #[command(after_help = exit::help(exit::POD_UP))]
     Up(UpArgs),
     /// Show whether pods are alive and healthy.
+    #[command(after_help = exit::help(exit::POD_STATUS))]
     Status {
         /// Only this pod.
         name: Option<String>,
     },
     /// List pods, dead ones included.
+    #[command(after_help = exit::help(exit::POD_LS))]
     Ls,
     /// Stop a pod (or reclaim a dead one) and verify it is gone.
+    #[command(after_help = exit::help(exit::POD_DOWN))]
     Down {
         /// The pod's name, as `pod ls` shows it.
         name: String,
@@ -78,12 +83,12 @@ fn pods_dir() -> PathBuf {
     home.join(".local/state/testkit/pods")
 }
 
-pub(crate) async fn run(cmd: PodCommand) -> Result<(), ExpectedError> {
+pub(crate) fn run(cmd: PodCommand) -> Result<(), ExpectedError> {
     match cmd {
-        PodCommand::Up(args) => up(args).await,
-        PodCommand::Status { name } => status(name.as_deref()).await,
+        PodCommand::Up(args) => block_on(up(args)),
+        PodCommand::Status { name } => block_on(status(name.as_deref())),
         PodCommand::Ls => ls(),
-        PodCommand::Down { name, grace } => down(&name, grace).await,
+        PodCommand::Down { name, grace } => block_on(down(&name, grace)),
     }
 }
 
