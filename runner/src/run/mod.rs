@@ -1,6 +1,11 @@
 //! `testkit-runner run SUITE_DIR`: the main job. Phases, in order, each
 //! with a verdict appended to `verdict.jsonl` as soon as it is decided:
 //! up, health, auth, tests, residue, down. See `--help` for the exit codes.
+//!
+//! `plan` turns the arguments into what the run will do (every usage error
+//! is found there), `phases` has a function per phase, `pod` what the pod
+//! phases do to the pod, `suite` the tests phase, `verdict` the
+//! `verdict.jsonl` they append to, and `signal` the Ctrl-C they all heed.
 
 mod phases;
 mod plan;
