@@ -110,24 +110,19 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         Ok(r) => r,
         Err(evidence) => return incomplete(evidence),
     };
-    let (verdict, evidence, summary, failures) = verdict(spec, &records, &followed, &tests_log);
-    TestsOutcome {
-        result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
-        incomplete: false,
-        summary: Some(summary),
-        failures,
-    }
+    outcome(spec, &records, &followed, &tests_log, started)
 }
 
 /// The tests phase's verdict from the records: the counts, the known
 /// issues, `junit.xml`, and every reason not to pass, which the engine's
 /// exit status is one of.
-fn verdict(
+fn outcome(
     spec: &TestsSpec<'_>,
     records::Records { records, crashed }: &records::Records,
     followed: &events::Followed,
     tests_log: &Path,
-) -> (Verdict, String, Summary, Vec<(String, String)>) {
+    started: Instant,
+) -> TestsOutcome {
     let events::Followed {
         status,
         interrupted,
@@ -204,7 +199,12 @@ fn verdict(
         evidence.push_str(&problems.join("; "));
     }
     let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
-    (verdict, evidence, summary, failures)
+    TestsOutcome {
+        result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
+        incomplete: false,
+        summary: Some(summary),
+        failures,
+    }
 }
 
 pub(crate) fn describe_status(status: ExitStatus) -> String {
