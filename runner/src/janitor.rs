@@ -12,7 +12,8 @@ use testkit::config::SuiteConfig;
 use testkit::pod::{HandlePolicy, PodHandle};
 use testkit::resource::{JanitorTarget, Kinds};
 
-use crate::exit;
+use crate::cli::parse_duration;
+use crate::errors::ExpectedError;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["run", "older_than"])))]
@@ -41,20 +42,11 @@ pub(crate) struct JanitorArgs {
     results_root: Option<PathBuf>,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 30m, 2h)"))
-}
-
-pub(crate) async fn run(args: JanitorArgs) -> u8 {
-    let config = match SuiteConfig::load(&args.suite) {
-        Ok(c) => c,
-        Err(e) => return usage(e),
-    };
-    let kinds = match Kinds::from_config(&config, &args.suite.join(testkit::config::CONFIG_FILE)) {
-        Ok(k) => k,
-        Err(e) => return usage(e),
-    };
+pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
+    let config = SuiteConfig::load(&args.suite)
+        .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
+    let kinds = Kinds::from_config(&config, &args.suite.join(testkit::config::CONFIG_FILE))
+        .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
     let handle_path = args
         .handle_json
         .clone()
@@ -69,21 +61,17 @@ pub(crate) async fn run(args: JanitorArgs) -> u8 {
                 .map(|r| r.join("pod").join("handle.json"))
         });
     let Some(handle_path) = handle_path else {
-        return usage("which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE, or --results of the run)");
+        return Err(ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE, or --results of the run)"));
     };
-    let text = match std::fs::read_to_string(&handle_path) {
-        Ok(t) => t,
-        Err(e) => {
-            return usage(format_args!(
-                "cannot read the handle {}: {e}",
-                handle_path.display()
-            ))
-        }
-    };
-    let handle = match PodHandle::parse(&text, &HandlePolicy::from_config(&config.pod)) {
-        Ok(h) => h,
-        Err(e) => return usage(format_args!("{}: {e}", handle_path.display())),
-    };
+    let text = std::fs::read_to_string(&handle_path).map_err(|e| {
+        ExpectedError::bad_args(format_args!(
+            "janitor: cannot read the handle {}: {e}",
+            handle_path.display()
+        ))
+    })?;
+    let handle = PodHandle::parse(&text, &HandlePolicy::from_config(&config.pod)).map_err(|e| {
+        ExpectedError::bad_args(format_args!("janitor: {}: {e}", handle_path.display()))
+    })?;
     let target = match (&args.run, args.older_than) {
         (Some(run), _) => JanitorTarget::Run {
             run_id: run.clone(),
@@ -98,13 +86,9 @@ pub(crate) async fn run(args: JanitorArgs) -> u8 {
         },
         (None, None) => unreachable!("clap requires one of them"),
     };
-    let pod = match testkit::pod::connect(handle, args.results.as_deref()).await {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("testkit-runner: janitor: {e}");
-            return exit::INCOMPLETE;
-        }
-    };
+    let pod = testkit::pod::connect(handle, args.results.as_deref())
+        .await
+        .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
     let report = testkit::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;
     for item in &report.deleted {
         println!("deleted {} `{}` (verified gone)", item.kind, item.name);
@@ -129,13 +113,8 @@ pub(crate) async fn run(args: JanitorArgs) -> u8 {
         report.refused.len()
     );
     if report.is_clean() {
-        exit::OK
+        Ok(())
     } else {
-        exit::VERIFY_FAILED
+        Err(ExpectedError::ChecksReported)
     }
-}
-
-fn usage(message: impl std::fmt::Display) -> u8 {
-    eprintln!("testkit-runner: janitor: {message}");
-    exit::BAD_ARGS
 }

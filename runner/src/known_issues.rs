@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::exit;
+use crate::errors::ExpectedError;
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
@@ -15,26 +15,22 @@ pub(crate) struct CheckArgs {
     suite: PathBuf,
 }
 
-pub(crate) fn run(args: CheckArgs) -> u8 {
+pub(crate) fn run(args: CheckArgs) -> Result<(), ExpectedError> {
     if !args.suite.is_dir() {
-        eprintln!(
-            "testkit-runner: the suite {} is not a directory",
+        return Err(ExpectedError::bad_args(format_args!(
+            "the suite {} is not a directory",
             args.suite.display()
-        );
-        return exit::BAD_ARGS;
+        )));
     }
     match testkit::report::check_known_issues(&args.suite) {
         Ok(check) if check.ok() => {
             println!("{check}");
-            exit::OK
+            Ok(())
         }
         Ok(check) => {
             print!("{check}");
-            exit::VERIFY_FAILED
+            Err(ExpectedError::ChecksReported)
         }
-        Err(e) => {
-            eprintln!("testkit-runner: {e}");
-            exit::VERIFY_FAILED
-        }
+        Err(e) => Err(ExpectedError::CheckFailed(e.to_string())),
     }
 }

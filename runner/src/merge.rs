@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use testkit::report::{self, Summary};
 
-use crate::exit;
+use crate::errors::ExpectedError;
 
 #[derive(Debug, Args)]
 pub(crate) struct MergeArgs {
@@ -22,37 +22,23 @@ pub(crate) struct MergeArgs {
     name: String,
 }
 
-pub(crate) fn run(args: MergeArgs) -> u8 {
-    for input in &args.inputs {
-        if !input.exists() {
-            eprintln!("testkit-runner: merge: {} does not exist", input.display());
-            return exit::BAD_ARGS;
-        }
+pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
+    if let Some(missing) = args.inputs.iter().find(|i| !i.exists()) {
+        return Err(ExpectedError::bad_args(format_args!(
+            "merge: {} does not exist",
+            missing.display()
+        )));
     }
-    let merged = match report::merge_results(&args.name, &args.inputs) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("testkit-runner: merge: {e}");
-            return exit::INCOMPLETE;
-        }
-    };
+    let incomplete = |e: &dyn std::fmt::Display| ExpectedError::Incomplete(format!("merge: {e}"));
+    let merged = report::merge_results(&args.name, &args.inputs).map_err(|e| incomplete(&e))?;
     let out = args.out_dir.join("junit.xml");
-    if let Err(e) = report::write_junit(&merged, &out) {
-        eprintln!("testkit-runner: merge: {e}");
-        return exit::INCOMPLETE;
-    }
+    report::write_junit(&merged, &out).map_err(|e| incomplete(&e))?;
     let mut records = Vec::new();
     for dir in args.inputs.iter().filter(|i| i.is_dir()) {
-        match report::read_records(dir) {
-            Ok(r) => records.extend(r),
-            Err(e) => {
-                eprintln!("testkit-runner: merge: {e}");
-                return exit::INCOMPLETE;
-            }
-        }
+        records.extend(report::read_records(dir).map_err(|e| incomplete(&e))?);
     }
     let summary = Summary::from_records(&records, None);
     println!("merged {} inputs into {}", args.inputs.len(), out.display());
     print!("{summary}");
-    exit::OK
+    Ok(())
 }

@@ -15,21 +15,27 @@ use serde::{Deserialize, Serialize};
 use testkit::config::SuiteConfig;
 use testkit::pod::{self, LaunchSpec, StopError};
 
+use crate::cli::{block_on, parse_duration};
+use crate::errors::ExpectedError;
 use crate::exit;
 
 /// `testkit-runner pod ...`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum PodCommand {
     /// Start a pod from the suite's `[pod]` config and leave it running.
+    #[command(after_help = exit::help(exit::POD_UP))]
     Up(UpArgs),
     /// Show whether pods are alive and healthy.
+    #[command(after_help = exit::help(exit::POD_STATUS))]
     Status {
         /// Only this pod.
         name: Option<String>,
     },
     /// List pods, dead ones included.
+    #[command(after_help = exit::help(exit::POD_LS))]
     Ls,
     /// Stop a pod (or reclaim a dead one) and verify it is gone.
+    #[command(after_help = exit::help(exit::POD_DOWN))]
     Down {
         /// The pod's name, as `pod ls` shows it.
         name: String,
@@ -47,11 +53,6 @@ pub(crate) struct UpArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 10s, 500ms, 2m)"))
 }
 
 /// What `pod.json` records about a pod.
@@ -82,46 +83,36 @@ fn pods_dir() -> PathBuf {
     home.join(".local/state/testkit/pods")
 }
 
-pub(crate) async fn run(cmd: PodCommand) -> u8 {
+pub(crate) fn run(cmd: PodCommand) -> Result<(), ExpectedError> {
     match cmd {
-        PodCommand::Up(args) => up(args).await,
-        PodCommand::Status { name } => status(name.as_deref()).await,
+        PodCommand::Up(args) => block_on(up(args)),
+        PodCommand::Status { name } => block_on(status(name.as_deref())),
         PodCommand::Ls => ls(),
-        PodCommand::Down { name, grace } => down(&name, grace).await,
+        PodCommand::Down { name, grace } => block_on(down(&name, grace)),
     }
 }
 
-async fn up(args: UpArgs) -> u8 {
-    let config = match SuiteConfig::load(&args.suite) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("testkit-runner: {e}");
-            return exit::BAD_ARGS;
-        }
-    };
+async fn up(args: UpArgs) -> Result<(), ExpectedError> {
+    let config = SuiteConfig::load(&args.suite).map_err(ExpectedError::bad_args)?;
     let pods = pods_dir();
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
     let spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
-    let launched = match pod::launch(&spec).await {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("testkit-runner: pod up: {e}");
-            return exit::INCOMPLETE;
-        }
-    };
+    let launched = pod::launch(&spec)
+        .await
+        .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
     let auth = pod::check_auth(&launched.handle, Duration::from_secs(10)).await;
     let name = launched.handle.name().to_owned();
     if !auth.ok() {
+        // Said before the stop, which may take a while.
         eprintln!(
             "testkit-runner: pod up: auth check failed: {}",
             auth.summary()
         );
         return match launched.stop(Duration::from_secs(10)).await {
-            Ok(_) => exit::VERIFY_FAILED,
-            Err(e) => {
-                eprintln!("testkit-runner: pod up: stopping it failed too: {e}");
-                exit::VERIFY_FAILED
-            }
+            Ok(_) => Err(ExpectedError::ChecksReported),
+            Err(e) => Err(ExpectedError::CheckFailed(format!(
+                "pod up: stopping it failed too: {e}"
+            ))),
         };
     }
     let dir = pods.join(&name);
@@ -161,12 +152,11 @@ async fn up(args: UpArgs) -> u8 {
     let handle_path = match result {
         Ok(p) => p,
         Err(e) => {
-            eprintln!(
-                "testkit-runner: pod up: failed to record pod {name} under {}: {e}; stopping it",
-                pods.display()
-            );
             let _ = launched.stop(Duration::from_secs(10)).await;
-            return exit::INCOMPLETE;
+            return Err(ExpectedError::Incomplete(format!(
+                "pod up: failed to record pod {name} under {}: {e}; stopping it",
+                pods.display()
+            )));
         }
     };
     if args.json {
@@ -204,7 +194,7 @@ async fn up(args: UpArgs) -> u8 {
     }
     // Leave it running: its output goes to files, not to this process.
     std::mem::forget(launched);
-    exit::OK
+    Ok(())
 }
 
 fn now() -> u64 {
@@ -233,41 +223,37 @@ fn records() -> Vec<(PathBuf, Result<PodRecord, String>)> {
     out
 }
 
-fn find(name: &str) -> Result<(PathBuf, PodRecord), u8> {
+fn find(name: &str) -> Result<(PathBuf, PodRecord), ExpectedError> {
     let dir = pods_dir().join(name);
     if name.contains('/') || name.starts_with('.') || !dir.join("pod.json").is_file() {
-        eprintln!(
-            "testkit-runner: no pod named {name:?} under {} (see `testkit-runner pod ls`)",
+        return Err(ExpectedError::bad_args(format_args!(
+            "no pod named {name:?} under {} (see `testkit-runner pod ls`)",
             pods_dir().display()
-        );
-        return Err(exit::BAD_ARGS);
+        )));
     }
     match std::fs::read(dir.join("pod.json"))
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(rec) => Ok((dir, rec)),
-        Err(e) => {
-            eprintln!(
-                "testkit-runner: unreadable {}: {e}",
-                dir.join("pod.json").display()
-            );
-            Err(exit::INCOMPLETE)
-        }
+        Err(e) => Err(ExpectedError::Incomplete(format!(
+            "unreadable {}: {e}",
+            dir.join("pod.json").display()
+        ))),
     }
 }
 
-fn ls() -> u8 {
+fn ls() -> Result<(), ExpectedError> {
     let all = records();
     if all.is_empty() {
         println!("no pods under {}", pods_dir().display());
-        return exit::OK;
+        return Ok(());
     }
     println!("{:<24} {:<6} {:<8} BASE_URL", "NAME", "STATE", "PID");
     for (dir, rec) in all {
         match rec {
             Ok(r) => {
-                let state = if pod::is_alive(r.pgid, r.start_ticks) {
+                let state = if testkit::process::is_alive(r.pgid, r.start_ticks) {
                     "alive"
                 } else {
                     "dead"
@@ -282,30 +268,30 @@ fn ls() -> u8 {
             ),
         }
     }
-    exit::OK
+    Ok(())
 }
 
-async fn status(name: Option<&str>) -> u8 {
+async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
     let targets = match name {
-        Some(n) => match find(n) {
-            Ok((dir, rec)) => vec![(dir, Ok(rec))],
-            Err(code) => return code,
-        },
+        Some(n) => {
+            let (dir, rec) = find(n)?;
+            vec![(dir, Ok(rec))]
+        }
         None => records(),
     };
-    let mut code = exit::OK;
+    let mut all_well = true;
     for (dir, rec) in targets {
         let Ok(r) = rec else {
             println!("{}: unreadable pod.json", dir.display());
-            code = exit::VERIFY_FAILED;
+            all_well = false;
             continue;
         };
-        if !pod::is_alive(r.pgid, r.start_ticks) {
+        if !testkit::process::is_alive(r.pgid, r.start_ticks) {
             println!(
                 "{}: dead (pid {} is gone); reclaim it with `testkit-runner pod down {}`",
                 r.name, r.pid, r.name
             );
-            code = exit::VERIFY_FAILED;
+            all_well = false;
             continue;
         }
         let health = pod::check_health(&r.base_url, &r.health_path, Duration::from_secs(5)).await;
@@ -316,18 +302,19 @@ async fn status(name: Option<&str>) -> u8 {
             health.summary()
         );
         if !health.ok() {
-            code = exit::VERIFY_FAILED;
+            all_well = false;
         }
     }
-    code
+    if all_well {
+        Ok(())
+    } else {
+        Err(ExpectedError::ChecksReported)
+    }
 }
 
-async fn down(name: &str, grace: Duration) -> u8 {
-    let (dir, rec) = match find(name) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    let was_alive = pod::is_alive(rec.pgid, rec.start_ticks);
+async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
+    let (dir, rec) = find(name)?;
+    let was_alive = testkit::process::is_alive(rec.pgid, rec.start_ticks);
     match pod::stop_recorded(
         rec.pgid,
         rec.start_ticks,
@@ -346,26 +333,21 @@ async fn down(name: &str, grace: Duration) -> u8 {
                 format!("SIGKILL needed for {:?}", report.killed)
             };
             if let Err(e) = std::fs::remove_dir_all(&dir) {
-                eprintln!(
-                    "testkit-runner: pod {name} stopped but its state {} could not be removed: {e}",
+                return Err(ExpectedError::CheckFailed(format!(
+                    "pod {name} stopped but its state {} could not be removed: {e}",
                     dir.display()
-                );
-                return exit::VERIFY_FAILED;
+                )));
             }
             println!(
                 "pod {name} is down: {how}; no process left; {} deleted ({:?})",
                 report.removed.display(),
                 report.duration
             );
-            exit::OK
+            Ok(())
         }
         Err(e @ (StopError::Survivors { .. } | StopError::HomeSurvived { .. })) => {
-            eprintln!("testkit-runner: pod down {name}: {e}");
-            exit::VERIFY_FAILED
+            Err(ExpectedError::CheckFailed(format!("pod down {name}: {e}")))
         }
-        Err(e) => {
-            eprintln!("testkit-runner: pod down {name}: {e}");
-            exit::INCOMPLETE
-        }
+        Err(e) => Err(ExpectedError::Incomplete(format!("pod down {name}: {e}"))),
     }
 }

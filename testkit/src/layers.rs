@@ -188,5 +188,5 @@ fn a_reference_upward_is_caught() {
         crate_refs("$crate::__private::main()"),
         Vec::<String>::new()
     );
-    assert_eq!(rank("pod") > rank("report"), true);
+    assert!(rank("pod") > rank("report"));
 }

@@ -36,11 +36,6 @@ pub(crate) fn path_with_exe_dir() -> Option<OsString> {
 
 static BUILT_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 fn on_path(program: &str) -> Option<PathBuf> {
     let dirs = exe_dir().into_iter().chain(
         std::env::var_os("PATH")
@@ -48,7 +43,8 @@ fn on_path(program: &str) -> Option<PathBuf> {
             .flat_map(std::env::split_paths)
             .collect::<Vec<_>>(),
     );
-    dirs.map(|d| d.join(program)).find(|p| is_executable(p))
+    dirs.map(|d| d.join(program))
+        .find(|p| testkit::process::is_executable(p))
 }
 
 /// The workspace this runner was built from, when it still holds the
@@ -75,12 +71,12 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
             std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
         ));
     };
-    let target = super::target_dir().unwrap_or_else(|| workspace.join("target"));
+    let target = super::plan::target_dir().unwrap_or_else(|| workspace.join("target"));
     let release = exe_dir().is_some_and(|d| d.file_name().is_some_and(|n| n == "release"));
     let profile = if release { "release" } else { "debug" };
     let _ = std::fs::create_dir_all(logs_dir);
     let log_path = logs_dir.join("build-sandboxd.log");
-    super::tests::clear_progress();
+    super::suite::clear_progress();
     eprintln!(
         "up: `{DEFAULT_POD}` is not built yet: cargo build -p {DEFAULT_POD} in {} (output in {})",
         workspace.display(),
@@ -108,10 +104,10 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
         .await
         .map_err(|e| format!("failed to start cargo to build `{DEFAULT_POD}`: {e}"))?;
     let built = target.join(profile).join(DEFAULT_POD);
-    if !status.success() || !is_executable(&built) {
+    if !status.success() || !testkit::process::is_executable(&built) {
         return Err(format!(
             "building `{DEFAULT_POD}` failed ({}); output in {}",
-            super::tests::describe_status(status),
+            super::suite::describe_status(status),
             log_path.display()
         ));
     }

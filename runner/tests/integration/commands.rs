@@ -43,6 +43,50 @@ fn help_documents_the_exit_codes_and_bad_arguments_are_64() {
     assert!(ran.stderr.contains("--partition"), "{}", ran.stderr);
 }
 
+/// The exit codes a `--help` documents, in the order it lists them: the
+/// lines `  N  what` after `Exit codes:`.
+fn documented_exit_codes(help: &str) -> Vec<u8> {
+    let Some((_, table)) = help.split_once("Exit codes:\n") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .map_while(|line| line.strip_prefix("  "))
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Each verb's `--help` lists the exit codes that verb can end with, and
+/// only those; the binary's own lists them all.
+#[test]
+fn each_verbs_help_lists_the_exit_codes_it_uses() {
+    let table: &[(&[&str], &[u8])] = &[
+        (&["--help"], &[0, 1, 2, 64, 130]),
+        (&["run", "--help"], &[0, 1, 2, 64, 130]),
+        (&["janitor", "--help"], &[0, 1, 2, 64]),
+        (&["merge", "--help"], &[0, 2, 64]),
+        (&["check-known-issues", "--help"], &[0, 1, 64]),
+        (&["pod", "--help"], &[0, 1, 2, 64]),
+        (&["pod", "up", "--help"], &[0, 1, 2, 64]),
+        (&["pod", "status", "--help"], &[0, 1, 2, 64]),
+        (&["pod", "ls", "--help"], &[0, 64]),
+        (&["pod", "down", "--help"], &[0, 1, 2, 64]),
+    ];
+    let mut wrong = Vec::new();
+    for (args, expected) in table {
+        let ran = Ran::from(runner().args(*args).output().unwrap());
+        assert_eq!(ran.code, 0, "{args:?}: {}", ran.stderr);
+        let documented = documented_exit_codes(&ran.stdout);
+        if documented != *expected {
+            wrong.push(format!(
+                "{args:?} documents {documented:?}, expected {expected:?}:\n{}",
+                ran.stdout
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn check_known_issues_fails_on_a_stale_entry() {
     let suite = fixture("suite");

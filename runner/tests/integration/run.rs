@@ -470,6 +470,16 @@ fn a_build_failure_is_exit_2_with_the_compiler_output_kept() {
         format!("{text}\nfn broken() -> u32 {{ \"not a number\" }}\n"),
     )
     .unwrap();
+    // The other tests build their copies of this fixture, under the same
+    // package name, in the same target dir: one finishing after the write
+    // above would leave a binary newer than it, which cargo takes as fresh.
+    // A source file from the future is always newer than any binary.
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + Duration::from_secs(24 * 3600))
+        .unwrap();
     let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
     assert_eq!(ran.code, 2);
     let (verdict, evidence) = ran.verdict("tests");

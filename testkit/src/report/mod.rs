@@ -223,6 +223,56 @@ fn parse_record(text: &str, path: &Path) -> Result<TestRecord, ReportError> {
     Ok(record)
 }
 
+/// Writes `records` (of any binaries) under `results_dir` in files of their
+/// own, one per binary: how `testkit-runner` records the tests that never
+/// wrote a record themselves.
+pub fn write_records(results_dir: &Path, records: &[TestRecord]) -> Result<(), ReportError> {
+    let mut by_binary: std::collections::BTreeMap<&str, String> = Default::default();
+    for record in records {
+        let line = by_binary.entry(&record.binary).or_default();
+        line.push_str(&crate::redact::redact(
+            &serde_json::to_string(record).unwrap_or_default(),
+        ));
+        line.push('\n');
+    }
+    for (binary, lines) in by_binary {
+        let dir = results_dir.join("records").join(binary);
+        let path = dir.join(format!("written-after-{}.jsonl", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| {
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&path)?
+                    .write_all(lines.as_bytes())
+            })
+            .map_err(|source| ReportError::Io { path, source })?;
+    }
+    Ok(())
+}
+
+/// How many records the results folder holds so far: cheap enough to show
+/// progress while tests run.
+pub fn count_records(results_dir: &Path) -> usize {
+    let Ok(dirs) = std::fs::read_dir(results_dir.join("records")) else {
+        return 0;
+    };
+    dirs.filter_map(|d| d.ok())
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flat_map(|files| files.filter_map(|f| f.ok()))
+        .map(|f| {
+            let path = f.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => 1,
+                Some("jsonl") => std::fs::read(&path)
+                    .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+                    .unwrap_or(0),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
 /// This process's record file, opened on first use. One file per process,
 /// one line per test, appended with a single write: no lock, no file per
 /// test (creating a file per test cost more than running a trivial test).

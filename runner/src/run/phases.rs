@@ -1,0 +1,425 @@
+//! The six phases of a run, one function each, in the order they run: up,
+//! health, auth, tests, residue, down. Each decides its verdict, appends it
+//! to `verdict.jsonl` at once, and hands the next phase what it needs; a
+//! phase whose input is missing (no pod, no session) is a skip that says why.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use testkit::settings::var;
+
+use testkit::pod::{LaunchedPod, Pod, PodHandle};
+
+use super::plan::Plan;
+use super::pod;
+use super::signal::Interrupt;
+use super::suite::{self, TestsOutcome};
+use super::verdict::{PhaseResult, Verdict, VerdictLog};
+use crate::errors::{ExpectedError, RunFailure};
+use crate::summary::RunSummary;
+
+/// The pod of a run, as the up phase left it.
+pub(super) enum RunPod {
+    /// The caller's (`--handle-json`): validated, never stopped.
+    Caller(PodHandle),
+    /// Started by the runner, which stops it (unless `--keep`).
+    Started(Box<LaunchedPod>),
+    /// The start failed, and stopped what it began.
+    NotUp,
+}
+
+impl RunPod {
+    fn handle(&self) -> Option<&PodHandle> {
+        match self {
+            RunPod::Caller(h) => Some(h),
+            RunPod::Started(p) => Some(&p.handle),
+            RunPod::NotUp => None,
+        }
+    }
+}
+
+/// A run in progress: its plan, the phases decided so far, and the interrupt.
+pub(super) struct Run<'a> {
+    plan: &'a Plan,
+    log: VerdictLog,
+    phases: Vec<PhaseResult>,
+    interrupt: Interrupt,
+    started: Instant,
+    /// `<results>/pod`: the handle the tests use, the pod's logs.
+    pod_dir: PathBuf,
+    handle_file: PathBuf,
+}
+
+impl<'a> Run<'a> {
+    /// Announces the run, opens `verdict.jsonl` and starts listening for
+    /// Ctrl-C and SIGTERM.
+    pub(super) fn begin(plan: &'a Plan) -> Result<Run<'a>, ExpectedError> {
+        println!("run id: {}", plan.run_id);
+        println!("results: {}", plan.results_dir.display());
+        let log = VerdictLog::create(&plan.results_dir).map_err(|e| {
+            ExpectedError::bad_args(format_args!(
+                "cannot create verdict.jsonl in {}: {e}",
+                plan.results_dir.display()
+            ))
+        })?;
+        let interrupt = Interrupt::install();
+        let pod_dir = plan.results_dir.join("pod");
+        let _ = std::fs::create_dir_all(&pod_dir);
+        Ok(Run {
+            plan,
+            log,
+            phases: Vec::new(),
+            interrupt,
+            started: Instant::now(),
+            handle_file: pod_dir.join("handle.json"),
+            pod_dir,
+        })
+    }
+
+    fn decide(&mut self, r: PhaseResult) {
+        // On a terminal, each verdict as it is decided; elsewhere the
+        // summary at the end says it all.
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            suite::clear_progress();
+            eprintln!("{:<8} {:<4}  {}", r.phase, r.verdict.word(), r.evidence);
+        }
+        self.log.append(&r);
+        self.phases.push(r);
+    }
+
+    /// up: take the caller's pod, or start one; either way its handle is
+    /// written where the tests find it.
+    pub(super) async fn up(&mut self) -> RunPod {
+        let started = Instant::now();
+        suite::progress_line("up: starting the pod");
+        let pod = match &self.plan.caller_handle {
+            Some((handle, path)) => {
+                let evidence = format!(
+                    "the caller's pod {} at {} (handle {} validated; it is never stopped)",
+                    handle.name(),
+                    handle.base_url(),
+                    path.display()
+                );
+                self.decide(PhaseResult::new(
+                    "up",
+                    Verdict::Pass,
+                    evidence,
+                    started.elapsed(),
+                ));
+                RunPod::Caller(handle.clone())
+            }
+            None => {
+                let logs = self.pod_dir.join("logs");
+                match pod::start(&self.plan.config, &self.plan.suite_dir, &logs).await {
+                    Ok(p) => {
+                        let evidence = format!(
+                            "started pod {} at {} (pid {}) in {}",
+                            p.handle.name(),
+                            p.handle.base_url(),
+                            p.pid,
+                            humantime::format_duration(round_ms(p.boot_time))
+                        );
+                        self.decide(PhaseResult::new(
+                            "up",
+                            Verdict::Pass,
+                            evidence,
+                            started.elapsed(),
+                        ));
+                        RunPod::Started(Box::new(p))
+                    }
+                    Err(e) => {
+                        self.decide(PhaseResult::new("up", Verdict::Fail, e, started.elapsed()));
+                        RunPod::NotUp
+                    }
+                }
+            }
+        };
+        if let Some(h) = pod.handle() {
+            if let Err(e) = h.write_file(&self.handle_file) {
+                eprintln!(
+                    "testkit-runner: failed to write {}: {e}",
+                    self.handle_file.display()
+                );
+            }
+        }
+        pod
+    }
+
+    /// health: measured, never assumed. Whether the pod is reachable.
+    pub(super) async fn health(&mut self, pod: &RunPod) -> bool {
+        let Some(h) = pod.handle() else {
+            self.decide(PhaseResult::skip("health", "the pod did not come up"));
+            return false;
+        };
+        if self.interrupt.requested() {
+            self.decide(PhaseResult::skip("health", "interrupted"));
+            return false;
+        }
+        let started = Instant::now();
+        let path = h
+            .health()
+            .unwrap_or(&self.plan.config.pod.health_path)
+            .to_owned();
+        let report = pod::measure_health(h, &path).await;
+        let verdict = if report.ok() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        self.decide(PhaseResult::new(
+            "health",
+            verdict,
+            report.summary(),
+            started.elapsed(),
+        ));
+        report.ok()
+    }
+
+    /// auth: the token is accepted and its absence refused; then the session
+    /// every test process reuses is opened.
+    pub(super) async fn auth(&mut self, pod: &RunPod, healthy: bool) -> Option<Pod> {
+        let Some(h) = pod.handle() else {
+            self.decide(PhaseResult::skip("auth", "the pod did not come up"));
+            return None;
+        };
+        if self.interrupt.requested() {
+            self.decide(PhaseResult::skip("auth", "interrupted"));
+            return None;
+        }
+        if !healthy {
+            self.decide(PhaseResult::skip("auth", "the pod is not healthy"));
+            return None;
+        }
+        let started = Instant::now();
+        let report = testkit::pod::check_auth(h, Duration::from_secs(10)).await;
+        if !report.ok() {
+            self.decide(PhaseResult::new(
+                "auth",
+                Verdict::Fail,
+                report.summary(),
+                started.elapsed(),
+            ));
+            return None;
+        }
+        match testkit::pod::connect(h.clone(), Some(&self.plan.results_dir)).await {
+            Ok(p) => {
+                let evidence = format!(
+                    "{}; session opened for the tests; capabilities: {}",
+                    report.summary(),
+                    if p.capabilities().is_empty() {
+                        "none".to_owned()
+                    } else {
+                        p.capabilities().join(", ")
+                    }
+                );
+                self.decide(PhaseResult::new(
+                    "auth",
+                    Verdict::Pass,
+                    evidence,
+                    started.elapsed(),
+                ));
+                Some(p)
+            }
+            Err(e) => {
+                let evidence = format!("{}; but opening the session failed: {e}", report.summary());
+                self.decide(PhaseResult::new(
+                    "auth",
+                    Verdict::Fail,
+                    evidence,
+                    started.elapsed(),
+                ));
+                None
+            }
+        }
+    }
+
+    /// tests: build the suite and run it against the authenticated pod.
+    pub(super) async fn tests(&mut self, session: Option<&Pod>) -> Option<TestsOutcome> {
+        if self.interrupt.requested() {
+            self.decide(PhaseResult::skip(
+                "tests",
+                "interrupted before the tests started",
+            ));
+            return None;
+        }
+        if session.is_none() {
+            self.decide(PhaseResult::skip("tests", "no authenticated pod to test"));
+            return None;
+        }
+        let plan = self.plan;
+        let spec = suite::TestsSpec {
+            suite_dir: &plan.suite_dir,
+            results_dir: &plan.results_dir,
+            run_id: &plan.run_id,
+            engine: plan.engine,
+            archive: plan.archive.as_deref(),
+            filters: &plan.filters,
+            partition: plan.partition.as_deref(),
+            extra: &plan.extra,
+            env: test_env(plan, &self.handle_file),
+            show_output: plan.show_output,
+        };
+        let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
+        self.decide(outcome.result.clone());
+        Some(outcome)
+    }
+
+    /// residue: anything on the pod that carries the run id is a leak.
+    /// Returns the leaks, each with what became of it.
+    pub(super) async fn residue(&mut self, session: Option<&Pod>) -> Vec<String> {
+        let Some(p) = session else {
+            self.decide(PhaseResult::skip(
+                "residue",
+                "no authenticated pod to sweep",
+            ));
+            return Vec::new();
+        };
+        let started = Instant::now();
+        suite::progress_line("residue: listing every resource kind by the run id");
+        let plan = self.plan;
+        let (verdict, evidence, leaks) =
+            pod::residue(p, &plan.kinds, &plan.config.suite.name_prefix, &plan.run_id).await;
+        self.decide(PhaseResult::new(
+            "residue",
+            verdict,
+            evidence,
+            started.elapsed(),
+        ));
+        leaks
+    }
+
+    /// down: stop a pod the runner started and verify it gone; a caller's
+    /// pod, or one kept by `--keep`, is left running. Returns how to reach
+    /// and stop a kept pod.
+    pub(super) async fn down(&mut self, pod: RunPod) -> Option<String> {
+        match pod {
+            RunPod::Caller(_) => {
+                self.decide(PhaseResult::skip(
+                    "down",
+                    "the caller's pod is left running: the runner never stops it",
+                ));
+                None
+            }
+            RunPod::NotUp => {
+                let logs = self.pod_dir.join("logs");
+                self.decide(PhaseResult::skip(
+                    "down",
+                    format!(
+                        "nothing to stop: the failed start stopped what it began; logs kept in {}",
+                        logs.display()
+                    ),
+                ));
+                None
+            }
+            RunPod::Started(p) if self.plan.keep => {
+                let note = pod::keep_note(&p, &self.handle_file);
+                self.decide(PhaseResult::skip(
+                    "down",
+                    format!(
+                        "kept running (--keep): pod {} at {}, pid {}",
+                        p.handle.name(),
+                        p.handle.base_url(),
+                        p.pid
+                    ),
+                ));
+                Some(note)
+            }
+            RunPod::Started(p) => {
+                let started = Instant::now();
+                suite::progress_line("down: stopping the pod");
+                let (verdict, evidence) = pod::stop(*p).await;
+                self.decide(PhaseResult::new(
+                    "down",
+                    verdict,
+                    evidence,
+                    started.elapsed(),
+                ));
+                None
+            }
+        }
+    }
+
+    /// The run's verdict: appended to `verdict.jsonl`, printed as the
+    /// summary and written to `summary.md`.
+    pub(super) fn finish(
+        mut self,
+        authenticated: bool,
+        tests: Option<TestsOutcome>,
+        leaks: Vec<String>,
+        keep_note: Option<String>,
+    ) -> Result<(), ExpectedError> {
+        let interrupted = self.interrupt.requested();
+        // Without a session the run never got to test the pod.
+        let incomplete = !authenticated || tests.as_ref().is_some_and(|t| t.incomplete);
+        let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
+        let result = if interrupted {
+            Err(ExpectedError::Run(RunFailure::Interrupted))
+        } else if incomplete {
+            Err(ExpectedError::Run(RunFailure::Incomplete))
+        } else if failed {
+            Err(ExpectedError::Run(RunFailure::Failed))
+        } else {
+            Ok(())
+        };
+        let code = crate::errors::exit_code(&result);
+        let verdict = if result.is_ok() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        self.log.finish(verdict, code);
+
+        let plan = self.plan;
+        let summary = RunSummary {
+            suite: &plan.suite_dir,
+            run_id: &plan.run_id,
+            results_dir: &plan.results_dir,
+            phases: &self.phases,
+            tests: tests.as_ref().and_then(|t| t.summary.as_ref()),
+            failures: tests
+                .as_ref()
+                .map(|t| t.failures.as_slice())
+                .unwrap_or_default(),
+            leaks: &leaks,
+            exit_code: code,
+            interrupted,
+            keep_note: keep_note.as_deref(),
+            took: self.started.elapsed(),
+        };
+        let md = plan.results_dir.join("summary.md");
+        if let Err(e) = std::fs::write(&md, testkit::redact(&summary.markdown()).as_bytes()) {
+            eprintln!("testkit-runner: failed to write {}: {e}", md.display());
+        }
+        print!("{}", testkit::redact(&summary.text()));
+        result
+    }
+}
+
+/// What every test process gets: the run, the results folder, the pod's
+/// handle (its session is in `<results>/pod/session.json`), the suite, and a
+/// PATH that finds the programs built next to the runner (`sandboxctl`).
+fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
+    let mut env = vec![
+        (var::RUN_ID.to_owned(), OsString::from(&plan.run_id)),
+        (
+            var::RESULTS_DIR.to_owned(),
+            plan.results_dir.as_os_str().to_owned(),
+        ),
+        (
+            var::POD_HANDLE.to_owned(),
+            handle_file.as_os_str().to_owned(),
+        ),
+        (
+            var::SUITE_DIR.to_owned(),
+            plan.suite_dir.as_os_str().to_owned(),
+        ),
+    ];
+    if let Some(path) = pod::path_with_exe_dir() {
+        env.push(("PATH".to_owned(), path));
+    }
+    env
+}
+
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}

@@ -1,0 +1,210 @@
+//! What a run will do, decided from its arguments before anything starts:
+//! every usage error (exit 64) is found here, so a run that gets past this
+//! point has a suite, a config, a run id and a results folder.
+
+use std::path::{Path, PathBuf};
+
+use testkit::config::SuiteConfig;
+use testkit::pod::{HandlePolicy, PodHandle};
+use testkit::resource::Kinds;
+
+use super::suite::Engine;
+use super::RunArgs;
+use crate::errors::ExpectedError;
+
+/// A validated `testkit-runner run`.
+pub(super) struct Plan {
+    pub(super) suite_dir: PathBuf,
+    pub(super) config: SuiteConfig,
+    pub(super) kinds: Kinds,
+    pub(super) engine: Engine,
+    pub(super) archive: Option<PathBuf>,
+    pub(super) filters: Vec<String>,
+    /// In nextest's form (`count:k/n`, `hash:k/n`).
+    pub(super) partition: Option<String>,
+    /// The caller's pod and the file its handle came from.
+    pub(super) caller_handle: Option<(PodHandle, PathBuf)>,
+    pub(super) keep: bool,
+    pub(super) run_id: String,
+    /// Created and canonical.
+    pub(super) results_dir: PathBuf,
+    pub(super) show_output: bool,
+    pub(super) extra: Vec<String>,
+}
+
+impl Plan {
+    pub(super) fn from_args(args: RunArgs) -> Result<Plan, ExpectedError> {
+        let suite_dir = match args.suite.canonicalize() {
+            Ok(d) if d.is_dir() => d,
+            Ok(d) => {
+                return Err(ExpectedError::bad_args(format_args!(
+                    "the suite {} is not a directory",
+                    d.display()
+                )))
+            }
+            Err(e) => {
+                return Err(ExpectedError::bad_args(format_args!(
+                    "cannot use the suite dir {}: {e}",
+                    args.suite.display()
+                )))
+            }
+        };
+        if !suite_dir.join("Cargo.toml").is_file() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "{} has no Cargo.toml: a suite is a Cargo workspace",
+                suite_dir.display()
+            )));
+        }
+        let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
+        let kinds = Kinds::from_config(&config, &suite_dir.join(testkit::config::CONFIG_FILE))
+            .map_err(ExpectedError::bad_args)?;
+        let partition = args
+            .partition
+            .as_deref()
+            .map(parse_partition)
+            .transpose()
+            .map_err(ExpectedError::BadArgs)?;
+        if partition.is_some() && args.runner == Engine::CargoTest {
+            return Err(ExpectedError::bad_args(
+                "--partition needs nextest: drop `--runner cargo-test`",
+            ));
+        }
+        if args.runner == Engine::CargoTest && !args.filters.is_empty() {
+            return Err(ExpectedError::bad_args("filter expressions (-E) need nextest: drop `--runner cargo-test`, or pass name filters after `--`"));
+        }
+        let archive = match &args.archive_file {
+            Some(a) => match a.canonicalize() {
+                Ok(a) if a.is_file() => Some(a),
+                _ => {
+                    return Err(ExpectedError::bad_args(format_args!(
+                        "--archive-file {}: no such file",
+                        a.display()
+                    )))
+                }
+            },
+            None => None,
+        };
+        let caller_handle = match &args.handle_json {
+            Some(path) => Some(
+                read_handle(path, &HandlePolicy::from_config(&config.pod))
+                    .map_err(ExpectedError::BadArgs)?,
+            ),
+            None => None,
+        };
+        if args.keep && caller_handle.is_some() {
+            return Err(ExpectedError::bad_args(
+                "--keep applies to a pod the runner starts, not to --handle-json",
+            ));
+        }
+        let run_id = match args.run_id {
+            Some(id) => match testkit::run::validate_run_id(&id) {
+                Ok(()) => id,
+                Err(why) => {
+                    return Err(ExpectedError::bad_args(format_args!(
+                        "--run-id {id:?}: {why}"
+                    )))
+                }
+            },
+            None => testkit::run::generate_run_id(),
+        };
+        let results_dir = args
+            .results
+            .unwrap_or_else(|| default_results_root().join(&run_id));
+        if let Err(e) = std::fs::create_dir_all(&results_dir) {
+            return Err(ExpectedError::bad_args(format_args!(
+                "cannot create the results folder {}: {e}",
+                results_dir.display()
+            )));
+        }
+        let results_dir = results_dir.canonicalize().unwrap_or(results_dir);
+        Ok(Plan {
+            suite_dir,
+            config,
+            kinds,
+            engine: args.runner,
+            archive,
+            filters: args.filters,
+            partition,
+            caller_handle,
+            keep: args.keep,
+            run_id,
+            results_dir,
+            show_output: args.show_output,
+            extra: args.extra,
+        })
+    }
+}
+
+/// Reads and validates a caller's handle file. The error names the file and
+/// the field at fault, never the token.
+fn read_handle(path: &Path, policy: &HandlePolicy) -> Result<(PodHandle, PathBuf), String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--handle-json {}: cannot read it: {e}", path.display()))?;
+    let handle = PodHandle::parse(&text, policy)
+        .map_err(|e| format!("--handle-json {}: {e}", path.display()))?;
+    testkit::register_secret(handle.token());
+    Ok((handle, path.to_owned()))
+}
+
+/// `k/n` → nextest's `count:k/n`; `count:`/`hash:` forms pass as given.
+fn parse_partition(p: &str) -> Result<String, String> {
+    let (scheme, rest) = match p.split_once(':') {
+        Some((s @ ("count" | "hash"), rest)) => (s, rest),
+        Some(_) => {
+            return Err(format!(
+                "--partition {p:?}: expected `k/n`, `count:k/n` or `hash:k/n`"
+            ))
+        }
+        None => ("count", p),
+    };
+    let ok = rest
+        .split_once('/')
+        .and_then(|(k, n)| Some((k.parse::<u32>().ok()?, n.parse::<u32>().ok()?)));
+    match ok {
+        Some((k, n)) if k >= 1 && k <= n => Ok(format!("{scheme}:{k}/{n}")),
+        _ => Err(format!(
+            "--partition {p:?}: expected `k/n` with 1 <= k <= n, e.g. 1/2"
+        )),
+    }
+}
+
+/// `<target dir>/testkit/runs`: `CARGO_TARGET_DIR`, else the target dir this
+/// binary was built in, else the temp dir; the same rules as the library's.
+pub(crate) fn default_results_root() -> PathBuf {
+    testkit::run::default_results_root(target_dir_setting().as_deref()).join("runs")
+}
+
+/// The target dir, as the library finds it.
+pub(crate) fn target_dir() -> Option<PathBuf> {
+    testkit::run::target_dir_of(target_dir_setting().as_deref())
+}
+
+fn target_dir_setting() -> Option<PathBuf> {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn partitions() {
+        assert_eq!(parse_partition("1/2").unwrap(), "count:1/2");
+        assert_eq!(parse_partition("hash:2/3").unwrap(), "hash:2/3");
+        assert!(parse_partition("0/2").is_err());
+        assert!(parse_partition("3/2").is_err());
+        assert!(parse_partition("x:1/2").is_err());
+        assert!(parse_partition("1").is_err());
+    }
+
+    #[test]
+    fn run_ids() {
+        let id = testkit::run::generate_run_id();
+        assert_eq!(id.len(), 10);
+        assert!(testkit::run::validate_run_id(&id).is_ok());
+        assert!(id.as_bytes()[0].is_ascii_lowercase());
+        assert!(testkit::run::validate_run_id("Abc").is_err());
+    }
+}

@@ -1,0 +1,260 @@
+//! Building the suite and starting its test command. Under nextest the
+//! build is `cargo nextest list`, whose output also says which tests the run
+//! selects; under `cargo test` it is `cargo test --no-run`. Both commands
+//! run in a process group of their own, so an interrupt reaches every
+//! process they start.
+
+use std::ffi::OsString;
+use std::io::{BufRead, IsTerminal};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use testkit::process;
+
+use super::progress::{clock, progress_line};
+use super::{describe_status, Engine, Listed, TestsSpec};
+use crate::run::signal::Interrupt;
+
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+/// The part of `extra` that selects tests by name for `cargo nextest list`:
+/// the plain words before any `--`.
+fn name_filters(extra: &[String]) -> Vec<String> {
+    extra
+        .iter()
+        .take_while(|a| *a != "--")
+        .filter(|a| !a.starts_with('-'))
+        .cloned()
+        .collect()
+}
+
+fn base_command(spec: &TestsSpec<'_>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(cargo());
+    cmd.current_dir(spec.suite_dir)
+        .stdin(Stdio::null())
+        .kill_on_drop(false);
+    // The caller may itself run under nextest: its variables must not
+    // steer the suite's engine.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("NEXTEST") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())));
+    cmd
+}
+
+fn selection_args(spec: &TestsSpec<'_>) -> Vec<String> {
+    let mut args = Vec::new();
+    match spec.archive {
+        Some(archive) => {
+            args.push("--archive-file".to_owned());
+            args.push(archive.display().to_string());
+            args.push("--workspace-remap".to_owned());
+            args.push(spec.suite_dir.display().to_string());
+        }
+        None => args.push("--workspace".to_owned()),
+    }
+    for f in spec.filters {
+        args.push("-E".to_owned());
+        args.push(f.clone());
+    }
+    if let Some(p) = spec.partition {
+        args.push("--partition".to_owned());
+        args.push(p.to_owned());
+    }
+    args
+}
+
+/// Builds the suite (the compiler's output goes to `build.log`). Under
+/// nextest, returns the tests the run selects; under `cargo test`, `None`.
+/// The error is the tests phase's evidence.
+pub(super) async fn build(
+    spec: &TestsSpec<'_>,
+    interrupt: &mut Interrupt,
+) -> Result<Option<Vec<Listed>>, String> {
+    progress_line(&format!("tests: building {}", spec.suite_dir.display()));
+    let build_log = spec.results_dir.join("build.log");
+    let mut build = base_command(spec);
+    match spec.engine {
+        Engine::Nextest => {
+            build.args(["nextest", "list", "--message-format", "json"]);
+            build.args(selection_args(spec));
+            build.args(name_filters(spec.extra));
+        }
+        Engine::CargoTest => {
+            build.args(["test", "--workspace", "--no-run"]);
+        }
+    }
+    match capture(build, &build_log, interrupt).await {
+        Err(e) => Err(format!("failed to start cargo: {e}")),
+        Ok(Captured::Interrupted) => Err("interrupted while building the suite".to_owned()),
+        Ok(Captured::Done { status, stdout }) => {
+            if !status.success() {
+                let last = last_error(&build_log);
+                return Err(format!(
+                    "the suite did not build ({}): {last}; compiler output in {}",
+                    describe_status(status),
+                    build_log.display()
+                ));
+            }
+            match spec.engine {
+                Engine::Nextest => parse_list(&stdout)
+                    .map(Some)
+                    .map_err(|e| format!("cannot read `cargo nextest list`: {e}")),
+                Engine::CargoTest => Ok(None),
+            }
+        }
+    }
+}
+
+/// Starts the test command: under nextest with its libtest-json events on
+/// stdout; its other output goes to `tests_log` (or to the terminal with
+/// `--show-output`). The error is the tests phase's evidence.
+pub(super) fn start(
+    spec: &TestsSpec<'_>,
+    tests_log: &Path,
+) -> Result<tokio::process::Child, String> {
+    let mut cmd = base_command(spec);
+    match spec.engine {
+        Engine::Nextest => {
+            cmd.args([
+                "nextest",
+                "run",
+                "--no-fail-fast",
+                "--message-format",
+                "libtest-json",
+            ]);
+            cmd.env("NEXTEST_EXPERIMENTAL_LIBTEST_JSON", "1");
+            cmd.args(selection_args(spec));
+        }
+        Engine::CargoTest => {
+            cmd.args(["test", "--workspace", "--no-fail-fast"]);
+        }
+    }
+    cmd.args(spec.extra);
+    let log = std::fs::File::create(tests_log)
+        .map_err(|e| format!("cannot create {}: {e}", tests_log.display()))?;
+    match spec.engine {
+        Engine::Nextest => {
+            cmd.stdout(Stdio::piped());
+        }
+        Engine::CargoTest if spec.show_output => {
+            cmd.stdout(Stdio::inherit());
+        }
+        Engine::CargoTest => {
+            cmd.stdout(
+                log.try_clone()
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            );
+        }
+    }
+    if spec.show_output {
+        cmd.stderr(Stdio::inherit());
+    } else {
+        cmd.stderr(log);
+    }
+    process::spawn_in_group(&mut cmd)
+        .map(|(child, _)| child)
+        .map_err(|e| format!("failed to start the test command: {e}"))
+}
+
+/// The tests `cargo nextest list --message-format json` selects.
+fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
+    let v: serde_json::Value = serde_json::from_slice(stdout).map_err(|e| e.to_string())?;
+    let suites = v["rust-suites"]
+        .as_object()
+        .ok_or("no `rust-suites` in its output")?;
+    let mut out = Vec::new();
+    for (binary_id, suite) in suites {
+        let binary = suite["binary-name"]
+            .as_str()
+            .unwrap_or(binary_id)
+            .to_owned();
+        let Some(cases) = suite["testcases"].as_object() else {
+            continue;
+        };
+        for (name, case) in cases {
+            if case["filter-match"]["status"] != "matches" {
+                continue;
+            }
+            out.push(Listed {
+                binary_id: binary_id.clone(),
+                binary: binary.clone(),
+                name: name.clone(),
+                event: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+enum Captured {
+    Done {
+        status: std::process::ExitStatus,
+        stdout: Vec<u8>,
+    },
+    Interrupted,
+}
+
+/// Runs `cmd` with stdout captured and stderr to `log`; an interrupt kills it.
+async fn capture(
+    mut cmd: tokio::process::Command,
+    log: &Path,
+    interrupt: &mut Interrupt,
+) -> std::io::Result<Captured> {
+    let file = std::fs::File::create(log)?;
+    cmd.stdout(Stdio::piped()).stderr(file);
+    let (mut child, pgid) = process::spawn_in_group(&mut cmd)?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf).await;
+        buf
+    });
+    let seen = interrupt.count();
+    if seen > 0 {
+        process::signal_group(pgid, Signal::SIGKILL);
+    }
+    let building = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status?,
+            _ = interrupt.more_than(seen) => {
+                process::signal_group(pgid, Signal::SIGKILL);
+                let _ = child.wait().await;
+                return Ok(Captured::Interrupted);
+            }
+            _ = tick.tick() => {
+                if std::io::stderr().is_terminal() {
+                    progress_line(&format!("tests: building, {}", clock(building.elapsed())));
+                }
+            }
+        }
+    };
+    let stdout = reader.await.unwrap_or_default();
+    Ok(Captured::Done { status, stdout })
+}
+
+fn last_error(log: &Path) -> String {
+    let Ok(file) = std::fs::File::open(log) else {
+        return "no output".to_owned();
+    };
+    let lines: Vec<String> = std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    lines
+        .iter()
+        .find(|l| l.starts_with("error"))
+        .or_else(|| lines.iter().rev().find(|l| !l.trim().is_empty()))
+        .map(|l| l.trim().chars().take(200).collect())
+        .unwrap_or_else(|| "no output".to_owned())
+}

@@ -1,0 +1,217 @@
+//! The tests phase: build the suite (a build failure leaves the compiler's
+//! output in `build.log`), run it under `cargo nextest run`, `cargo test`, or
+//! from a nextest archive, with progress on a terminal, then count the
+//! outcomes from testkit's per-test records, cross-checked with what the test
+//! engine said.
+//!
+//! Under nextest the runner lists the tests first (`cargo nextest list`, which
+//! is also the build) and follows the run's libtest-json events, so a test
+//! that left no record (its process crashed or was killed) is named and
+//! counted as a failure, and progress shows `done/total`. Under `cargo test`
+//! only the exit code can reveal a crashed binary.
+//!
+//! - `build`: building the suite and starting the test command;
+//! - `events`: following the command and its test events until it exits;
+//! - `records`: reading the records, and writing those the tests never did;
+//! - `progress`: the progress line on a terminal.
+
+mod build;
+mod events;
+mod progress;
+mod records;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::time::Instant;
+
+use testkit::report::Outcome;
+use testkit::report::{self, KnownIssues, Summary};
+
+use super::signal::Interrupt;
+use super::verdict::{PhaseResult, Verdict};
+pub(crate) use progress::{clear_progress, progress_line};
+
+/// The engine that runs the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Engine {
+    /// `cargo nextest run` (or a nextest archive).
+    Nextest,
+    /// `cargo test`.
+    CargoTest,
+}
+
+pub(crate) struct TestsSpec<'a> {
+    pub(crate) suite_dir: &'a Path,
+    pub(crate) results_dir: &'a Path,
+    pub(crate) run_id: &'a str,
+    pub(crate) engine: Engine,
+    pub(crate) archive: Option<&'a Path>,
+    pub(crate) filters: &'a [String],
+    pub(crate) partition: Option<&'a str>,
+    pub(crate) extra: &'a [String],
+    pub(crate) env: Vec<(String, OsString)>,
+    pub(crate) show_output: bool,
+}
+
+/// What the tests phase found.
+pub(crate) struct TestsOutcome {
+    pub(crate) result: PhaseResult,
+    /// The run could not complete (build failed, the engine did not start).
+    pub(crate) incomplete: bool,
+    pub(crate) summary: Option<Summary>,
+    /// `binary::name` and the first line of why, for every failed test.
+    pub(crate) failures: Vec<(String, String)>,
+}
+
+/// A test nextest lists, and what its events said.
+#[derive(Debug, Default, Clone)]
+struct Listed {
+    binary_id: String,
+    binary: String,
+    name: String,
+    event: Option<String>,
+}
+
+pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -> TestsOutcome {
+    let started = Instant::now();
+    let incomplete = |evidence: String| TestsOutcome {
+        result: PhaseResult::new("tests", Verdict::Fail, evidence, started.elapsed()),
+        incomplete: true,
+        summary: None,
+        failures: Vec::new(),
+    };
+
+    let listed = match build::build(spec, interrupt).await {
+        Ok(listed) => listed,
+        Err(evidence) => return incomplete(evidence),
+    };
+    clear_progress();
+    if interrupt.requested() {
+        return incomplete("interrupted before the tests started".to_owned());
+    }
+
+    let tests_log = spec.results_dir.join("tests.log");
+    let mut child = match build::start(spec, &tests_log) {
+        Ok(child) => child,
+        Err(evidence) => return incomplete(evidence),
+    };
+    let total = listed
+        .as_ref()
+        .map(|l| l.iter().filter(|t| t.event.is_none()).count());
+    let mut listed = listed.unwrap_or_default();
+    let followed =
+        match events::follow(spec, &mut child, &mut listed, total, interrupt, started).await {
+            Ok(f) => f,
+            Err(evidence) => return incomplete(evidence),
+        };
+
+    let records = match records::complete(spec, &listed, followed.interrupted) {
+        Ok(r) => r,
+        Err(evidence) => return incomplete(evidence),
+    };
+    outcome(spec, &records, &followed, &tests_log, started)
+}
+
+/// The tests phase's verdict from the records: the counts, the known
+/// issues, `junit.xml`, and every reason not to pass, which the engine's
+/// exit status is one of.
+fn outcome(
+    spec: &TestsSpec<'_>,
+    records::Records { records, crashed }: &records::Records,
+    followed: &events::Followed,
+    tests_log: &Path,
+    started: Instant,
+) -> TestsOutcome {
+    let events::Followed {
+        status,
+        interrupted,
+    } = *followed;
+    let known = KnownIssues::load(spec.suite_dir).ok();
+    let summary = Summary::from_records(records, known.as_ref());
+    if let Err(e) = report::write_junit(
+        &report::junit_from_records(spec.run_id, records),
+        &spec.results_dir.join("junit.xml"),
+    ) {
+        eprintln!("testkit-runner: {e}");
+    }
+    let failures: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass))
+        .map(|r| {
+            let why = r
+                .message
+                .as_deref()
+                .and_then(|m| m.lines().next())
+                .unwrap_or("failed")
+                .to_owned();
+            (format!("{}::{}", r.binary, r.name), why)
+        })
+        .collect();
+
+    let counts = format!(
+        "{} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
+        summary.passed,
+        summary.failed,
+        summary.skipped,
+        summary.expected_failures,
+        summary.unexpected_passes
+    );
+    let engine = match (spec.engine, spec.archive) {
+        (Engine::Nextest, Some(_)) => "nextest archive",
+        (Engine::Nextest, None) => "nextest",
+        (Engine::CargoTest, _) => "cargo test",
+    };
+    let known_bad: Vec<String> = summary
+        .known_issues
+        .iter()
+        .filter(|k| k.state.fails_run())
+        .map(|k| format!("{} {}", k.id, k.state.describe()))
+        .collect();
+    let mut problems = Vec::new();
+    if interrupted {
+        problems.push("interrupted".to_owned());
+    }
+    if !crashed.is_empty() {
+        problems.push(format!(
+            "no record (process crashed or killed): {}",
+            crashed.join(", ")
+        ));
+    }
+    if !known_bad.is_empty() {
+        problems.push(format!("known issues: {}", known_bad.join("; ")));
+    }
+    if summary.total() == 0 && !interrupted {
+        problems.push("no test ran".to_owned());
+    }
+    let green = summary.is_green() && known_bad.is_empty();
+    if !status.success() && green && crashed.is_empty() && !interrupted {
+        problems.push(format!(
+            "{engine} {} though every test record is green: a test binary crashed or the command failed; see {}",
+            describe_status(status),
+            tests_log.display()
+        ));
+    }
+    let ok = green && problems.is_empty();
+    let mut evidence = format!("{counts} ({engine}, {})", describe_status(status));
+    if !problems.is_empty() {
+        evidence.push_str("; ");
+        evidence.push_str(&problems.join("; "));
+    }
+    let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
+    TestsOutcome {
+        result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
+        incomplete: false,
+        summary: Some(summary),
+        failures,
+    }
+}
+
+pub(crate) fn describe_status(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => status.to_string(),
+    }
+}
