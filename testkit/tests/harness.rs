@@ -229,53 +229,11 @@ fn check_command_reports_stale_and_unlisted_known_issues() {
     assert!(Path::new(&check.path).ends_with("KNOWN-ISSUES.md"));
 }
 
-/// Starts sandboxd (built from this checkout) with `faults`, writes its
-/// handle, and returns the handle path with the child in its own process
-/// group (killed by the caller).
-fn start_sandboxd(home: &Path, faults: &[&str]) -> (std::process::Child, std::path::PathBuf) {
-    use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
-    let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut build =
-        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    build
-        .args(["build", "-p", "sandboxd", "--message-format=json"])
-        .current_dir(&target);
-    let out = fixture::run_bounded(build, std::time::Duration::from_secs(20 * 60));
-    assert_eq!(out.code, 0, "building sandboxd failed: {}", out.describe());
-    let exe = out
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|m| {
-            (m["target"]["name"] == "sandboxd")
-                .then(|| m["executable"].as_str().map(str::to_owned))
-                .flatten()
-        })
-        .expect("sandboxd's executable");
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(["serve", "--home"])
-        .arg(home)
-        .args(["--listen", "127.0.0.1:0"]);
-    for fault in faults {
-        cmd.args(["--fault", fault]);
-    }
-    cmd.stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .process_group(0);
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    // sandboxd prints its handle once ready, or exits (closing stdout).
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        line.trim_start().starts_with('{'),
-        "sandboxd printed no handle: {line:?}"
-    );
-    let handle = home.join("handle.json");
-    std::fs::write(&handle, line.trim()).unwrap();
-    (child, handle)
+/// Starts sandboxd (built from this checkout) on `home` with `faults`;
+/// stopped with its process group when dropped.
+fn start_sandboxd(home: &Path, faults: &[&str]) -> test_support::Sandboxd {
+    let args: Vec<&str> = faults.iter().flat_map(|f| ["--fault", f]).collect();
+    test_support::Sandboxd::start_in(home, &args)
 }
 
 #[test]
@@ -292,14 +250,9 @@ fn known_issue_against_sandboxd_drop_exec_env() {
         (&[][..], 101, 100, testkit::report::Outcome::UnexpectedPass),
     ] {
         let home = tempfile::tempdir().unwrap();
-        let (pod, handle) = start_sandboxd(home.path(), faults);
-        let _pod = KillOnDrop(pod);
-        let token: String =
-            serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(&handle).unwrap())
-                .unwrap()["token"]
-                .as_str()
-                .unwrap()
-                .to_owned();
+        let pod = start_sandboxd(home.path(), faults);
+        let handle = pod.handle_file();
+        let token = pod.token();
         let mut outcomes = Vec::new();
         for (runner, exit) in [("test", cargo_exit), ("nextest", nextest_exit)] {
             let (results, run_id) = results_dir("sbx");
@@ -311,7 +264,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             let mut cmd = fx.cargo(args);
             cmd.env("TESTKIT_RESULTS_DIR", results.path())
                 .env("TESTKIT_RUN_ID", &run_id)
-                .env("TESTKIT_POD_HANDLE", &handle);
+                .env("TESTKIT_POD_HANDLE", handle);
             let out = fixture::run_bounded(cmd, std::time::Duration::from_secs(20 * 60));
             assert_eq!(
                 out.code,
@@ -346,20 +299,9 @@ fn known_issue_against_sandboxd_drop_exec_env() {
                 assert!(file.exists(), "{}", file.display());
             }
             let xml = std::fs::read_to_string(results.path().join("junit.xml")).unwrap();
-            assert!(!xml.contains(&token), "the token leaked into junit.xml");
+            assert!(!xml.contains(token), "the token leaked into junit.xml");
             outcomes.push(comparable(record));
         }
         assert_eq!(outcomes[0], outcomes[1], "cargo test and nextest disagree");
-    }
-}
-
-/// Stops sandboxd's process group and reaps it, whether the test passed or not.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let group = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-        let _ = self.0.wait();
     }
 }

@@ -6,14 +6,9 @@
 mod commands;
 mod run;
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::Pid;
 
 pub(crate) const RUNNER: &str = env!("CARGO_BIN_EXE_testkit-runner");
 
@@ -25,7 +20,7 @@ pub(crate) fn workspace() -> PathBuf {
         .to_owned()
 }
 
-/// The target dir the fixture suites and `sandboxd` are built in: beside
+/// The target dir the fixture suites are built in: beside
 /// this test's own, never inside a dir an outer cargo holds locked.
 pub(crate) fn shared_target() -> PathBuf {
     let outer = std::env::var_os("CARGO_TARGET_DIR")
@@ -40,19 +35,12 @@ pub(crate) fn shared_target() -> PathBuf {
     outer.join("fixtures")
 }
 
-/// `sandboxd` built once into the shared target dir; its folder.
+/// The folder of the `sandboxd` (and `sandboxctl`) of this checkout, built
+/// once per process.
 pub(crate) fn sandboxd_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "sandboxd", "--bins", "--target-dir"])
-            .arg(shared_target())
-            .current_dir(workspace())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building sandboxd failed");
-        shared_target().join("debug")
-    })
+    test_support::sandboxd_bin()
+        .parent()
+        .expect("an executable has a folder")
 }
 
 /// A copy of `tests/fixtures/<name>` in a temp dir, its testkit dependency
@@ -203,13 +191,12 @@ pub(crate) fn junit_counts(path: &Path) -> (usize, usize, usize) {
     (cases.len(), failed, skipped)
 }
 
-/// A `sandboxd` the test starts itself (a caller's pod), killed with its
+/// A `sandboxd` the test starts itself (a caller's pod), stopped with its
 /// process group when dropped.
 pub(crate) struct CallerPod {
-    pub(crate) child: std::process::Child,
+    pod: test_support::Sandboxd,
     pub(crate) handle: serde_json::Value,
     pub(crate) handle_file: PathBuf,
-    _home: tempfile::TempDir,
 }
 
 impl CallerPod {
@@ -219,32 +206,12 @@ impl CallerPod {
 
     /// A pod started with extra `serve` arguments, such as `--fault NAME`.
     pub(crate) fn start_with(args: &[&str]) -> CallerPod {
-        use std::os::unix::process::CommandExt;
-        let home = tempfile::tempdir().unwrap();
-        let mut child = Command::new(sandboxd_dir().join("sandboxd"))
-            .args(["serve", "--home"])
-            .arg(home.path().join("home"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let handle: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("sandboxd printed {line:?}: {e}"));
-        let handle_file = home.path().join("handle.json");
-        std::fs::write(&handle_file, &line).unwrap();
+        let pod = test_support::Sandboxd::start(args);
+        let handle = serde_json::from_str(pod.handle_json()).expect("handle JSON");
         CallerPod {
-            child,
             handle,
-            handle_file,
-            _home: home,
+            handle_file: pod.handle_file().to_owned(),
+            pod,
         }
     }
 
@@ -263,14 +230,7 @@ impl CallerPod {
     }
 
     pub(crate) fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for CallerPod {
-    fn drop(&mut self) {
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
+        self.pod.is_running()
     }
 }
 

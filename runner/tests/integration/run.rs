@@ -5,7 +5,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::{fixture, junit_counts, runner, runner_at, sandboxd_dir, wait_for, CallerPod, Ran};
+use crate::{fixture, junit_counts, runner, runner_at, wait_for, CallerPod, Ran};
 
 fn assert_phases(ran: &Ran, expected: &[(&str, &str)]) {
     let verdicts = ran.verdicts();
@@ -35,7 +35,6 @@ fn green_run_builds_the_default_pod_and_verifies_every_phase() {
     let bin = tempfile::tempdir().unwrap();
     let exe = bin.path().join("testkit-runner");
     std::fs::copy(crate::RUNNER, &exe).unwrap();
-    sandboxd_dir();
     let mut cmd = runner_at(&exe);
     cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let ran = Ran::from(cmd.arg("run").arg(suite.path()).output().unwrap());

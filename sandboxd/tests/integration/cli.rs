@@ -8,7 +8,7 @@ use tempfile::TempDir;
 use crate::{write_handle, Server};
 
 fn ctl(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandboxctl"));
+    let mut cmd = Command::new(test_support::sandboxctl_bin());
     cmd.args(args)
         .env_remove("SANDBOXD_URL")
         .env_remove("SANDBOXD_TOKEN");
@@ -188,7 +188,7 @@ fn sandboxctl_exit_codes() {
 
 #[test]
 fn sandboxd_help_documents_faults() {
-    let o = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
+    let o = Command::new(test_support::sandboxd_bin())
         .args(["serve", "--help"])
         .output()
         .unwrap();
@@ -205,7 +205,7 @@ fn sandboxd_help_documents_faults() {
     ] {
         assert!(help.contains(f), "{f} missing from --help");
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
+    let o = Command::new(test_support::sandboxd_bin())
         .args(["serve", "--home", "/tmp/x", "--fault", "nope"])
         .output()
         .unwrap();

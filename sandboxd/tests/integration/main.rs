@@ -8,25 +8,26 @@ mod files;
 mod lifecycle;
 mod processes;
 
-use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::killpg;
 use nix::unistd::Pid;
 use reqwest::{Method, StatusCode};
 use sandboxd::api::Handle;
 use serde_json::Value;
 use tempfile::TempDir;
+use test_support::Sandboxd;
 
-/// A running `sandboxd`; SIGTERM then SIGKILL (of its whole group) on drop.
+/// A running `sandboxd`; stopped with its whole group on drop.
 pub struct Server {
-    child: Option<Child>,
+    pod: Sandboxd,
     pub handle: Handle,
+    /// Dropped after `pod`, so the home outlives the server.
     pub home: Arc<TempDir>,
-    _logs: TempDir,
     pub log: PathBuf,
     /// Authenticated client (bearer + cookie store).
     pub client: reqwest::Client,
@@ -38,53 +39,20 @@ impl Server {
     }
 
     pub fn start_in(home: Arc<TempDir>, args: &[&str]) -> Server {
-        use std::os::unix::process::CommandExt;
-        let logs = TempDir::new().unwrap();
-        let log = logs.path().join("stderr.log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandboxd"))
-            .arg("serve")
-            .arg("--home")
-            .arg(home.path())
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn sandboxd");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(l) if !l.is_empty() => l,
-            other => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "sandboxd did not print its handle ({other:?}); log:\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-        };
-        let handle: Handle = serde_json::from_str(line.trim()).expect("handle JSON");
+        let pod = Sandboxd::start_in(home.path(), args);
+        let handle: Handle = serde_json::from_str(pod.handle_json()).expect("handle JSON");
         let client = authed_client(&handle.token);
         Server {
-            child: Some(child),
+            log: pod.log_path().to_owned(),
+            pod,
             handle,
             home,
-            _logs: logs,
-            log,
             client,
         }
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.as_ref().unwrap().id() as i32
+        self.pod.pid()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -92,7 +60,7 @@ impl Server {
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.pod.log_text()
     }
 
     /// A request with the authenticated client; answers status and JSON (or Null).
@@ -138,50 +106,22 @@ impl Server {
         }
     }
 
-    /// SIGTERM and wait for the exit status.
+    /// SIGTERM and wait for the exit status; a server that had to be
+    /// SIGKILLed fails the test.
     pub fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        wait_child(&mut child, Duration::from_secs(20))
-            .expect("sandboxd did not exit within 20s of SIGTERM")
+        let status = self.pod.stop();
+        assert_ne!(
+            status.signal(),
+            Some(nix::libc::SIGKILL),
+            "sandboxd did not exit after SIGTERM and was killed; log:\n{}",
+            self.log_text()
+        );
+        status
     }
 
     /// Waits for the server to exit by itself (crash faults).
     pub fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
-        let mut child = self.child.take().expect("running");
-        match wait_child(&mut child, limit) {
-            Some(st) => st,
-            None => {
-                self.child = Some(child);
-                panic!("sandboxd did not exit within {limit:?}");
-            }
-        }
-    }
-}
-
-fn wait_child(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let pgid = Pid::from_raw(child.id() as i32);
-            let _ = kill(pgid, Signal::SIGTERM);
-            if wait_child(&mut child, Duration::from_secs(10)).is_none() {
-                let _ = killpg(pgid, Signal::SIGKILL);
-                let _ = child.wait();
-            }
-        }
+        self.pod.wait_exit(limit)
     }
 }
 

@@ -30,14 +30,11 @@ fn cargo_executable(args: &[&str], name: &str) -> PathBuf {
 }
 
 pub(crate) fn sandboxd() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| cargo_executable(&["build", "-p", "sandboxd", "--bins"], "sandboxd"))
+    test_support::sandboxd_bin()
 }
 
 pub(crate) fn sandboxctl() -> &'static Path {
-    sandboxd();
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| sandboxd().with_file_name("sandboxctl"))
+    test_support::sandboxctl_bin()
 }
 
 pub(crate) fn fixture() -> &'static Path {

@@ -1,14 +1,13 @@
 //! Real pods and real fixture runs for the resource tests.
 
 use std::collections::BTreeSet;
-use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, killpg};
 use nix::unistd::Pid;
 use testkit::pod::{HandlePolicy, PodHandle};
 
@@ -19,23 +18,11 @@ pub fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/resources-suite")
 }
 
-/// The target dir this test binary was built in: shared with the fixture so
-/// nothing is built twice.
-pub fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors()
-        .skip(1)
-        .find(|d| d.join("CACHEDIR.TAG").is_file())
-        .expect("the target dir of this test")
-        .to_owned()
-}
-
 fn cargo() -> Command {
     let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    c.env("CARGO_TARGET_DIR", target_dir());
+    // The target dir this test binary was built in: shared with the
+    // fixture so nothing is built twice.
+    c.env("CARGO_TARGET_DIR", test_support::target_dir());
     // What cargo sets for this test process (package metadata, the manifest
     // dir, ...) would reach build scripts that watch the environment and
     // make the two builds rebuild each other's dependencies.
@@ -63,97 +50,53 @@ fn cargo() -> Command {
     c
 }
 
-/// Builds sandboxd and the fixture suite once.
+/// Builds sandboxd and the fixture suite once; sandboxd's executable.
 pub fn built() -> &'static Path {
-    static SANDBOXD: OnceLock<PathBuf> = OnceLock::new();
-    SANDBOXD.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .unwrap()
-            .to_owned();
-        let status = cargo()
-            .current_dir(&root)
-            .args(["build", "-q", "-p", "sandboxd"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "building sandboxd failed");
+    static FIXTURE: OnceLock<()> = OnceLock::new();
+    let sandboxd = test_support::sandboxd_bin();
+    FIXTURE.get_or_init(|| {
         let status = cargo()
             .current_dir(suite_dir())
             .args(["test", "-q", "--no-run"])
             .status()
             .unwrap();
         assert!(status.success(), "building the fixture suite failed");
-        target_dir().join("debug/sandboxd")
-    })
+    });
+    sandboxd
 }
 
 /// A running `sandboxd` with its own HOME, stopped on drop.
 pub struct Sandboxd {
-    child: Child,
+    pod: test_support::Sandboxd,
     pub home: PathBuf,
     pub handle_file: PathBuf,
     pub handle_json: String,
-    _dir: Option<tempfile::TempDir>,
 }
 
 impl Sandboxd {
     pub fn start(faults: &[&str]) -> Sandboxd {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        let mut pod = Sandboxd::start_in(&home, faults);
-        pod._dir = Some(dir);
-        pod
+        built();
+        Sandboxd::from(test_support::Sandboxd::start(&serve_args(faults)))
     }
 
     /// Starts on an existing HOME (a restart keeps the sandboxes).
     pub fn start_in(home: &Path, faults: &[&str]) -> Sandboxd {
-        let mut cmd = Command::new(built());
-        cmd.args(["serve", "--home"]).arg(home).args([
-            "--listen",
-            "127.0.0.1:0",
-            "--token-window",
-            "30m",
-        ]);
-        for f in faults {
-            cmd.args(["--fault", f]);
-        }
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .stdin(Stdio::null())
-            .process_group(0);
-        let mut child = cmd.spawn().unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(
-            line.contains("base_url"),
-            "sandboxd printed no handle: {line:?}"
-        );
-        let handle_file = home
-            .parent()
-            .unwrap()
-            .join(format!("handle-{}.json", child.id()));
-        std::fs::write(&handle_file, &line).unwrap();
+        built();
+        Sandboxd::from(test_support::Sandboxd::start_in(home, &serve_args(faults)))
+    }
+
+    fn from(pod: test_support::Sandboxd) -> Sandboxd {
         Sandboxd {
-            child,
-            home: home.to_owned(),
-            handle_file,
-            handle_json: line.trim().to_owned(),
-            _dir: None,
+            home: pod.home().to_owned(),
+            handle_file: pod.handle_file().to_owned(),
+            handle_json: pod.handle_json().to_owned(),
+            pod,
         }
     }
 
     /// Stops the pod and waits for its process group to drain.
     pub fn stop(&mut self) {
-        let pgid = Pid::from_raw(self.child.id() as i32);
-        let _ = killpg(pgid, Signal::SIGTERM);
-        let _ = self.child.wait();
-        wait_for(
-            "the pod's process group to drain",
-            Duration::from_secs(10),
-            || killpg(pgid, None).is_err(),
-        );
+        self.pod.stop();
     }
 
     /// A connected client, as the runner would have.
@@ -163,12 +106,13 @@ impl Sandboxd {
     }
 }
 
-impl Drop for Sandboxd {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            self.stop();
-        }
+/// `serve` arguments: a token window longer than any test, and `faults`.
+fn serve_args<'a>(faults: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--token-window", "30m"];
+    for fault in faults {
+        args.extend(["--fault", fault]);
     }
+    args
 }
 
 /// The names of a run the pod lists.
