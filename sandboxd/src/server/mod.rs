@@ -3,6 +3,7 @@
 //! [`extract`], the JSON endpoints are [`handlers`] and the file endpoints
 //! [`files`].
 
+mod conn;
 mod extract;
 mod files;
 mod handlers;
@@ -152,10 +153,14 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
     );
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = stop_rx.await;
-    });
-    let server = tokio::spawn(async move { server.await });
+    let server = tokio::spawn(conn::serve_connections(
+        listener,
+        router,
+        args.header_timeout,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
     let which = tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",

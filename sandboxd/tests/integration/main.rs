@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod connections;
 mod faults;
 mod files;
 mod lifecycle;
