@@ -3,6 +3,7 @@
 
 mod api;
 mod cli;
+mod confinement;
 mod connections;
 mod faults;
 mod files;
