@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// that has not sent one by then (including an idle keep-alive one) is closed.
     #[arg(long, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub header_timeout: Duration,
+    /// Track sandbox processes by their ancestry (`/proc`) even where a cgroup
+    /// v2 hierarchy is writable (by default each sandbox gets a cgroup there).
+    #[arg(long)]
+    pub no_cgroup: bool,
     /// Enable a fault switch (see below).
     #[arg(long = "fault", value_name = "NAME[=VALUE]", value_parser = parse_fault)]
     pub faults: Vec<Fault>,

@@ -13,7 +13,11 @@
 //!
 //! # Known limitations
 //!
-//! - Linux only (process groups are tracked through `/proc`).
+//! - Linux only (process groups are tracked through `/proc`; file paths are
+//!   confined with `openat2`, Linux 5.6 or later).
+//! - Without a writable cgroup v2 hierarchy (or with `--no-cgroup`), a
+//!   process that left its group and whose parent exited within 200 ms of
+//!   forking it is ended only at shutdown, not with its sandbox.
 //! - Background processes are forgotten at restart (their groups are killed).
 //! - No isolation beyond the working directory and a clean environment:
 //!   a sandbox is a test fixture, not a security boundary.
@@ -23,6 +27,7 @@ pub mod api;
 pub mod config;
 pub mod ctl;
 mod error;
+mod owner;
 mod procs;
 mod server;
 mod state;

@@ -191,10 +191,24 @@ pub(super) async fn finish_delete(app: Arc<App>, name: String) {
     if let Some(d) = app.faults.delete_delay {
         tokio::time::sleep(d).await;
     }
-    app.procs.kill_sandbox(&name).await;
+    let left = app.procs.kill_sandbox(&name).await;
+    if !left.is_empty() {
+        // Not gone means not deleted: the sandbox stays `deleting` for all to see.
+        eprintln!(
+            "sandboxd: error: {} process(es) of sandbox {name} survived SIGKILL ({left:?}); it stays deleting",
+            left.len()
+        );
+        return;
+    }
     app.store.remove(&name);
     // A process started while the delete was in flight goes too.
-    app.procs.kill_sandbox(&name).await;
+    let left = app.procs.kill_sandbox(&name).await;
+    if !left.is_empty() {
+        eprintln!(
+            "sandboxd: error: {} process(es) started during the delete of {name} survived SIGKILL: {left:?}",
+            left.len()
+        );
+    }
     eprintln!("sandboxd: sandbox {name} deleted");
 }
 

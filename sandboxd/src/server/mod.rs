@@ -97,7 +97,11 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
         source,
     };
     let (store, deleting) = Store::open(&args.home, faults.list_lag).map_err(home_err)?;
-    let procs = Procs::new(&args.home).map_err(home_err)?;
+    let procs = Procs::new(&args.home, &store.name, !args.no_cgroup).map_err(home_err)?;
+    eprintln!(
+        "sandboxd: sandbox processes are tracked by {}",
+        procs.ownership()
+    );
     procs.start_reaper();
     let reaped = procs.reap_leftovers().await;
     if reaped > 0 {
@@ -167,7 +171,13 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
     };
     eprintln!("sandboxd: {which}: shutting down");
     let _ = stop_tx.send(());
-    procs.kill_all(SHUTDOWN_GRACE).await;
+    let left = procs.kill_all(SHUTDOWN_GRACE).await;
+    if !left.is_empty() {
+        eprintln!(
+            "sandboxd: error: {} sandbox process(es) survived SIGKILL: {left:?}",
+            left.len()
+        );
+    }
     if tokio::time::timeout(Duration::from_secs(5), server)
         .await
         .is_err()
