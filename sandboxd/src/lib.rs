@@ -2,7 +2,9 @@
 //!
 //! Sandboxes are real directories under HOME; commands run in them as real
 //! process groups; the API is JSON over HTTP on loopback, authenticated by a
-//! token that opens a cookie session. `sandboxctl` is its command line client.
+//! token that opens a cookie session. `sandboxctl` is its command line client;
+//! a small web UI at `/` signs in with the token and lists, creates and
+//! deletes sandboxes and shows their files.
 //!
 //! ```text
 //! $ sandboxd serve --home /tmp/pod --listen 127.0.0.1:0

@@ -27,7 +27,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use super::extract::body_error;
 use super::handlers::ready;
 use super::AppState;
-use crate::api::FileWritten;
+use crate::api::{FileEntry, FileList, FileWritten};
 use crate::error::{ApiError, ApiResult};
 
 /// Longest name of one path component (Linux `NAME_MAX`).
@@ -285,6 +285,71 @@ fn remove(root: &Path, sandbox: &str, raw: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// Lists the tree under `root`, each directory opened beneath the root and
+/// read through its own descriptor, so no symlink is followed.
+fn list(root: &Path, sandbox: &str) -> ApiResult<FileList> {
+    let b = Beneath::open(root, "")?;
+    let mut items = Vec::new();
+    let mut truncated = false;
+    // Directories still to read, as paths relative to the root.
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let fd = match b.at(&dir, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            // Removed or replaced while listing: list what is there.
+            Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => continue,
+            Err(e) => return Err(b.error(e, sandbox)),
+        };
+        let mut entries: Vec<FileEntry> =
+            std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    // DirEntry::metadata does not follow symlinks.
+                    let meta = e.metadata().ok()?;
+                    let t = meta.file_type();
+                    let kind = if t.is_file() {
+                        "file"
+                    } else if t.is_dir() {
+                        "dir"
+                    } else if t.is_symlink() {
+                        "symlink"
+                    } else {
+                        "other"
+                    };
+                    let path = if dir.is_empty() {
+                        name
+                    } else {
+                        format!("{dir}/{name}")
+                    };
+                    let size = if t.is_file() { meta.len() } else { 0 };
+                    Some(FileEntry {
+                        path,
+                        kind: kind.to_string(),
+                        size,
+                    })
+                })
+                .collect();
+        entries.sort_by(|a, b| b.path.cmp(&a.path));
+        for e in entries {
+            if items.len() >= FileList::MAX_ITEMS {
+                truncated = true;
+                break;
+            }
+            if e.kind == "dir" {
+                stack.push(e.path.clone());
+            }
+            items.push(e);
+        }
+        if truncated {
+            break;
+        }
+    }
+    items.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(FileList { items, truncated })
+}
+
 /// Runs a blocking file operation off the async workers.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
@@ -327,6 +392,15 @@ pub(super) async fn get_file(
     let root = app.store.root(&name);
     let data = blocking(move || read_file(&root, &name, &raw)).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+}
+
+pub(super) async fn list_files(
+    State(app): AppState,
+    UrlPath(name): UrlPath<String>,
+) -> ApiResult<Json<FileList>> {
+    ready(&app, &name)?;
+    let root = app.store.root(&name);
+    Ok(Json(blocking(move || list(&root, &name)).await?))
 }
 
 pub(super) async fn delete_file(

@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use super::{AppState, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
+use super::{App, AppState, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
 use crate::api::{ErrorBody, ErrorDetail, SESSION_COOKIE};
 use crate::error::ApiError;
 use crate::state::SESSION_TTL;
@@ -98,14 +98,56 @@ fn presented_token(req: &Request) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-pub(super) async fn auth(State(app): AppState, req: Request, next: Next) -> Response {
-    if req.uri().path() == "/api/health" {
-        return next.run(req).await;
+/// Paths anyone may fetch: the health check and the web UI's sign-in page
+/// and assets (the page itself shows nothing of the pod before sign-in).
+fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/api/health" | "/" | "/ui/sign-in" | "/ui/app.js" | "/ui/app.css"
+    )
+}
+
+/// Whether the request carries a live session cookie.
+pub(super) fn has_session(app: &App, headers: &HeaderMap) -> bool {
+    cookie_value(headers, SESSION_COOKIE).is_some_and(|sid| app.store.session_valid(&sid))
+}
+
+/// Checks a presented token: right, and within the token window.
+pub(super) fn check_token(app: &App, token: &str) -> Result<(), ApiError> {
+    let expected = app.store.token().as_bytes();
+    if !bool::from(token.as_bytes().ct_eq(expected)) {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "invalid credentials",
+        ));
     }
-    if let Some(sid) = cookie_value(req.headers(), SESSION_COOKIE) {
-        if app.store.session_valid(&sid) {
-            return next.run(req).await;
-        }
+    if app.started.elapsed() > app.window {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "token_expired",
+            format!(
+                "the token expired: it is accepted only during the first {} after start; use the session cookie `{SESSION_COOKIE}` opened by an earlier request",
+                humantime::format_duration(app.window)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a session; answers the `Set-Cookie` value that carries it.
+pub(super) fn open_session(app: &App) -> Option<HeaderValue> {
+    let sid = app.store.new_session();
+    let cookie = format!(
+        "{SESSION_COOKIE}={sid}; Max-Age={}; HttpOnly; Path=/",
+        SESSION_TTL.as_secs()
+    );
+    HeaderValue::from_str(&cookie).ok()
+}
+
+pub(super) async fn auth(State(app): AppState, req: Request, next: Next) -> Response {
+    if is_public(req.uri().path()) || has_session(&app, req.headers()) {
+        return next.run(req).await;
     }
     let Some(token) = presented_token(&req) else {
         return ApiError::new(
@@ -115,33 +157,12 @@ pub(super) async fn auth(State(app): AppState, req: Request, next: Next) -> Resp
         )
         .into_response();
     };
-    let expected = app.store.token().as_bytes();
-    if !bool::from(token.as_bytes().ct_eq(expected)) {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "invalid credentials",
-        )
-        .into_response();
+    if let Err(e) = check_token(&app, &token) {
+        return e.into_response();
     }
-    if app.started.elapsed() > app.window {
-        return ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "token_expired",
-            format!(
-                "the token expired: it is accepted only during the first {} after start; use the session cookie `{SESSION_COOKIE}` opened by an earlier request",
-                humantime::format_duration(app.window)
-            ),
-        )
-        .into_response();
-    }
-    let sid = app.store.new_session();
+    let cookie = open_session(&app);
     let mut resp = next.run(req).await;
-    let cookie = format!(
-        "{SESSION_COOKIE}={sid}; Max-Age={}; HttpOnly; Path=/",
-        SESSION_TTL.as_secs()
-    );
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
+    if let Some(v) = cookie {
         resp.headers_mut().append(header::SET_COOKIE, v);
     }
     resp
@@ -153,12 +174,13 @@ pub(super) async fn jsonify_errors(resp: Response) -> Response {
     if !(status.is_client_error() || status.is_server_error()) {
         return resp;
     }
-    let is_json = resp
+    let own_shape = resp
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if is_json {
+        // The web UI's own pages say what went wrong in HTML.
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if own_shape {
         return resp;
     }
     let (mut parts, body) = resp.into_parts();

@@ -1,13 +1,14 @@
 //! The HTTP server: startup, routing and graceful shutdown. What runs on
 //! every request is in [`middleware`], request bodies are read by
-//! [`extract`], the JSON endpoints are [`handlers`] and the file endpoints
-//! [`files`].
+//! [`extract`], the JSON endpoints are [`handlers`], the file endpoints
+//! [`files`] and the web UI [`ui`].
 
 mod conn;
 mod extract;
 mod files;
 mod handlers;
 mod middleware;
+mod ui;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use crate::error::ApiError;
 use crate::procs::Procs;
 use crate::state::Store;
 
-use files::{delete_file, get_file, put_file};
+use files::{delete_file, get_file, list_files, put_file};
 use handlers::{
     capabilities, create_sandbox, delete_sandbox, exec, finish_delete, get_process, get_sandbox,
     health, list_processes, list_sandboxes, signal_process, start_process,
@@ -193,6 +194,10 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
 
 fn router(app: Arc<App>) -> Router {
     let json = Router::new()
+        .route("/", get(ui::index))
+        .route("/ui/app.js", get(ui::script))
+        .route("/ui/app.css", get(ui::style))
+        .route("/ui/sign-in", post(ui::sign_in))
         .route("/api/health", get(health))
         .route("/api/capabilities", get(capabilities))
         .route("/api/sandboxes", get(list_sandboxes).post(create_sandbox))
@@ -201,6 +206,7 @@ fn router(app: Arc<App>) -> Router {
             get(get_sandbox).delete(delete_sandbox),
         )
         .route("/api/sandboxes/{name}/exec", post(exec))
+        .route("/api/sandboxes/{name}/files", get(list_files))
         .route(
             "/api/sandboxes/{name}/processes",
             get(list_processes).post(start_process),

@@ -10,6 +10,7 @@ mod faults;
 mod files;
 mod lifecycle;
 mod processes;
+mod ui;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
