@@ -18,7 +18,7 @@
 //! - Linux only (process groups are tracked through `/proc`; file paths are
 //!   confined with `openat2`, Linux 5.6 or later).
 //! - Without a writable cgroup v2 hierarchy (or with `--no-cgroup`), a
-//!   process that left its group and whose parent exited within 200 ms of
+//!   process that left its group and whose parent exited within 50 ms of
 //!   forking it is ended only at shutdown, not with its sandbox.
 //! - Background processes are forgotten at restart (their groups are killed).
 //! - No isolation beyond the working directory and a clean environment:

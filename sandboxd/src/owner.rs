@@ -10,7 +10,7 @@
 //!   `cgroup.kill` ends a whole cgroup at once, forks included, and the
 //!   directory of an instance that crashed is found again at the next start.
 //! - **lineage** (fallback, or `--no-cgroup`): ancestry read from `/proc`
-//!   every reaper tick and before every kill. sandboxd is a child
+//!   every reaper tick (50 ms) and before every kill. sandboxd is a child
 //!   subreaper, so an orphan is re-parented to it rather than to init and
 //!   stays in its subtree; a kill stops the processes first so none can
 //!   fork while it is ended. Known gap: a process whose parent exits within
@@ -167,6 +167,10 @@ impl Owner {
         let Owner::Lineage { known } = self else {
             return;
         };
+        if known.lock().unwrap().is_empty() {
+            // Nothing to descend from, so nothing new can be attributed.
+            return;
+        }
         let stats: HashMap<i32, crate::procs::Stat> = all_pids()
             .into_iter()
             .filter_map(|p| Some((p, read_stat(p)?)))

@@ -207,10 +207,14 @@ impl Procs {
         }
         let me = Arc::clone(self);
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            for tick in 0u64.. {
+                // Ancestry is only as good as the scans that saw it: look
+                // often (a no-op with cgroups, or while nothing runs).
+                tokio::time::sleep(Duration::from_millis(50)).await;
                 me.owner.scan();
-                me.reap_orphans();
+                if tick % 4 == 3 {
+                    me.reap_orphans();
+                }
             }
         });
     }

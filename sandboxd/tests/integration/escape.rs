@@ -1,6 +1,7 @@
 //! Processes that leave their process group and session (`setsid`) still
 //! belong to their sandbox: delete and shutdown end them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -127,14 +128,38 @@ async fn delete_and_shutdown_end_escapees(args: &[&str], tracked: &[&str]) {
     }
 }
 
+static PROBES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a child of this process's cgroup v2 cgroup can be made here.
+fn cgroup_writable() -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let Some(mount) = mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&"cgroup2")).then(|| f[1].to_string())
+    }) else {
+        return false;
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return false;
+    };
+    let probe = std::path::Path::new(&mount)
+        .join(rel.trim_start_matches('/'))
+        .join(format!(
+            "escape-probe-{}-{}",
+            std::process::id(),
+            PROBES.fetch_add(1, Ordering::SeqCst)
+        ));
+    let ok = std::fs::create_dir(&probe).is_ok();
+    let _ = std::fs::remove_dir(&probe);
+    ok
+}
+
 #[tokio::test]
 async fn setsid_escapees_end_with_their_sandbox_and_the_server() {
     // A cgroup where one is writable; this machine may not offer one.
-    let expected: &[&str] = if std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .contains(" cgroup2 ")
-    {
-        &["cgroup", "ancestry"]
+    let expected: &[&str] = if cgroup_writable() {
+        &["cgroup"]
     } else {
         &["ancestry"]
     };
@@ -144,4 +169,29 @@ async fn setsid_escapees_end_with_their_sandbox_and_the_server() {
 #[tokio::test]
 async fn setsid_escapees_end_without_cgroups() {
     delete_and_shutdown_end_escapees(&["--no-cgroup"], &["ancestry"]).await;
+}
+
+#[tokio::test]
+async fn a_restart_ends_escapees_a_crash_left_behind() {
+    if !cgroup_writable() {
+        // Only a cgroup remembers ownership across a crash.
+        eprintln!("no writable cgroup v2 here: nothing to check");
+        return;
+    }
+    let mut s = Server::start(&[]);
+    s.create("crash").await;
+    let e = escape(&s, "crash").await;
+    kill(Pid::from_raw(s.pid()), Signal::SIGKILL).unwrap();
+    s.wait_exit(Duration::from_secs(10));
+    assert!(
+        e.alive(),
+        "the escapee died with the server: nothing left to test"
+    );
+    let s2 = Server::start_in(std::sync::Arc::clone(&s.home), &[]);
+    assert!(
+        e.wait_gone(Duration::from_secs(5)),
+        "pid {} outlived the restart; log:\n{}",
+        e.pid,
+        s2.log_text()
+    );
 }
