@@ -19,8 +19,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -36,11 +35,14 @@ pub(crate) type Proc = (i32, u64);
 /// How long ending processes may take after SIGKILL before it counts as failed.
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
+/// How this instance knows which sandbox a process belongs to.
 pub(crate) enum Owner {
+    /// The kernel's cgroup membership.
     Cgroup {
         /// `<mount>/<our cgroup>/<instance>`: one child directory per sandbox.
         base: PathBuf,
     },
+    /// Ancestry seen in `/proc`.
     Lineage {
         /// Every process known to belong to a sandbox.
         known: Mutex<HashMap<Proc, String>>,
@@ -110,12 +112,15 @@ impl Owner {
             match own_cgroup() {
                 Some(parent) => {
                     let base = parent.join(instance);
-                    match std::fs::create_dir_all(&base) {
+                    match std::fs::create_dir_all(&base).and_then(|()| probe_join(&base)) {
                         Ok(()) => return Owner::Cgroup { base },
-                        Err(e) => eprintln!(
-                            "sandboxd: warning: cannot create the cgroup {}: {e}; tracking sandbox processes by ancestry instead",
-                            base.display()
-                        ),
+                        Err(e) => {
+                            remove_cgroup(&base);
+                            eprintln!(
+                                "sandboxd: warning: cannot use the cgroup {}: {e}; tracking sandbox processes by ancestry instead",
+                                base.display()
+                            );
+                        }
                     }
                 }
                 None => eprintln!(
@@ -339,6 +344,35 @@ fn descendants_of_me() -> Vec<Proc> {
     out
 }
 
+/// Proves that a command can join a cgroup under `base` (a directory one may
+/// make is not always one a process may enter): runs `true` in
+/// `base/probe.join` (no sandbox name has a dot).
+fn probe_join(base: &Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let dir = base.join("probe.join");
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&procs);
+    let mut cmd = std::process::Command::new("true");
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: the closure only calls write(2) on `fd`, open until spawn returns.
+    unsafe {
+        cmd.pre_exec(move || join_in_child(fd));
+    }
+    let status = cmd.spawn().and_then(|mut c| c.wait());
+    drop(procs);
+    let _ = std::fs::remove_dir(&dir);
+    status.map(|_| ())
+}
+
 /// The `pre_exec` step of a command: write "0" (this process) into the
 /// sandbox's `cgroup.procs`. Only async-signal-safe calls after fork.
 pub(crate) fn join_in_child(fd: RawFd) -> std::io::Result<()> {
@@ -349,9 +383,4 @@ pub(crate) fn join_in_child(fd: RawFd) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
-}
-
-/// Keeps `file` usable from `pre_exec` (a raw fd, valid until the spawn returns).
-pub(crate) fn raw(file: &File) -> RawFd {
-    file.as_raw_fd()
 }

@@ -441,7 +441,7 @@ impl Procs {
                 "cannot prepare the cgroup of sandbox {sandbox:?}: {e}"
             ))
         })?;
-        if let Some(fd) = join.as_ref().map(crate::owner::raw) {
+        if let Some(fd) = join.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) {
             // SAFETY: the closure only calls write(2) on `fd`, which `join`
             // keeps open until `spawn` has returned.
             unsafe {
