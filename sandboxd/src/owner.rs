@@ -8,7 +8,8 @@
 //!   `<our cgroup>/<instance>/<sandbox>/`, and each command joins it between
 //!   fork and exec, before it can fork itself. Membership is the kernel's;
 //!   `cgroup.kill` ends a whole cgroup at once, forks included, and the
-//!   directory of an instance that crashed is found again at the next start.
+//!   directory of an instance that crashed with processes running is found
+//!   again at the next start (an idle instance has no directory).
 //! - **lineage** (fallback, or `--no-cgroup`): ancestry read from `/proc`
 //!   every reaper tick (50 ms) and before every kill. sandboxd is a child
 //!   subreaper, so an orphan is re-parented to it rather than to init and
@@ -113,7 +114,11 @@ impl Owner {
                 Some(parent) => {
                     let base = parent.join(instance);
                     match std::fs::create_dir_all(&base).and_then(|()| probe_join(&base)) {
-                        Ok(()) => return Owner::Cgroup { base },
+                        Ok(()) => {
+                            // Empty unless a crashed run left processes in it.
+                            let _ = std::fs::remove_dir(&base);
+                            return Owner::Cgroup { base };
+                        }
                         Err(e) => {
                             remove_cgroup(&base);
                             eprintln!(
@@ -148,11 +153,17 @@ impl Owner {
             return Ok(None);
         };
         let dir = base.join(sandbox);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+        // `forget` of another sandbox may remove `base` in between: try again.
+        let mut made = std::fs::create_dir_all(&dir);
+        for _ in 0..3 {
+            match &made {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    made = std::fs::create_dir_all(&dir);
+                }
+                _ => break,
+            }
         }
+        made?;
         std::fs::OpenOptions::new()
             .write(true)
             .open(dir.join("cgroup.procs"))
@@ -304,7 +315,13 @@ impl Owner {
     /// Drops what is kept for `sandbox` once its processes are gone.
     pub(crate) fn forget(&self, sandbox: &str) {
         match self {
-            Owner::Cgroup { base } => remove_cgroup(&base.join(sandbox)),
+            Owner::Cgroup { base } => {
+                remove_cgroup(&base.join(sandbox));
+                // The instance's directory exists only while a sandbox has a
+                // cgroup, so a pod killed while idle leaves nothing behind;
+                // this fails, as it should, while another sandbox has one.
+                let _ = std::fs::remove_dir(base);
+            }
             Owner::Lineage { known } => known.lock().unwrap().retain(|_, s| s != sandbox),
         }
     }
