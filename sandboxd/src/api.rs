@@ -193,6 +193,32 @@ pub struct FileWritten {
     pub size: u64,
 }
 
+/// `GET /api/sandboxes/{name}/files`: the tree under the sandbox root,
+/// depth first in path order, symlinks listed but not followed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileList {
+    /// At most [`FileList::MAX_ITEMS`] entries.
+    pub items: Vec<FileEntry>,
+    /// True when the tree has more entries than were listed.
+    pub truncated: bool,
+}
+
+impl FileList {
+    /// The most entries one answer lists.
+    pub const MAX_ITEMS: usize = 1000;
+}
+
+/// One entry of a [`FileList`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the sandbox root, `/`-separated.
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    /// Bytes (files only; 0 otherwise).
+    pub size: u64,
+}
+
 /// Every error answer: `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {

@@ -52,6 +52,14 @@ pub struct ServeArgs {
     /// Maximum number of sandboxes (deleting ones count until gone); unlimited if unset.
     #[arg(long, value_name = "N")]
     pub max_sandboxes: Option<usize>,
+    /// How long a client may take to send a whole request head; a connection
+    /// that has not sent one by then (including an idle keep-alive one) is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
+    pub header_timeout: Duration,
+    /// Track sandbox processes by their ancestry (`/proc`) even where a cgroup
+    /// v2 hierarchy is writable (by default each sandbox gets a cgroup there).
+    #[arg(long)]
+    pub no_cgroup: bool,
     /// Enable a fault switch (see below).
     #[arg(long = "fault", value_name = "NAME[=VALUE]", value_parser = parse_fault)]
     pub faults: Vec<Fault>,
@@ -107,6 +115,16 @@ impl Faults {
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s)
         .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 250ms, 2s, 5m)"))
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "invalid timeout {s:?}: it must be longer than zero (examples: 500ms, 10s)"
+        ));
+    }
+    Ok(d)
 }
 
 fn parse_count(name: &str, v: &str) -> Result<u64, String> {

@@ -2,7 +2,9 @@
 //!
 //! Sandboxes are real directories under HOME; commands run in them as real
 //! process groups; the API is JSON over HTTP on loopback, authenticated by a
-//! token that opens a cookie session. `sandboxctl` is its command line client.
+//! token that opens a cookie session. `sandboxctl` is its command line client;
+//! a small web UI at `/` signs in with the token and lists, creates and
+//! deletes sandboxes and shows their files.
 //!
 //! ```text
 //! $ sandboxd serve --home /tmp/pod --listen 127.0.0.1:0
@@ -13,7 +15,11 @@
 //!
 //! # Known limitations
 //!
-//! - Linux only (process groups are tracked through `/proc`).
+//! - Linux only (process groups are tracked through `/proc`; file paths are
+//!   confined with `openat2`, Linux 5.6 or later).
+//! - Without a writable cgroup v2 hierarchy (or with `--no-cgroup`), a
+//!   process that left its group and whose parent exited within 50 ms of
+//!   forking it is ended only at shutdown, not with its sandbox.
 //! - Background processes are forgotten at restart (their groups are killed).
 //! - No isolation beyond the working directory and a clean environment:
 //!   a sandbox is a test fixture, not a security boundary.
@@ -23,6 +29,7 @@ pub mod api;
 pub mod config;
 pub mod ctl;
 mod error;
+mod owner;
 mod procs;
 mod server;
 mod state;

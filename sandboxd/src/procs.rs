@@ -7,7 +7,9 @@
 //! with the same HOME can kill what a crash left behind without hitting an
 //! unrelated process that reused the pid. The server makes itself a child
 //! subreaper so that grandchildren orphaned inside a sandbox are reaped here
-//! instead of lingering as zombies.
+//! instead of lingering as zombies. A process that leaves its group (or its
+//! session) is still its sandbox's: [`crate::owner`] keeps that, and ending a
+//! sandbox or the server ends those too.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
@@ -24,6 +26,7 @@ use tokio::process::{Child, Command};
 
 use crate::api::{ExecResult, ProcessInfo, ProcessState};
 use crate::error::ApiError;
+use crate::owner::Owner;
 
 /// Cap on captured stdout and stderr of one exec.
 pub(crate) const OUTPUT_CAP: usize = 1 << 20;
@@ -48,18 +51,20 @@ pub(crate) struct Procs {
     /// Pids of our direct children still owned by tokio (the orphan reaper must not touch them).
     direct: Mutex<HashSet<i32>>,
     background: Mutex<BTreeMap<i32, Background>>,
+    /// Which sandbox every process belongs to, groups and sessions aside.
+    owner: Owner,
 }
 
 /// What `/proc/<pid>/stat` says about a process.
 #[derive(Debug, Clone, Copy)]
-struct Stat {
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    start: u64,
+pub(crate) struct Stat {
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    pub(crate) start: u64,
 }
 
-fn read_stat(pid: i32) -> Option<Stat> {
+pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &s[s.rfind(')')? + 1..];
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -71,7 +76,7 @@ fn read_stat(pid: i32) -> Option<Stat> {
     })
 }
 
-fn all_pids() -> Vec<i32> {
+pub(crate) fn all_pids() -> Vec<i32> {
     let Ok(rd) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -176,7 +181,9 @@ pub(crate) struct Spec<'a> {
 
 impl Procs {
     /// Opens the registry under `home` (records of a previous run are kept for [`Procs::reap_leftovers`]).
-    pub(crate) fn new(home: &Path) -> std::io::Result<Arc<Self>> {
+    ///
+    /// `instance` names this pod's cgroup; `use_cgroup` false forces tracking by ancestry.
+    pub(crate) fn new(home: &Path, instance: &str, use_cgroup: bool) -> std::io::Result<Arc<Self>> {
         let dir = home.join("pgroups");
         std::fs::create_dir_all(&dir)?;
         Ok(Arc::new(Self {
@@ -184,7 +191,13 @@ impl Procs {
             groups: Mutex::new(HashMap::new()),
             direct: Mutex::new(HashSet::new()),
             background: Mutex::new(BTreeMap::new()),
+            owner: Owner::new(instance, use_cgroup),
         }))
+    }
+
+    /// How sandbox processes are tracked (for the log).
+    pub(crate) fn ownership(&self) -> String {
+        self.owner.describe()
     }
 
     /// Makes this process a child subreaper (best effort) and starts the orphan reaper.
@@ -194,9 +207,14 @@ impl Procs {
         }
         let me = Arc::clone(self);
         tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                me.reap_orphans();
+            for tick in 0u64.. {
+                // Ancestry is only as good as the scans that saw it: look
+                // often (a no-op with cgroups, or while nothing runs).
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                me.owner.scan();
+                if tick % 4 == 3 {
+                    me.reap_orphans();
+                }
             }
         });
     }
@@ -250,7 +268,24 @@ impl Procs {
             signal_group(*p, *s, Signal::SIGKILL);
         }
         self.wait_gone(&alive, Duration::from_secs(10)).await;
-        alive.len()
+        // In cgroup mode, what a crashed run left is still in its cgroup,
+        // whatever group or session it moved to.
+        let stray = self.owner.members(None);
+        if !stray.is_empty() {
+            let left = self
+                .owner
+                .end(None, Signal::SIGKILL, Duration::ZERO, &|| {
+                    self.reap_orphans()
+                })
+                .await;
+            if !left.is_empty() {
+                eprintln!(
+                    "sandboxd: warning: {} process(es) left by a previous run survived SIGKILL: {left:?}",
+                    left.len()
+                );
+            }
+        }
+        alive.len() + stray.len()
     }
 
     fn record(&self, pgid: i32, start: u64, sandbox: &str) {
@@ -305,8 +340,10 @@ impl Procs {
         }
     }
 
-    /// Kills every process group of `sandbox`, waits for them to exit, forgets its processes.
-    pub(crate) async fn kill_sandbox(&self, sandbox: &str) {
+    /// Kills every process of `sandbox` (its groups and whatever left them),
+    /// waits for them to exit, forgets them. Answers the processes still alive
+    /// after SIGKILL and waiting (none, normally).
+    pub(crate) async fn kill_sandbox(&self, sandbox: &str) -> Vec<(i32, u64)> {
         let groups: Vec<(i32, u64)> = self
             .groups
             .lock()
@@ -317,14 +354,32 @@ impl Procs {
             .collect();
         self.terminate(groups, Signal::SIGKILL, Duration::ZERO)
             .await;
+        let left = self
+            .owner
+            .end(Some(sandbox), Signal::SIGKILL, Duration::ZERO, &|| {
+                self.reap_orphans()
+            })
+            .await;
+        if left.is_empty() {
+            self.owner.forget(sandbox);
+        }
         self.background
             .lock()
             .unwrap()
             .retain(|_, b| b.sandbox != sandbox);
+        left
     }
 
-    /// Shutdown: SIGTERM every group, SIGKILL after `grace`, wait for all of them.
-    pub(crate) async fn kill_all(&self, grace: Duration) {
+    /// Shutdown: SIGTERM every process of every sandbox, SIGKILL after
+    /// `grace`, wait for all of them. Answers the processes still alive.
+    pub(crate) async fn kill_all(&self, grace: Duration) -> Vec<(i32, u64)> {
+        let left = self
+            .owner
+            .end(None, Signal::SIGTERM, grace, &|| self.reap_orphans())
+            .await;
+        if left.is_empty() {
+            self.owner.forget_all();
+        }
         let groups: Vec<(i32, u64)> = self
             .groups
             .lock()
@@ -332,7 +387,10 @@ impl Procs {
             .iter()
             .map(|(p, g)| (*p, g.start))
             .collect();
-        self.terminate(groups, Signal::SIGTERM, grace).await;
+        // Their members are gone already; this forgets the groups.
+        self.terminate(groups, Signal::SIGKILL, Duration::ZERO)
+            .await;
+        left
     }
 
     /// Pgids currently tracked (for diagnostics and tests).
@@ -378,10 +436,23 @@ impl Procs {
         sandbox: &str,
         argv0: &str,
     ) -> Result<(Child, i32), ApiError> {
+        let join = self.owner.join_file(sandbox).map_err(|e| {
+            ApiError::internal(format!(
+                "cannot prepare the cgroup of sandbox {sandbox:?}: {e}"
+            ))
+        })?;
+        if let Some(fd) = join.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) {
+            // SAFETY: the closure only calls write(2) on `fd`, which `join`
+            // keeps open until `spawn` has returned.
+            unsafe {
+                cmd.pre_exec(move || crate::owner::join_in_child(fd));
+            }
+        }
         let mut direct = self.direct.lock().unwrap();
         let child = cmd
             .spawn()
             .map_err(|e| ApiError::bad_request(format!("failed to start {argv0:?}: {e}")))?;
+        drop(join);
         let pid = child
             .id()
             .map(|p| p as i32)
@@ -390,6 +461,7 @@ impl Procs {
         drop(direct);
         let start = read_stat(pid).map(|s| s.start).unwrap_or(0);
         self.record(pid, start, sandbox);
+        self.owner.adopt(sandbox, (pid, start));
         Ok((child, pid))
     }
 

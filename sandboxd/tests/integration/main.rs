@@ -3,10 +3,14 @@
 
 mod api;
 mod cli;
+mod confinement;
+mod connections;
+mod escape;
 mod faults;
 mod files;
 mod lifecycle;
 mod processes;
+mod ui;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
