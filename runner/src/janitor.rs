@@ -69,7 +69,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
             handle_path.display()
         ))
     })?;
-    let handle = PodHandle::parse(&text, &HandlePolicy::from_config(&config.pod)).map_err(|e| {
+    let handle = PodHandle::parse(&text, &HandlePolicy::from_suite(&config)).map_err(|e| {
         ExpectedError::bad_args(format_args!("janitor: {}: {e}", handle_path.display()))
     })?;
     let target = match (&args.run, args.older_than) {
@@ -86,7 +86,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         },
         (None, None) => unreachable!("clap requires one of them"),
     };
-    let pod = testkit::pod::connect(handle, args.results.as_deref())
+    let pod = testkit::pod::connect(handle, &config, args.results.as_deref())
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
     let report = testkit::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;

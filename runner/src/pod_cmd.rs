@@ -100,21 +100,28 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
-    let auth = pod::check_auth(&launched.handle, Duration::from_secs(10)).await;
+    let auth = match pod::connect(launched.handle.clone(), &config, None).await {
+        Ok(p) => match pod::check_auth(&p, Duration::from_secs(10)).await {
+            Some(report) if !report.ok() => Err(report.summary()),
+            Some(report) => Ok(report.summary()),
+            None => Ok("the suite's [auth] sends no credential".to_owned()),
+        },
+        Err(e) => Err(format!("logging in failed: {e}")),
+    };
     let name = launched.handle.name().to_owned();
-    if !auth.ok() {
-        // Said before the stop, which may take a while.
-        eprintln!(
-            "testkit-runner: pod up: auth check failed: {}",
-            auth.summary()
-        );
-        return match launched.stop(Duration::from_secs(10)).await {
-            Ok(_) => Err(ExpectedError::ChecksReported),
-            Err(e) => Err(ExpectedError::CheckFailed(format!(
-                "pod up: stopping it failed too: {e}"
-            ))),
-        };
-    }
+    let auth = match auth {
+        Ok(summary) => summary,
+        Err(problem) => {
+            // Said before the stop, which may take a while.
+            eprintln!("testkit-runner: pod up: auth check failed: {problem}");
+            return match launched.stop(Duration::from_secs(10)).await {
+                Ok(_) => Err(ExpectedError::ChecksReported),
+                Err(e) => Err(ExpectedError::CheckFailed(format!(
+                    "pod up: stopping it failed too: {e}"
+                ))),
+            };
+        }
+    };
     let dir = pods.join(&name);
     let result = (|| -> std::io::Result<PathBuf> {
         if dir.exists() {
@@ -183,7 +190,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
             launched.boot_time,
             launched.health.summary()
         );
-        println!("  auth:   {}", auth.summary());
+        println!("  auth:   {auth}");
         println!("  handle: {}", handle_path.display());
         println!("  logs:   {}", dir.join("logs").display());
         println!(

@@ -1,8 +1,9 @@
 //! Runs the product's CLI against the pod: `cx.cli(&["list"])`.
 //!
 //! The program is `TESTKIT_CLI`, else `[cli] program` of `testkit.toml`; its
-//! environment gets `[cli] env` filled from the pod handle (by default
-//! `SANDBOXD_URL` and `SANDBOXD_TOKEN`). It runs in its own process group,
+//! environment gets `[cli] env` filled from the pod handle's fields (by
+//! default `SANDBOXD_URL` and `SANDBOXD_TOKEN`; any extra field, such as
+//! `{user}`, too). It runs in its own process group,
 //! killed as a group on timeout; its output is captured and redacted.
 
 use std::collections::BTreeMap;
@@ -83,15 +84,17 @@ impl<'a> CliCommand<'a> {
         let path = crate::pod::launch::resolve_program(&program, crate::config::suite_dir())
             .map_err(|_| anyhow::anyhow!("CLI program `{program}` not found next to the test binary, in the target dir, or on PATH"))?;
         let handle = pod.handle();
-        let fill = |v: &str| {
-            v.replace("{base_url}", handle.base_url())
-                .replace("{port}", &handle.port().to_string())
-                .replace("{name}", handle.name())
-                .replace("{token}", handle.token())
-        };
+        let port = handle.port().to_string();
+        let values = handle.values(&port);
+        let mut env = Vec::with_capacity(config.cli.env.len());
+        for (key, value) in &config.cli.env {
+            let value = crate::template::fill(value, &values, crate::template::verbatim)
+                .map_err(|p| anyhow::anyhow!("[cli] env {key}: {p}"))?;
+            env.push((key, value));
+        }
         let mut cmd = tokio::process::Command::new(&path);
         cmd.args(&self.args)
-            .envs(config.cli.env.iter().map(|(k, v)| (k, fill(v))))
+            .envs(env)
             .envs(&self.env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

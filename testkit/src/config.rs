@@ -14,12 +14,43 @@
 //! protected = ["127.0.0.1:443"]      # endpoints refused whatever else is right
 //! handle = "pod.json"                # a handle file, relative to the suite dir
 //!
+//! fields = { user = "admin@x.test", password = "{random}" }
+//!                                    # a pod that prints no handle: testkit makes one
+//! setup = [["svc", "adduser", "{user}", "{password}"]]  # run before `command`
+//! public_fields = ["user"]           # handle fields that are not secrets
+//!
+//! [auth]                             # how the service takes its credential
+//! send = "bearer"                    # bearer | header | basic | cookie | none
+//! header = "X-Api-Key"               # send = "header": the header
+//! prefix = ""                        # send = "header": text before the credential
+//! cookie = "session"                 # send = "cookie": the cookie's name
+//! probe = "GET /api/capabilities"    # needs the credential; the runner's auth phase
+//! refused = [401, 403]               # what `probe` answers without it
+//! expired = [401]                    # answers that mean: log in again (once, across processes)
+//!
+//! [auth.login]                       # optional: credentials → a session or a token
+//! request = "POST /api/login"
+//! body = '{"user": "{user}", "password": "{password}"}'
+//! send = "none"                      # how the login request carries the handle's token
+//! token = "/token"                   # JSON pointer of the token in the answer, or
+//! cookie = true                      # the answer's Set-Cookie is the session
+//!
+//! [capabilities]                     # where the pod's capabilities come from
+//! request = "GET /api/capabilities"  # an endpoint, and
+//! pointer = "/capabilities"          # the JSON pointer of its array of strings; or
+//! list = ["exec"]                    # declared here; a handle's `capabilities` wins
+//!
 //! [cli]
 //! program = "sandboxctl"
 //! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}" }
 //!
 //! [resources.sandbox]                # kept raw for the resource module
 //! ```
+//!
+//! Without `[auth]` and `[capabilities]`, the defaults are those of the
+//! embedded default pod, `sandboxd`: its token (bearer) opens a cookie
+//! session at `GET /api/capabilities`, which also lists its capabilities. A
+//! section a suite writes replaces that default whole.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +63,7 @@ use serde::Deserialize;
 pub const CONFIG_FILE: &str = "testkit.toml";
 
 /// A suite's `testkit.toml`. A missing file means every default.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct SuiteConfig {
@@ -42,6 +73,12 @@ pub struct SuiteConfig {
     /// `[pod]`.
     #[serde(default)]
     pub pod: PodSection,
+    /// `[auth]`.
+    #[serde(default = "AuthSection::sandboxd")]
+    pub auth: AuthSection,
+    /// `[capabilities]`.
+    #[serde(default = "CapabilitiesSection::sandboxd")]
+    pub capabilities: CapabilitiesSection,
     /// `[cli]`.
     #[serde(default)]
     pub cli: CliSection,
@@ -111,6 +148,175 @@ pub struct PodSection {
     /// A pod handle file, relative to the suite dir.
     #[serde(default)]
     pub handle: Option<PathBuf>,
+    /// The fields of the handle of a pod that prints none: given, testkit
+    /// makes the handle itself (name, base URL, port, and these, with
+    /// `{random}` a fresh secret, `{home}` and `{port}` filled).
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    /// Commands run before `command`, in the pod's HOME and environment,
+    /// each of which must succeed (placeholders as in `command`, and the
+    /// handle's fields).
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+    /// Handle fields that are not secrets; every other field is redacted
+    /// wherever it would appear.
+    #[serde(default)]
+    pub public_fields: Vec<String>,
+}
+
+/// How a request carries a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Send {
+    /// `Authorization: Bearer <credential>`.
+    #[default]
+    Bearer,
+    /// `<header>: <prefix><credential>`.
+    Header,
+    /// `Authorization: Basic` of the handle's `user` and `password`.
+    Basic,
+    /// `Cookie: <cookie>=<credential>`.
+    Cookie,
+    /// Nothing.
+    None,
+}
+
+/// `[auth]` of `testkit.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct AuthSection {
+    /// How each request carries the credential (the handle's token, or what
+    /// the login step returned as a token).
+    #[serde(default)]
+    pub send: Send,
+    /// `send = "header"`: the header's name.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// `send = "header"`: what goes before the credential.
+    #[serde(default)]
+    pub prefix: String,
+    /// `send = "cookie"`: the cookie's name.
+    #[serde(default)]
+    pub cookie: Option<String>,
+    /// A request that needs the credential and changes nothing: the
+    /// runner's auth phase sends it with and without the credential.
+    #[serde(default)]
+    pub probe: Option<String>,
+    /// What `probe` must answer without the credential.
+    #[serde(default = "default_refused")]
+    pub refused: Vec<u16>,
+    /// Answers that mean the credential expired: testkit logs in again, once
+    /// for every process of the run, and repeats the request.
+    #[serde(default = "default_expired")]
+    pub expired: Vec<u16>,
+    /// `[auth.login]`.
+    #[serde(default)]
+    pub login: Option<LoginSection>,
+}
+
+/// `[auth.login]`: a request that turns the handle's credentials into a
+/// session (a cookie) or a short-lived token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LoginSection {
+    /// `METHOD /path`.
+    pub request: String,
+    /// A body (JSON unless it starts otherwise), with placeholders.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// How the login request carries the handle's token; default: as
+    /// `[auth] send` says.
+    #[serde(default)]
+    pub send: Option<Send>,
+    /// The JSON pointer of the token in the answer.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The answer's `Set-Cookie` is the session.
+    #[serde(default)]
+    pub cookie: bool,
+}
+
+impl Default for SuiteConfig {
+    fn default() -> Self {
+        SuiteConfig {
+            suite: SuiteSection::default(),
+            pod: PodSection::default(),
+            auth: AuthSection::sandboxd(),
+            capabilities: CapabilitiesSection::sandboxd(),
+            cli: CliSection::default(),
+            resources: BTreeMap::new(),
+        }
+    }
+}
+
+impl AuthSection {
+    /// `sandboxd`'s: the token (bearer) opens a cookie session.
+    pub fn sandboxd() -> AuthSection {
+        AuthSection {
+            send: Send::Bearer,
+            header: None,
+            prefix: String::new(),
+            cookie: None,
+            probe: Some("GET /api/capabilities".to_owned()),
+            refused: default_refused(),
+            expired: default_expired(),
+            login: Some(LoginSection {
+                request: "GET /api/capabilities".to_owned(),
+                body: None,
+                send: None,
+                token: None,
+                cookie: true,
+            }),
+        }
+    }
+
+    /// Whether a handle needs a `token` field for this auth.
+    pub fn needs_token(&self) -> bool {
+        match &self.login {
+            None => !matches!(self.send, Send::None | Send::Basic),
+            Some(login) => !matches!(login.send.unwrap_or(self.send), Send::None | Send::Basic),
+        }
+    }
+}
+
+/// `[capabilities]` of `testkit.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CapabilitiesSection {
+    /// An endpoint that lists them (sent with the credential).
+    #[serde(default)]
+    pub request: Option<String>,
+    /// The JSON pointer of its array of strings.
+    #[serde(default = "default_capabilities_pointer")]
+    pub pointer: String,
+    /// Declared here.
+    #[serde(default)]
+    pub list: Vec<String>,
+}
+
+impl CapabilitiesSection {
+    /// `sandboxd`'s: `GET /api/capabilities`, `/capabilities`.
+    pub fn sandboxd() -> CapabilitiesSection {
+        CapabilitiesSection {
+            request: Some("GET /api/capabilities".to_owned()),
+            pointer: default_capabilities_pointer(),
+            list: Vec::new(),
+        }
+    }
+}
+
+fn default_refused() -> Vec<u16> {
+    vec![401, 403]
+}
+fn default_expired() -> Vec<u16> {
+    vec![401]
+}
+fn default_capabilities_pointer() -> String {
+    "/capabilities".to_owned()
 }
 
 impl Default for PodSection {
@@ -124,6 +330,9 @@ impl Default for PodSection {
             allow_remote_hosts: Vec::new(),
             protected: Vec::new(),
             handle: None,
+            fields: BTreeMap::new(),
+            setup: Vec::new(),
+            public_fields: Vec::new(),
         }
     }
 }
@@ -137,8 +346,9 @@ pub struct CliSection {
     /// default `sandboxctl`.
     #[serde(default = "default_cli_program")]
     pub program: Option<String>,
-    /// Environment of the CLI: values may use `{base_url}`, `{token}`,
-    /// `{port}` and `{name}` from the pod handle. Default:
+    /// Environment of the CLI: values may use every field of the pod
+    /// handle: `{base_url}`, `{token}`, `{port}`, `{name}` and extra ones
+    /// such as `{user}`. Default:
     /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`.
     #[serde(default = "default_cli_env")]
     pub env: BTreeMap<String, String>,
@@ -308,6 +518,131 @@ impl SuiteConfig {
             .is_some_and(|p| p.trim().is_empty())
         {
             return Err(invalid("cli.program", "is empty".to_owned()));
+        }
+        for key in self.pod.fields.keys() {
+            if matches!(
+                key.as_str(),
+                "name" | "base_url" | "port" | "capabilities" | "health"
+            ) || key.is_empty()
+                || !key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(invalid(
+                    "pod.fields",
+                    format!(
+                        "has {key:?}: expected names of a-z, 0-9 and `_` other than \
+                         name, base_url, port, capabilities and health (testkit fills those)"
+                    ),
+                ));
+            }
+        }
+        if !self.pod.fields.is_empty() && self.pod.ready != Ready::Health {
+            return Err(invalid(
+                "pod.fields",
+                "makes the handle of a pod that prints none, so the pod is up when its \
+                 health path answers: set `ready = \"health\"`"
+                    .to_owned(),
+            ));
+        }
+        if self
+            .pod
+            .setup
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err(invalid(
+                "pod.setup",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
+        }
+        let auth = &self.auth;
+        if auth.send == Send::Header
+            && auth.header.as_deref().is_none_or(|h| {
+                h.is_empty() || reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
+            })
+        {
+            return Err(invalid(
+                "auth.header",
+                format!(
+                    "is {:?}: `send = \"header\"` needs the header's name, e.g. header = \"X-Api-Key\"",
+                    auth.header.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        if auth.send == Send::Cookie && auth.cookie.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid(
+                "auth.cookie",
+                "is missing: `send = \"cookie\"` needs the cookie's name, e.g. cookie = \"session\"".to_owned(),
+            ));
+        }
+        match &auth.probe {
+            Some(probe) => {
+                crate::template::RequestTemplate::parse(probe)
+                    .map_err(|p| invalid("auth.probe", p))?;
+            }
+            None if auth.send != Send::None || auth.login.is_some() => {
+                return Err(invalid(
+                    "auth.probe",
+                    "is missing: name a request that needs the credential and changes nothing, \
+                     e.g. probe = \"GET /api/items\" (the runner checks it is accepted with the \
+                     credential and refused without)"
+                        .to_owned(),
+                ))
+            }
+            None => {}
+        }
+        if auth.refused.is_empty() || auth.refused.iter().any(|s| !(400..600).contains(s)) {
+            return Err(invalid(
+                "auth.refused",
+                format!(
+                    "is {:?}: expected HTTP statuses from 400 to 599",
+                    auth.refused
+                ),
+            ));
+        }
+        if auth.expired.iter().any(|s| !(400..600).contains(s)) {
+            return Err(invalid(
+                "auth.expired",
+                format!(
+                    "is {:?}: expected HTTP statuses from 400 to 599",
+                    auth.expired
+                ),
+            ));
+        }
+        if let Some(login) = &auth.login {
+            crate::template::RequestTemplate::parse(&login.request)
+                .map_err(|p| invalid("auth.login.request", p))?;
+            match (&login.token, login.cookie) {
+                (Some(_), true) | (None, false) => {
+                    return Err(invalid(
+                        "auth.login",
+                        "must say where the answer carries the credential: `token = \"/json/pointer\"` \
+                         or `cookie = true`, not both"
+                            .to_owned(),
+                    ))
+                }
+                (Some(p), false) if !p.starts_with('/') => {
+                    return Err(invalid(
+                        "auth.login.token",
+                        format!("is {p:?}: expected a JSON pointer, e.g. \"/token\""),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if let Some(request) = &self.capabilities.request {
+            crate::template::RequestTemplate::parse(request)
+                .map_err(|p| invalid("capabilities.request", p))?;
+            if !self.capabilities.pointer.starts_with('/') {
+                return Err(invalid(
+                    "capabilities.pointer",
+                    format!(
+                        "is {:?}: expected a JSON pointer, e.g. \"/capabilities\"",
+                        self.capabilities.pointer
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -116,7 +116,53 @@ impl Cx {
         // Without a pod there is nothing to create on (the test is skipped
         // with the reason) and nothing to delete from: check before journaling.
         self.pod()?;
+        let request = async { request.await.map(|v| (v, None)).map_err(Into::into) };
         self.resources.create(self.run, kind, name, request).await
+    }
+
+    /// [`Cx::create`] for a service that assigns its own ids: `request`
+    /// answers the id with the value, `(id, value)`. The name (`name`, which
+    /// carries the run id, in a field or label of the resource) is journaled
+    /// before the request; the id when it is answered. Cleanup and the reaper
+    /// delete by id, and find the id by listing the name when the request was
+    /// never answered.
+    ///
+    /// ```no_run
+    /// # async fn f(cx: &testkit::Cx) -> testkit::Result {
+    /// let name = cx.unique_name_for("record")?;
+    /// let record = cx
+    ///     .create_with_id("record", &name, async {
+    ///         let id = String::from("abc123"); // POST …, read the id from the answer
+    ///         Ok::<_, anyhow::Error>((id.clone(), id))
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create_with_id<T, E, F>(
+        &self,
+        kind: &str,
+        name: &str,
+        request: F,
+    ) -> crate::Result<T>
+    where
+        F: Future<Output = Result<(String, T), E>>,
+        E: Into<anyhow::Error>,
+    {
+        self.pod()?;
+        let request = async {
+            request
+                .await
+                .map(|(id, v)| (v, Some(id)))
+                .map_err(Into::into)
+        };
+        self.resources.create(self.run, kind, name, request).await
+    }
+
+    /// A new name for a resource of `kind`, in the kind's alphabet
+    /// (`[resources.KIND] names`): `pb_<run id>_<test tag>_<nn>` for a kind
+    /// whose names are `^\w+$`. The same guarantees as [`Cx::unique_name`].
+    pub fn unique_name_for(&self, kind: &str) -> crate::Result<String> {
+        self.resources.unique_name_for(&self.run.id, kind)
     }
 
     /// Stops tracking a resource the test deleted itself and verified gone.

@@ -17,6 +17,7 @@ const RANKS: &[(&str, u32)] = &[
     ("log", 1),
     ("process", 1),
     ("settings", 1),
+    ("template", 1),
     ("run", 2),
     ("config", 2),
     // The pod, resources, reports, waits.

@@ -85,6 +85,7 @@ mod run_id;
 mod runtime;
 pub mod settings;
 mod skip;
+pub mod template;
 pub mod wait;
 
 pub use cli::{CliCommand, CliOutput};

@@ -19,6 +19,7 @@
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
+//! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
 //! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
@@ -56,6 +57,8 @@ pub mod var {
     pub const REAPER_JOURNAL: &str = "TESTKIT_REAPER_JOURNAL";
     /// The test process a reaper watches.
     pub const REAPER_PARENT: &str = "TESTKIT_REAPER_PARENT";
+    /// The Rust kinds a sweeper sweeps, comma-separated.
+    pub const SWEEP_KINDS: &str = "TESTKIT_SWEEP_KINDS";
 }
 
 /// A test's timeout when its attribute gives none and `TESTKIT_TIMEOUT` is
@@ -90,6 +93,13 @@ pub enum RunAs {
         journal: PathBuf,
         /// The test process's pid, for messages.
         parent: String,
+    },
+    /// A sweeper for `testkit-runner`: sweeps the run's resources of the
+    /// suite's Rust kinds, which the runner cannot link, and prints what it
+    /// did as JSON.
+    Sweeper {
+        /// The kinds to sweep.
+        kinds: Vec<String>,
     },
 }
 
@@ -231,6 +241,18 @@ impl Settings {
         };
         let run_as = match run_as.as_deref() {
             None => RunAs::Harness,
+            Some("sweeper") => RunAs::Sweeper {
+                kinds: get(var::SWEEP_KINDS)
+                    .and_then(|k| k.into_string().ok())
+                    .map(|k| {
+                        k.split(',')
+                            .map(str::trim)
+                            .filter(|k| !k.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
             Some("reaper") => match get(var::REAPER_JOURNAL) {
                 Some(journal) => RunAs::Reaper {
                     journal: PathBuf::from(journal),
@@ -249,7 +271,7 @@ impl Settings {
                 bad(
                     var::RUN_AS,
                     other,
-                    "expected `reaper` (testkit sets it; unset it to run tests)",
+                    "expected `reaper` or `sweeper` (testkit sets it; unset it to run tests)",
                 );
                 RunAs::Harness
             }

@@ -75,7 +75,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), ExpectedError> {
     let healthy = run.health(&pod).await;
     let session = run.auth(&pod, healthy).await;
     let tests = run.tests(session.as_ref()).await;
-    let leaks = run.residue(session.as_ref()).await;
+    let binaries = tests
+        .as_ref()
+        .map(|t| t.binaries.clone())
+        .unwrap_or_default();
+    let leaks = run.residue(session.as_ref(), &binaries).await;
     let keep_note = run.down(pod).await;
     run.finish(session.is_some(), tests, leaks, keep_note)
 }

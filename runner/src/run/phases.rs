@@ -191,46 +191,52 @@ impl<'a> Run<'a> {
             return None;
         }
         let started = Instant::now();
-        let report = testkit::pod::check_auth(h, Duration::from_secs(10)).await;
-        if !report.ok() {
-            self.decide(PhaseResult::new(
-                "auth",
-                Verdict::Fail,
-                report.summary(),
-                started.elapsed(),
-            ));
-            return None;
-        }
-        match testkit::pod::connect(h.clone(), Some(&self.plan.results_dir)).await {
-            Ok(p) => {
-                let evidence = format!(
-                    "{}; session opened for the tests; capabilities: {}",
-                    report.summary(),
-                    if p.capabilities().is_empty() {
-                        "none".to_owned()
-                    } else {
-                        p.capabilities().join(", ")
-                    }
-                );
-                self.decide(PhaseResult::new(
-                    "auth",
-                    Verdict::Pass,
-                    evidence,
-                    started.elapsed(),
-                ));
-                Some(p)
-            }
-            Err(e) => {
-                let evidence = format!("{}; but opening the session failed: {e}", report.summary());
+        // Log in (or take the handle's credential) and open the session every
+        // test process reuses, then check the credential really matters.
+        let p =
+            match testkit::pod::connect(h.clone(), &self.plan.config, Some(&self.plan.results_dir))
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => {
+                    self.decide(PhaseResult::new(
+                        "auth",
+                        Verdict::Fail,
+                        format!("opening the session failed: {e}"),
+                        started.elapsed(),
+                    ));
+                    return None;
+                }
+            };
+        let report = testkit::pod::check_auth(&p, Duration::from_secs(10)).await;
+        let checked = match &report {
+            Some(r) if !r.ok() => {
                 self.decide(PhaseResult::new(
                     "auth",
                     Verdict::Fail,
-                    evidence,
+                    r.summary(),
                     started.elapsed(),
                 ));
-                None
+                return None;
             }
-        }
+            Some(r) => r.summary(),
+            None => "the suite's [auth] sends no credential (send = \"none\", no probe): nothing to check".to_owned(),
+        };
+        let evidence = format!(
+            "{checked}; session opened for the tests; capabilities: {}",
+            if p.capabilities().is_empty() {
+                "none".to_owned()
+            } else {
+                p.capabilities().join(", ")
+            }
+        );
+        self.decide(PhaseResult::new(
+            "auth",
+            Verdict::Pass,
+            evidence,
+            started.elapsed(),
+        ));
+        Some(p)
     }
 
     /// tests: build the suite and run it against the authenticated pod.
@@ -266,7 +272,11 @@ impl<'a> Run<'a> {
 
     /// residue: anything on the pod that carries the run id is a leak.
     /// Returns the leaks, each with what became of it.
-    pub(super) async fn residue(&mut self, session: Option<&Pod>) -> Vec<String> {
+    pub(super) async fn residue(
+        &mut self,
+        session: Option<&Pod>,
+        binaries: &[std::path::PathBuf],
+    ) -> Vec<String> {
         let Some(p) = session else {
             self.decide(PhaseResult::skip(
                 "residue",
@@ -277,8 +287,16 @@ impl<'a> Run<'a> {
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
         let plan = self.plan;
-        let (verdict, evidence, leaks) =
-            pod::residue(p, &plan.kinds, &plan.config.suite.name_prefix, &plan.run_id).await;
+        let (verdict, evidence, leaks) = pod::residue(
+            p,
+            &plan.kinds,
+            &plan.config.suite.name_prefix,
+            &plan.run_id,
+            binaries
+                .first()
+                .map(|b| (b.as_path(), test_env(plan, &self.handle_file))),
+        )
+        .await;
         self.decide(PhaseResult::new(
             "residue",
             verdict,

@@ -86,7 +86,7 @@ impl Plan {
         };
         let caller_handle = match &args.handle_json {
             Some(path) => Some(
-                read_handle(path, &HandlePolicy::from_config(&config.pod))
+                read_handle(path, &HandlePolicy::from_suite(&config))
                     .map_err(ExpectedError::BadArgs)?,
             ),
             None => None,
@@ -142,7 +142,7 @@ fn read_handle(path: &Path, policy: &HandlePolicy) -> Result<(PodHandle, PathBuf
         .map_err(|e| format!("--handle-json {}: cannot read it: {e}", path.display()))?;
     let handle = PodHandle::parse(&text, policy)
         .map_err(|e| format!("--handle-json {}: {e}", path.display()))?;
-    testkit::register_secret(handle.token());
+    handle.register_secrets();
     Ok((handle, path.to_owned()))
 }
 

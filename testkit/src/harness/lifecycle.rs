@@ -89,6 +89,18 @@ pub(super) fn run_test(
 /// Checks that decide a test's fate before its body runs: a known issue that
 /// `KNOWN-ISSUES.md` does not list, a pod capability the test requires.
 fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
+    // A suite config that cannot be used fails every test, pod or not: a
+    // mistake in testkit.toml must never hide behind skips.
+    if let Err(message) = crate::config::current()
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+        .and_then(|()| crate::resource::check_kinds())
+    {
+        return Some(Body::Failed {
+            kind: FailureKind::Error,
+            message: format!("the suite's config cannot be used: {message}"),
+        });
+    }
     if let Some(id) = def.known_issue {
         if let Err(message) = crate::report::known_issues::check_listed(id) {
             return Some(Body::Failed {

@@ -90,12 +90,14 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     let mut args = Arguments::from_args();
     crate::config::set_compiled_manifest_dir(manifest_dir);
     let settings = crate::settings::current();
-    if let Ok(Settings {
-        run_as: RunAs::Reaper { journal, parent },
-        ..
-    }) = settings
-    {
-        return crate::resource::reaper_main(journal.clone(), parent);
+    match settings.map(|s| &s.run_as) {
+        Ok(RunAs::Reaper { journal, parent }) => {
+            return crate::resource::reaper_main(journal.clone(), parent)
+        }
+        Ok(RunAs::Sweeper { kinds }) => {
+            return runtime().block_on(crate::resource::sweeper_main(kinds))
+        }
+        Ok(RunAs::Harness) | Err(_) => {}
     }
     let mut tests: Vec<&'static TestDef> = inventory::iter::<TestDef>.into_iter().collect();
     tests.sort_by_key(|def| (def.module_path, def.name));

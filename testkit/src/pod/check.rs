@@ -1,15 +1,9 @@
 //! Measured checks of a pod: health (unauthenticated) and auth (accepted with
-//! the token, refused without).
+//! the credential, refused without).
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-
-use super::handle::PodHandle;
-
-/// The endpoint used to check auth and to open a session: it needs
-/// authentication, changes nothing, and lists the pod's capabilities.
-pub const CAPABILITIES_PATH: &str = "/api/capabilities";
 
 /// One measured request.
 #[derive(Debug, Clone, Serialize)]
@@ -53,17 +47,24 @@ impl HealthReport {
     }
 }
 
-/// An auth check.
+/// An auth check: the suite's `[auth] probe`, with the credential and
+/// without it.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuthReport {
-    /// The request with the token.
+    /// The request checked, as `testkit.toml` names it, and its URL.
+    pub probe: String,
+    /// The URL.
+    pub url: String,
+    /// The request with the credential.
     pub with_token: Probe,
     /// The same request without it.
     pub without_token: Probe,
+    /// What counts as refused (`[auth] refused`).
+    pub refused: Vec<u16>,
 }
 
 impl AuthReport {
-    /// Accepted with the token (2xx), refused without (401 or 403).
+    /// Accepted with the credential (2xx), refused without (`[auth] refused`).
     pub fn ok(&self) -> bool {
         self.with_token
             .status
@@ -71,13 +72,21 @@ impl AuthReport {
             && self
                 .without_token
                 .status
-                .is_some_and(|s| s == 401 || s == 403)
+                .is_some_and(|s| self.refused.contains(&s))
     }
 
     /// One line for people.
     pub fn summary(&self) -> String {
+        let refused = self
+            .refused
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(" or ");
         format!(
-            "with the token: {}; without: {}",
+            "{} ({}): with the credential {}; without {} (refused means {refused})",
+            self.probe,
+            self.url,
             self.with_token.summary(),
             self.without_token.summary()
         )
@@ -116,14 +125,53 @@ pub async fn check_health(base_url: &str, path: &str, timeout: Duration) -> Heal
     HealthReport { url, probe }
 }
 
-/// `GET /api/capabilities` with the token, then without it.
-pub async fn check_auth(handle: &PodHandle, timeout: Duration) -> AuthReport {
-    let client = plain_client(timeout);
-    let url = format!("{}{CAPABILITIES_PATH}", handle.base_url());
-    let with_token = probe(client.get(&url).bearer_auth(handle.token())).await;
-    let without_token = probe(client.get(&url)).await;
-    AuthReport {
+/// The suite's `[auth] probe` sent with the pod's credential, then without
+/// it. `None` when the suite's auth has no probe (a service without auth).
+pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthReport> {
+    let auth = pod.auth();
+    let probe_text = auth.probe.clone()?;
+    let template = crate::template::RequestTemplate::parse(&probe_text).ok()?;
+    let port = pod.port().to_string();
+    let url = match template.render_path(&pod.handle().values(&port)) {
+        Ok(path) => pod.url(&path),
+        Err(problem) => {
+            let failed = Probe {
+                status: None,
+                elapsed: Duration::ZERO,
+                error: Some(problem),
+            };
+            return Some(AuthReport {
+                probe: probe_text,
+                url: String::new(),
+                with_token: failed.clone(),
+                without_token: failed,
+                refused: auth.refused.clone(),
+            });
+        }
+    };
+    let method = template.method().clone();
+    let start = Instant::now();
+    let with_token = match pod
+        .send(|c| c.request(method.clone(), &url).timeout(timeout))
+        .await
+    {
+        Ok(resp) => Probe {
+            status: Some(resp.status().as_u16()),
+            elapsed: start.elapsed(),
+            error: None,
+        },
+        Err(e) => Probe {
+            status: None,
+            elapsed: start.elapsed(),
+            error: Some(crate::redact(&e.to_string()).into_owned()),
+        },
+    };
+    let without_token = probe(plain_client(timeout).request(method, &url)).await;
+    Some(AuthReport {
+        probe: probe_text,
+        url,
         with_token,
         without_token,
-    }
+        refused: auth.refused.clone(),
+    })
 }

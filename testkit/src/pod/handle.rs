@@ -4,6 +4,7 @@
 //! After [`PodHandle::parse`] nothing reads the raw JSON again: the handle
 //! keeps one canonical form rebuilt from the validated fields.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -12,13 +13,30 @@ use serde_json::{Map, Value};
 /// The characters a generated token may contain.
 pub const TOKEN_ALPHABET: &str = "A-Z a-z 0-9 - _ . ~ + / =";
 
-/// What a handle may point at, from the suite's `[pod]` config.
-#[derive(Debug, Clone, Default)]
+/// What a handle may point at and must carry, from the suite's config. The
+/// default allows loopback only and requires a token.
+#[derive(Debug, Clone)]
 pub struct HandlePolicy {
     /// Host names allowed besides loopback (compared case-insensitively).
     pub allow_remote_hosts: Vec<String>,
     /// `host:port` endpoints refused whatever else is right.
     pub protected: Vec<String>,
+    /// Whether the handle must carry a `token` (the suite's auth sends
+    /// one); without, a token is optional.
+    pub token_required: bool,
+    /// Fields that are not secrets; every other extra field is one.
+    pub public_fields: Vec<String>,
+}
+
+impl Default for HandlePolicy {
+    fn default() -> HandlePolicy {
+        HandlePolicy {
+            allow_remote_hosts: Vec::new(),
+            protected: Vec::new(),
+            token_required: true,
+            public_fields: Vec::new(),
+        }
+    }
 }
 
 impl HandlePolicy {
@@ -27,9 +45,31 @@ impl HandlePolicy {
         HandlePolicy {
             allow_remote_hosts: pod.allow_remote_hosts.clone(),
             protected: pod.protected.clone(),
+            token_required: true,
+            public_fields: pod.public_fields.clone(),
+        }
+    }
+
+    /// The policy of a whole suite config: `[pod]`, and whether `[auth]`
+    /// needs a token.
+    pub fn from_suite(config: &crate::config::SuiteConfig) -> HandlePolicy {
+        HandlePolicy {
+            token_required: config.auth.needs_token(),
+            ..HandlePolicy::from_config(&config.pod)
         }
     }
 }
+
+/// The fields of a handle that testkit reads itself; any other string field
+/// is an extra (`user`, `password`, a second endpoint…).
+const KNOWN_FIELDS: &[&str] = &[
+    "name",
+    "base_url",
+    "port",
+    "token",
+    "capabilities",
+    "health",
+];
 
 /// A handle that cannot be used: which field, and what is wrong with it.
 /// The message never contains the token.
@@ -67,9 +107,11 @@ pub struct PodHandle {
     host: String,
     port: u16,
     base_url: String,
-    token: String,
+    token: Option<String>,
     capabilities: Option<Vec<String>>,
     health: Option<String>,
+    /// Extra string fields, with whether each is public.
+    extras: BTreeMap<String, (String, bool)>,
 }
 
 impl PodHandle {
@@ -170,7 +212,7 @@ impl PodHandle {
                         ),
                     ));
                 }
-                s.clone()
+                Some(s.clone())
             }
             Some(other) => {
                 return Err(HandleError::field(
@@ -178,8 +220,54 @@ impl PodHandle {
                     format!("must be a string, not {}", kind(other)),
                 ))
             }
-            None => return Err(HandleError::field("token", "is missing")),
+            None if policy.token_required => {
+                return Err(HandleError::field(
+                    "token",
+                    "is missing (the suite's [auth] sends one; give the handle a token, \
+                     or describe the service's auth in testkit.toml)",
+                ))
+            }
+            None => None,
         };
+        let mut extras = BTreeMap::new();
+        for (key, value) in obj {
+            if KNOWN_FIELDS.contains(&key.as_str()) {
+                continue;
+            }
+            let valid_key = !key.is_empty()
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !valid_key {
+                return Err(HandleError {
+                    field: None,
+                    problem: format!(
+                        "field {key:?} is not a valid name: extra fields are named with a-z, 0-9 and `_` (they become `{{placeholders}}`)"
+                    ),
+                });
+            }
+            match value {
+                Value::String(s) if !s.chars().any(char::is_control) => {
+                    let public = policy.public_fields.iter().any(|p| p == key);
+                    extras.insert(key.clone(), (s.clone(), public));
+                }
+                Value::String(_) => {
+                    return Err(HandleError {
+                        field: None,
+                        problem: format!("field `{key}` contains control characters"),
+                    })
+                }
+                other => {
+                    return Err(HandleError {
+                        field: None,
+                        problem: format!(
+                            "field `{key}` must be a string, not {}: extra fields are strings",
+                            kind(other)
+                        ),
+                    })
+                }
+            }
+        }
         let capabilities = match obj.get("capabilities") {
             None | Some(Value::Null) => None,
             Some(Value::Array(items)) => {
@@ -231,7 +319,52 @@ impl PodHandle {
             token,
             capabilities,
             health,
+            extras,
         })
+    }
+
+    /// An extra field (`user`, `password`…), or a known one by name.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        match key {
+            "name" => Some(&self.name),
+            "base_url" => Some(&self.base_url),
+            "token" => self.token.as_deref(),
+            _ => self.extras.get(key).map(|(v, _)| v.as_str()),
+        }
+    }
+
+    /// The names of the extra fields.
+    pub fn extra_fields(&self) -> impl Iterator<Item = &str> {
+        self.extras.keys().map(String::as_str)
+    }
+
+    /// Registers the token and every secret field for redaction.
+    pub fn register_secrets(&self) {
+        if let Some(t) = &self.token {
+            crate::register_secret(t);
+        }
+        for (value, public) in self.extras.values() {
+            if !public {
+                crate::register_secret(value);
+            }
+        }
+    }
+
+    /// Every field as a placeholder value: `{name}`, `{base_url}`, `{port}`,
+    /// `{token}` (when there is one) and each extra. `port` is its text.
+    pub fn values<'a>(&'a self, port: &'a str) -> crate::template::Values<'a> {
+        let mut values = crate::template::Values::new()
+            .with("name", &self.name)
+            .with("base_url", &self.base_url)
+            .with("port", port);
+        if let Some(t) = &self.token {
+            values = values.with("token", t);
+        }
+        values.extend(
+            self.extras
+                .iter()
+                .map(|(k, (v, _))| (k.as_str(), v.as_str())),
+        )
     }
 
     /// The pod's name.
@@ -259,9 +392,10 @@ impl PodHandle {
         self.port
     }
 
-    /// The token: a secret. Register it before anything could print it.
+    /// The token (empty when the handle has none): a secret. Register it
+    /// before anything could print it.
     pub fn token(&self) -> &str {
-        &self.token
+        self.token.as_deref().unwrap_or("")
     }
 
     /// The capabilities the handle declares, if it declares any.
@@ -281,7 +415,12 @@ impl PodHandle {
         obj.insert("name".into(), Value::from(self.name.clone()));
         obj.insert("base_url".into(), Value::from(self.base_url.clone()));
         obj.insert("port".into(), Value::from(self.port));
-        obj.insert("token".into(), Value::from(self.token.clone()));
+        if let Some(t) = &self.token {
+            obj.insert("token".into(), Value::from(t.clone()));
+        }
+        for (k, (v, _)) in &self.extras {
+            obj.insert(k.clone(), Value::from(v.clone()));
+        }
         if let Some(caps) = &self.capabilities {
             obj.insert("capabilities".into(), Value::from(caps.clone()));
         }
@@ -305,6 +444,7 @@ impl fmt::Debug for PodHandle {
             .field("port", &self.port)
             .field("token", &crate::REDACTED)
             .field("capabilities", &self.capabilities)
+            .field("extra_fields", &self.extras.keys().collect::<Vec<_>>())
             .finish()
     }
 }

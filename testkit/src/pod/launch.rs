@@ -51,6 +51,10 @@ pub struct LaunchSpec {
     pub base_dir: Option<PathBuf>,
     /// Extra environment for the pod.
     pub env: BTreeMap<String, String>,
+    /// The handle's fields, for a pod that prints no handle (`[pod] fields`).
+    pub fields: BTreeMap<String, String>,
+    /// Commands to run before the pod (`[pod] setup`).
+    pub setup: Vec<Vec<String>>,
 }
 
 impl LaunchSpec {
@@ -67,11 +71,13 @@ impl LaunchSpec {
             health_path: pod.health_path.clone(),
             inactivity_timeout: pod.inactivity_timeout,
             ceiling: pod.ceiling,
-            policy: HandlePolicy::from_config(pod),
+            policy: HandlePolicy::from_suite(config),
             logs_dir,
             private_parent: None,
             base_dir: suite_dir.map(Path::to_owned),
             env: BTreeMap::new(),
+            fields: pod.fields.clone(),
+            setup: pod.setup.clone(),
         }
     }
 }
@@ -120,6 +126,21 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
+    /// A `[pod] setup` command failed.
+    #[error("the pod's setup command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Setup {
+        /// The command, redacted.
+        command: String,
+        /// How it ended.
+        status: String,
+        /// What it printed last, redacted.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// A `{placeholder}` of `[pod]` that nothing fills.
+    #[error("invalid [pod] in testkit.toml: {0}")]
+    Placeholder(String),
     /// It printed a handle that does not validate.
     #[error("the pod printed an unusable handle: {source}; logs kept in {}", logs.display())]
     BadHandle {
@@ -211,6 +232,19 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
     std::fs::create_dir_all(&spec.logs_dir)
         .map_err(io(format!("create {}", spec.logs_dir.display())))?;
     let private_dir = create_private_dir(spec.private_parent.as_deref())?;
+    let booted = boot(spec, &program, private_dir.clone()).await;
+    if booted.is_err() {
+        let _ = std::fs::remove_dir_all(&private_dir);
+    }
+    booted
+}
+
+async fn boot(
+    spec: &LaunchSpec,
+    program: &Path,
+    private_dir: PathBuf,
+) -> Result<LaunchedPod, LaunchError> {
+    let io = |what: String| move |source| LaunchError::Io { what, source };
     let home = private_dir.join("home");
     std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -218,12 +252,59 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
         .map_err(io("find a free loopback port".to_owned()))?
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let fill = |arg: &str| {
-        arg.replace("{home}", &home.to_string_lossy())
-            .replace("{port}", &port.to_string())
-            .replace("{listen}", &listen)
+    // A pod that prints no handle gets one made of `[pod] fields`.
+    let home_text = home.to_string_lossy().into_owned();
+    let port_text = port.to_string();
+    let randoms: Vec<String> = spec
+        .fields
+        .keys()
+        .map(|_| crate::files::random_id(24))
+        .collect();
+    let mut fields = BTreeMap::new();
+    for ((key, value), random) in spec.fields.iter().zip(&randoms) {
+        let values = crate::template::Values::new()
+            .with("home", &home_text)
+            .with("port", &port_text)
+            .with("listen", &listen)
+            .with("random", random);
+        let filled = crate::template::fill(value, &values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
+        fields.insert(key.clone(), filled);
+    }
+    let made_handle = if spec.fields.is_empty() {
+        None
+    } else {
+        let mut obj = serde_json::Map::new();
+        obj.insert(
+            "name".into(),
+            format!("pod-{}", crate::files::random_id(6)).into(),
+        );
+        obj.insert("base_url".into(), format!("http://{listen}").into());
+        obj.insert("port".into(), port.into());
+        for (k, v) in &fields {
+            obj.insert(k.clone(), v.clone().into());
+        }
+        let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
+            .map_err(|source| LaunchError::BadHandle {
+                source,
+                logs: spec.logs_dir.clone(),
+            })?;
+        handle.register_secrets();
+        Some(handle)
     };
-    let mut args: Vec<String> = spec.command[1..].iter().map(|a| fill(a)).collect();
+    let values = crate::template::Values::new()
+        .with("home", &home_text)
+        .with("port", &port_text)
+        .with("listen", &listen)
+        .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let fill = |arg: &str| {
+        crate::template::fill(arg, &values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
+    };
+    let mut args: Vec<String> = spec.command[1..]
+        .iter()
+        .map(|a| fill(a))
+        .collect::<Result<_, _>>()?;
     if !spec
         .command
         .iter()
@@ -241,30 +322,50 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
     let stderr_log = spec.logs_dir.join("pod.stderr.log");
     let out = File::create(&stdout_raw).map_err(io(format!("create {}", stdout_raw.display())))?;
     let err = File::create(&stderr_log).map_err(io(format!("create {}", stderr_log.display())))?;
-    let mut cmd = tokio::process::Command::new(&program);
-    cmd.args(&args)
-        .env_clear()
-        .envs(
-            INHERITED_ENV
-                .iter()
-                .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
-        )
-        .env("HOME", &home)
-        .env("TMPDIR", &private_dir)
-        .env("TESTKIT_POD_PORT", port.to_string())
-        .envs(&spec.env)
-        .current_dir(&private_dir)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .kill_on_drop(false);
+    let pod_command = |program: &Path| {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.env_clear()
+            .envs(
+                INHERITED_ENV
+                    .iter()
+                    .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+            )
+            .env("HOME", &home)
+            .env("TMPDIR", &private_dir)
+            .env("TESTKIT_POD_PORT", port.to_string())
+            .envs(&spec.env)
+            .current_dir(&private_dir)
+            .stdin(Stdio::null());
+        cmd
+    };
+    for setup in &spec.setup {
+        let program = resolve_program(&setup[0], spec.base_dir.as_deref())?;
+        let args: Vec<String> = setup[1..]
+            .iter()
+            .map(|a| {
+                crate::template::fill(a, &values, crate::template::verbatim)
+                    .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
+            })
+            .collect::<Result<_, _>>()?;
+        run_setup(pod_command(&program), &args, spec).await?;
+    }
+    let mut cmd = pod_command(program);
+    cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
     let started = Instant::now();
     let (mut child, pgid) =
         process::spawn_in_group(&mut cmd).map_err(io(format!("start {}", program.display())))?;
     let pid = pgid as u32;
     let start_ticks = process::start_ticks(pgid);
 
-    let result = wait_until_up(spec, &mut child, &stdout_raw, &stderr_log, started).await;
+    let result = wait_until_up(
+        spec,
+        &mut child,
+        &stdout_raw,
+        &stderr_log,
+        started,
+        made_handle,
+    )
+    .await;
     match result {
         Ok((handle, health)) => Ok(LaunchedPod {
             handle,
@@ -290,28 +391,108 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
     }
 }
 
+/// Runs one `[pod] setup` command to completion under the boot ceiling, its
+/// output appended to `pod.setup.log`.
+async fn run_setup(
+    mut cmd: tokio::process::Command,
+    args: &[String],
+    spec: &LaunchSpec,
+) -> Result<(), LaunchError> {
+    let log_path = spec.logs_dir.join("pod.setup.log");
+    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(io(format!("open {}", log_path.display())))?;
+    let shown = crate::redact(&format!(
+        "{:?} {}",
+        cmd.as_std().get_program(),
+        args.join(" ")
+    ))
+    .into_owned();
+    cmd.args(args)
+        .stdout(
+            log.try_clone()
+                .map_err(io("open the setup log".to_owned()))?,
+        )
+        .stderr(log)
+        .kill_on_drop(true);
+    let (mut child, pgid) = process::spawn_in_group(&mut cmd)
+        .map_err(io(format!("start the setup command {shown}")))?;
+    let status = match tokio::time::timeout(spec.ceiling, child.wait()).await {
+        Ok(status) => status.map_err(io(format!("run the setup command {shown}")))?,
+        Err(_) => {
+            let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
+            let _ = child.wait().await;
+            return Err(LaunchError::Setup {
+                command: shown,
+                status: format!(
+                    "still running after {}",
+                    humantime::format_duration(spec.ceiling)
+                ),
+                last_seen: last_line(&log_path),
+                logs: spec.logs_dir.clone(),
+            });
+        }
+    };
+    redact_in_place(&log_path);
+    if status.success() {
+        Ok(())
+    } else {
+        Err(LaunchError::Setup {
+            command: shown,
+            status: status.to_string(),
+            last_seen: last_line(&log_path),
+            logs: spec.logs_dir.clone(),
+        })
+    }
+}
+
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+        })
+        .map(|l| crate::redact(&l).into_owned())
+        .unwrap_or_else(|| "nothing".to_owned())
+}
+
+fn redact_in_place(path: &Path) {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        if let std::borrow::Cow::Owned(r) = crate::redact(&text) {
+            let _ = std::fs::write(path, r);
+        }
+    }
+}
+
 async fn wait_until_up(
     spec: &LaunchSpec,
     child: &mut tokio::process::Child,
     stdout_raw: &Path,
     stderr_log: &Path,
     started: Instant,
+    made_handle: Option<PodHandle>,
 ) -> Result<(PodHandle, HealthReport), LaunchError> {
     let logs = spec.logs_dir.clone();
     let mut out = Tail::new(stdout_raw);
     let mut err = Tail::new(stderr_log);
     let mut last_activity = Instant::now();
     let mut last_seen = "nothing (the pod printed no output)".to_owned();
-    let mut handle: Option<PodHandle> = None;
+    let mut handle: Option<PodHandle> = made_handle;
     let mut next_health = Instant::now();
     loop {
         let mut progressed = false;
         for line in out.lines() {
             progressed = true;
-            if handle.is_none() && line.trim_start().starts_with('{') {
+            if handle.is_none() && spec.fields.is_empty() && line.trim_start().starts_with('{') {
                 match PodHandle::parse(line.trim(), &spec.policy) {
                     Ok(h) => {
-                        crate::register_secret(h.token());
+                        h.register_secrets();
                         last_seen = format!("the handle of pod {} at {}", h.name(), h.base_url());
                         handle = Some(h);
                         continue;

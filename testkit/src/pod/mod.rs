@@ -35,7 +35,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::OnceLock;
 
-pub use check::{check_auth, check_health, AuthReport, HealthReport, Probe, CAPABILITIES_PATH};
+pub use check::{check_auth, check_health, AuthReport, HealthReport, Probe};
 pub use handle::{HandleError, HandlePolicy, PodHandle, TOKEN_ALPHABET};
 pub use launch::{
     launch, stop_recorded, LaunchError, LaunchSpec, LaunchedPod, StopError, StopReport,
@@ -55,8 +55,9 @@ pub const NO_POD_REASON: &str =
 /// capabilities. `Debug` never shows the token or the session.
 pub struct Pod {
     handle: PodHandle,
-    client: reqwest::Client,
     capabilities: Vec<String>,
+    live: std::sync::Arc<std::sync::RwLock<session::Live>>,
+    access: std::sync::Arc<session::Access>,
 }
 
 impl Pod {
@@ -80,9 +81,70 @@ impl Pod {
         format!("{}{path}", self.handle.base_url())
     }
 
-    /// An HTTP client that carries the pod's session.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.client
+    /// An HTTP client that carries the pod's credential as it is now (a
+    /// clone is cheap). Requests sent through [`Pod::send`] also survive the
+    /// credential's expiry.
+    pub fn client(&self) -> reqwest::Client {
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .client
+            .clone()
+    }
+
+    /// Sends the request `build` makes with the pod's client. When the pod
+    /// answers that the credential expired (`[auth] expired`), logs in again
+    /// (once for every process of the run) and sends it once more.
+    ///
+    /// ```no_run
+    /// # async fn f(pod: &testkit::pod::Pod) -> testkit::Result {
+    /// let items = pod.send(|c| c.get(pod.url("/api/items"))).await?.error_for_status()?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn send(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> reqwest::Result<reqwest::Response> {
+        let (client, generation) = {
+            let live = self.live.read().unwrap_or_else(|e| e.into_inner());
+            (live.client.clone(), live.generation)
+        };
+        let response = build(&client).send().await?;
+        let expired = &self.access.auth.expired;
+        if !expired.contains(&response.status().as_u16()) || self.access.auth.login.is_none() {
+            return Ok(response);
+        }
+        match session::renew(self, generation).await {
+            Ok(()) => build(&self.client()).send().await,
+            Err(e) => {
+                eprintln!(
+                    "testkit: pod {}: the credential expired and renewing it failed: {e}",
+                    self.name()
+                );
+                Ok(response)
+            }
+        }
+    }
+
+    /// The suite's `[auth]` this pod was connected with.
+    pub fn auth(&self) -> &crate::config::AuthSection {
+        &self.access.auth
+    }
+
+    /// How many times the run's credential has been obtained: 1 for the
+    /// first login, one more for each renewal after an expiry.
+    pub fn credential_generation(&self) -> u64 {
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation
+    }
+
+    /// Logs in again now, as an expired credential would make [`Pod::send`]
+    /// do. Another process of the run that already renewed the credential
+    /// past the one this process holds is taken at its word.
+    pub async fn renew(&self) -> Result<(), ConnectError> {
+        session::renew(self, self.credential_generation()).await
     }
 
     /// What the pod advertises (or what its handle declares).
@@ -164,16 +226,14 @@ async fn load() -> Result<Pod, PodUnavailable> {
             path.display()
         ))
     })?;
-    let policy = match crate::config::current() {
-        Ok(c) => HandlePolicy::from_config(&c.pod),
-        Err(e) => return Err(PodUnavailable::Invalid(e.to_string())),
-    };
+    let config = crate::config::current().map_err(|e| PodUnavailable::Invalid(e.to_string()))?;
+    let policy = HandlePolicy::from_suite(config);
     let handle = PodHandle::parse(&text, &policy)
         .map_err(|e| PodUnavailable::Invalid(format!("{e} (in {})", path.display())))?;
-    crate::register_secret(handle.token());
+    handle.register_secrets();
     stdio::install();
     let results = crate::run::current().ok().map(|r| r.results_dir.as_path());
-    connect(handle, results)
+    connect(handle, config, results)
         .await
         .map_err(|e| PodUnavailable::Invalid(e.to_string()))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::kind::{KindSpec, OpError, Presence};
+use super::kind::{KindSpec, OpError, Presence, ResourceRef};
 use crate::pod::Pod;
 use crate::wait::{Check, Secs, Wait, WaitError};
 
@@ -31,16 +31,17 @@ pub(crate) struct Leak(pub(crate) String);
 pub(crate) async fn delete_and_verify(
     pod: &Pod,
     kind: &KindSpec,
-    name: &str,
+    resource: &ResourceRef,
     deleted: impl FnOnce(),
     log: &(dyn Fn(String) + Sync),
 ) -> Result<(), Leak> {
+    let name = resource.name.as_str();
     let start = Instant::now();
     let deadline = start + kind.delete_timeout();
     let mut backoff = FIRST_BACKOFF;
     let mut attempt = 1u32;
     loop {
-        match kind.delete(pod, name).await {
+        match kind.delete(pod, resource).await {
             Ok(()) => break,
             Err(OpError::Permanent(e)) => return Err(Leak(format!("delete failed: {e}"))),
             Err(OpError::Transient(e)) => {
@@ -73,7 +74,7 @@ pub(crate) async fn delete_and_verify(
         .interval(Duration::from_millis(100));
     let verified = wait
         .until(&what, || async {
-            match kind.exists(pod, name).await {
+            match kind.exists(pod, resource).await {
                 Ok(Presence::Gone) => Ok(Check::Done(())),
                 Ok(Presence::Present(state)) => Ok(Check::Pending(state)),
                 Err(OpError::Transient(e)) => Ok(Check::Pending(format!("error: {e}"))),
@@ -97,7 +98,7 @@ pub(crate) async fn delete_and_verify(
         Secs(RECHECK_DELAY)
     ));
     tokio::time::sleep(RECHECK_DELAY).await;
-    match kind.exists(pod, name).await {
+    match kind.exists(pod, resource).await {
         Ok(Presence::Gone) => Ok(()),
         Ok(Presence::Present(state)) => Err(Leak(format!(
             "still there {} after its delete was accepted ({state})",

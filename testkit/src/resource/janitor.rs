@@ -7,21 +7,31 @@ use std::time::Duration;
 
 use super::delete;
 use super::journal::{self, Event, Journal, JournalEntry};
-use super::kind::Kinds;
-use super::names::carries_run_id;
+use super::kind::{Kinds, ResourceRef};
 use crate::pod::Pod;
 
 /// One resource on the pod.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Resource {
     /// Its kind.
     pub kind: String,
     /// Its name.
     pub name: String,
+    /// Its server-assigned id, for kinds that have them.
+    pub id: Option<String>,
+}
+
+impl Resource {
+    fn to_ref(&self) -> ResourceRef {
+        ResourceRef {
+            name: self.name.clone(),
+            id: self.id.clone(),
+        }
+    }
 }
 
 /// What a sweep or the janitor found and did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct SweepReport {
     /// Names found, by listing or in journals.
@@ -34,15 +44,136 @@ pub struct SweepReport {
     pub refused: Vec<Resource>,
     /// Listings that failed.
     pub errors: Vec<String>,
+    /// Kinds that are Rust code this binary does not link: a test binary of
+    /// the suite must sweep them ([`sweep_in_binary`]).
+    #[serde(default)]
+    pub delegated: Vec<String>,
+    /// Kinds this sweep listed.
+    #[serde(default)]
+    pub swept: Vec<String>,
+}
+
+/// Sweeps the kinds of `kinds` (Rust kinds the caller does not link) in
+/// `binary`, a test binary of the suite that registers them, started with
+/// `env` (the run's: its id, results folder, pod handle, suite dir).
+/// Every problem is an error of the report: a sweep that could not run is
+/// never an empty one.
+pub async fn sweep_in_binary(
+    binary: &Path,
+    env: &[(String, std::ffi::OsString)],
+    kinds: &[String],
+) -> SweepReport {
+    let mut report = SweepReport {
+        delegated: kinds.to_vec(),
+        ..SweepReport::default()
+    };
+    let mut cmd = tokio::process::Command::new(binary);
+    cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .env(crate::settings::var::RUN_AS, "sweeper")
+        .env(crate::settings::var::SWEEP_KINDS, kinds.join(","))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let output = match tokio::time::timeout(SWEEPER_TIMEOUT, cmd.output()).await {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => {
+            report.errors.push(format!(
+                "failed to start {} to sweep {}: {e}",
+                binary.display(),
+                kinds.join(", ")
+            ));
+            return report;
+        }
+        Err(_) => {
+            report.errors.push(format!(
+                "{} did not finish sweeping {} within {}",
+                binary.display(),
+                kinds.join(", "),
+                humantime::format_duration(SWEEPER_TIMEOUT)
+            ));
+            return report;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<SweepReport>(l).ok())
+    {
+        Some(theirs) => report.merge(theirs),
+        None => report.errors.push(format!(
+            "{} answered no sweep report ({}): {}",
+            binary.display(),
+            output.status,
+            crate::redact(String::from_utf8_lossy(&output.stderr).trim())
+                .chars()
+                .take(400)
+                .collect::<String>()
+        )),
+    }
+    report
+}
+
+/// A delegated sweep lists and deletes; it gets longer than one resource.
+const SWEEPER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `TESTKIT_RUN_AS=sweeper`: sweeps the run's resources of the Rust kinds
+/// `kinds` and prints the report as one JSON line.
+pub(crate) async fn sweeper_main(kinds_wanted: &[String]) -> std::process::ExitCode {
+    let fail = |problem: String| {
+        let report = SweepReport {
+            errors: vec![problem],
+            ..SweepReport::default()
+        };
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        std::process::ExitCode::FAILURE
+    };
+    let (run, kinds, config) = match (
+        crate::run::current(),
+        super::kind::current(),
+        crate::config::current(),
+    ) {
+        (Ok(r), Ok(k), Ok(c)) => (r, k, c),
+        (Err(e), _, _) => return fail(e.to_owned()),
+        (_, Err(e), _) => return fail(e.clone()),
+        (_, _, Err(e)) => return fail(e.to_string()),
+    };
+    crate::pod::init().await;
+    let pod = match crate::pod::current() {
+        Ok(p) => p,
+        Err(e) => return fail(format!("no pod to sweep: {e}")),
+    };
+    let mut only = Kinds::default();
+    for name in kinds_wanted {
+        match kinds.get(name) {
+            Some(k) if !k.is_elsewhere() => only.insert(k.clone()),
+            _ => {
+                return fail(format!(
+                    "this test binary registers no Rust kind `{name}` (testkit::resource_kind!)"
+                ))
+            }
+        }
+    }
+    let report = sweep(pod, &only, &config.suite.name_prefix, &run.id).await;
+    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    std::process::ExitCode::SUCCESS
 }
 
 impl SweepReport {
     /// Nothing leaked and every listing worked.
     pub fn is_clean(&self) -> bool {
-        self.leaked.is_empty() && self.errors.is_empty()
+        self.leaked.is_empty() && self.errors.is_empty() && self.delegated.is_empty()
     }
 
-    fn merge(&mut self, other: SweepReport) {
+    /// Adds what `other` found and did.
+    pub fn merge(&mut self, other: SweepReport) {
+        self.swept.extend(other.swept);
+        self.delegated.extend(other.delegated);
+        let swept = &self.swept;
+        self.delegated.retain(|k| !swept.contains(k));
+        self.delegated.sort();
+        self.delegated.dedup();
         self.found.extend(other.found);
         self.deleted.extend(other.deleted);
         self.leaked.extend(other.leaked);
@@ -61,16 +192,22 @@ pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> Swee
             .push(format!("refusing to sweep: {run_id:?} is not a run id"));
         return report;
     }
-    let list_prefix = format!("{prefix}-{run_id}-");
     for spec in kinds.iter() {
+        if spec.is_elsewhere() {
+            report.delegated.push(spec.name().to_owned());
+            continue;
+        }
+        report.swept.push(spec.name().to_owned());
+        let list_prefix = spec.naming().run_prefix(prefix, run_id);
         match spec.list(pod, &list_prefix).await {
-            Ok(names) => {
-                for name in names {
+            Ok(listed) => {
+                for r in listed {
                     let item = Resource {
                         kind: spec.name().to_owned(),
-                        name,
+                        name: r.name,
+                        id: r.id,
                     };
-                    if carries_run_id(&item.name, prefix, run_id) {
+                    if spec.naming().carries_run_id(&item.name, prefix, run_id) {
                         report.found.push(item);
                     } else {
                         report.refused.push(item);
@@ -177,11 +314,12 @@ async fn janitor_run(
             .filter(|e| e.run == run_id)
             .collect();
         let mut todo = Vec::new();
-        for journal::Outstanding { kind, name, .. } in
+        for journal::Outstanding { kind, name, id, .. } in
             journal::outstanding(&entries).into_iter().rev()
         {
-            let item = Resource { kind, name };
-            if carries_run_id(&item.name, prefix, run_id) {
+            let naming = kinds.get(&kind).map(|k| k.naming()).unwrap_or_default();
+            let item = Resource { kind, name, id };
+            if naming.carries_run_id(&item.name, prefix, run_id) {
                 report.found.push(item.clone());
                 todo.push(item);
             } else {
@@ -224,7 +362,7 @@ async fn remove(
         match delete::delete_and_verify(
             pod,
             spec,
-            &item.name,
+            &item.to_ref(),
             || note(&item, Event::Deleted, None),
             &log,
         )

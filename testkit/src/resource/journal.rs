@@ -69,6 +69,9 @@ pub struct JournalEntry {
     /// An error or a reason, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The id the service assigned, once known (on `created`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 impl JournalEntry {
@@ -89,7 +92,26 @@ impl JournalEntry {
             pid: std::process::id(),
             time: now_ms(),
             detail,
+            id: None,
         }
+    }
+
+    /// An entry of this process's run, `None` without a run.
+    pub(crate) fn new_for(
+        event: Event,
+        kind: &str,
+        name: &str,
+        test: &str,
+        detail: Option<String>,
+    ) -> Option<JournalEntry> {
+        let run = crate::run::current().ok()?;
+        Some(JournalEntry::new(event, kind, name, &run.id, test, detail))
+    }
+
+    /// The same entry, with the resource's server-assigned id.
+    pub(crate) fn with_id(mut self, id: Option<&str>) -> JournalEntry {
+        self.id = id.map(str::to_owned);
+        self
     }
 }
 
@@ -195,6 +217,8 @@ pub struct Outstanding {
     pub name: String,
     /// The run that created it.
     pub run: String,
+    /// Its server-assigned id, when a journal entry recorded one.
+    pub id: Option<String>,
 }
 
 /// The resources whose last event leaves something to do, in order of
@@ -210,7 +234,16 @@ pub fn outstanding(entries: &[JournalEntry]) -> Vec<Outstanding> {
                 kind: e.kind.clone(),
                 name: e.name.clone(),
                 run: e.run.clone(),
+                id: None,
             });
+        }
+        if let Some(id) = &e.id {
+            if let Some(o) = order
+                .iter_mut()
+                .find(|o| o.kind == e.kind && o.name == e.name)
+            {
+                o.id = Some(id.clone());
+            }
         }
         last.insert(key, e.event);
     }

@@ -33,10 +33,13 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-pub use janitor::{janitor, sweep, JanitorTarget, Resource, SweepReport};
+pub(crate) use janitor::sweeper_main;
+pub use janitor::{janitor, sweep, sweep_in_binary, JanitorTarget, Resource, SweepReport};
 pub use journal::{outstanding, read_journal, Event, JournalEntry, Outstanding};
-pub use kind::{KindError, KindSpec, Kinds};
-pub use names::carries_run_id;
+pub use kind::{
+    KindError, KindFuture, KindSpec, Kinds, OpError, Presence, ResourceKind, ResourceRef, RustKind,
+};
+pub use names::{carries_run_id, Naming};
 
 pub(crate) use reaper::{finish_process, reaper_main};
 pub(crate) use signals::install_signal_handler;
@@ -94,6 +97,8 @@ struct Inner {
 struct Tracked {
     kind: String,
     name: String,
+    /// The server-assigned id, once the creating request answered it.
+    id: Option<String>,
     _slot: Option<budget::Slot>,
 }
 
@@ -118,6 +123,11 @@ impl Tracker {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the suite's resource kinds load; the error names what is wrong.
+pub(crate) fn check_kinds() -> Result<(), String> {
+    kind::current().map(|_| ())
 }
 
 /// The suite's resource-name prefix.
@@ -145,10 +155,27 @@ impl Inner {
     }
 
     fn journal(&self, event: Event, kind: &str, name: &str, detail: Option<String>) {
-        let Ok(run) = crate::run::current() else {
+        self.append(
+            JournalEntry::new_for(event, kind, name, &self.test, detail),
+            event,
+            kind,
+            name,
+        );
+    }
+
+    fn journal_with_id(&self, event: Event, kind: &str, name: &str, id: Option<&str>) {
+        self.append(
+            JournalEntry::new_for(event, kind, name, &self.test, None).map(|e| e.with_id(id)),
+            event,
+            kind,
+            name,
+        );
+    }
+
+    fn append(&self, entry: Option<JournalEntry>, event: Event, kind: &str, name: &str) {
+        let (Some(entry), Ok(run)) = (entry, crate::run::current()) else {
             return;
         };
-        let entry = JournalEntry::new(event, kind, name, &run.id, &self.test, detail);
         if let Err(e) = journal::current(run).append(&entry) {
             self.log.push(format!(
                 "testkit: could not journal {event:?} of {kind} `{name}`: {e}"
@@ -185,7 +212,11 @@ impl Inner {
         };
         let log = |m: String| self.log.push(m);
         let deleted = || self.journal(Event::Deleted, &t.kind, &t.name, None);
-        match delete::delete_and_verify(pod, spec, &t.name, deleted, &log).await {
+        let target = kind::ResourceRef {
+            name: t.name.clone(),
+            id: t.id.clone(),
+        };
+        match delete::delete_and_verify(pod, spec, &target, deleted, &log).await {
             Ok(()) => {
                 self.journal(Event::Verified, &t.kind, &t.name, None);
                 self.set_state(&t.kind, &t.name, ResourceState::Deleted);
@@ -215,10 +246,23 @@ impl Tracker {
         names::name(prefix(), run_id, &self.inner.tag, n)
     }
 
+    /// The test's next name for a resource of `kind`, in the kind's alphabet.
+    pub(crate) fn unique_name_for(&self, run_id: &str, kind: &str) -> crate::Result<String> {
+        let kinds = kind::current().map_err(anyhow::Error::msg)?;
+        let Some(spec) = kinds.get(kind) else {
+            anyhow::bail!(
+                "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
+                kinds.names()
+            );
+        };
+        let n = self.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(spec.naming().name(prefix(), run_id, &self.inner.tag, n))
+    }
+
     /// Tracks the resource `kind` `name` from before `request` (the future
     /// that creates it) is first polled; see [`Cx::create`](crate::Cx::create).
     /// `log` is the test's log, for budget waits.
-    pub(crate) async fn create<T, E, F>(
+    pub(crate) async fn create<T, F>(
         &self,
         run: &crate::run::Run,
         kind: &str,
@@ -226,8 +270,7 @@ impl Tracker {
         request: F,
     ) -> crate::Result<T>
     where
-        F: Future<Output = Result<T, E>>,
-        E: Into<anyhow::Error>,
+        F: Future<Output = crate::Result<(T, Option<String>)>>,
     {
         let inner = &self.inner;
         let kinds = kind::current().map_err(anyhow::Error::msg)?;
@@ -237,12 +280,17 @@ impl Tracker {
                 kinds.names()
             );
         };
-        if !carries_run_id(name, prefix(), &run.id) {
+        let naming = spec.naming();
+        if !naming.carries_run_id(name, prefix(), &run.id) {
+            let hint = if naming == names::Naming::default() {
+                "`cx.unique_name()`"
+            } else {
+                "`cx.unique_name_for(kind)`: the kind's names look different"
+            };
             anyhow::bail!(
                 "refusing to create {kind} `{name}`: the names a test creates must carry the run id \
-                 (`{}-{}-…`, a DNS label); use `cx.unique_name()`",
-                prefix(),
-                run.id
+                 (`{}…`, in the kind's alphabet); use {hint}",
+                naming.run_prefix(prefix(), &run.id)
             );
         }
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
@@ -285,12 +333,22 @@ impl Tracker {
         lock(&inner.live).push(Tracked {
             kind: kind.to_owned(),
             name: name.to_owned(),
+            id: None,
             _slot: slot,
         });
         inner.set_state(kind, name, ResourceState::Pending);
-        match request.await.map_err(Into::into) {
-            Ok(value) => {
-                inner.journal(Event::Created, kind, name, None);
+        match request.await {
+            Ok((value, id)) => {
+                if let Some(id) = &id {
+                    if let Some(t) = lock(&inner.live)
+                        .iter_mut()
+                        .rev()
+                        .find(|t| t.kind == kind && t.name == name)
+                    {
+                        t.id = Some(id.clone());
+                    }
+                }
+                inner.journal_with_id(Event::Created, kind, name, id.as_deref());
                 inner.set_state(kind, name, ResourceState::Created);
                 Ok(value)
             }

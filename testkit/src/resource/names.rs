@@ -37,32 +37,98 @@ pub(crate) fn attempt_tag(full_name: &str, attempt: Option<u32>) -> String {
 
 /// The `n`th name of a test (`n` from 1): two digits, more when needed.
 pub(crate) fn name(prefix: &str, run_id: &str, tag: &str, n: u32) -> String {
-    format!("{prefix}-{run_id}-{tag}-{n:02}")
+    Naming::default().name(prefix, run_id, tag, n)
 }
 
 /// Whether `name` is one the run `run_id` may own: `<prefix>-<run id>-…`, and
 /// a DNS label. Sweeps, reapers and the janitor delete nothing else.
 pub fn carries_run_id(name: &str, prefix: &str, run_id: &str) -> bool {
-    !prefix.is_empty()
-        && !run_id.is_empty()
-        && name.len() > prefix.len() + run_id.len() + 2
-        && name
-            .strip_prefix(prefix)
-            .and_then(|r| r.strip_prefix('-'))
-            .and_then(|r| r.strip_prefix(run_id))
-            .is_some_and(|r| r.starts_with('-'))
-        && is_dns_label(name)
+    Naming::default().carries_run_id(name, prefix, run_id)
 }
 
-/// RFC 1123 label: 1 to 63 of `a-z0-9-`, not starting or ending with `-`.
-pub(crate) fn is_dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
+/// How a kind's names look: lowercase letters and digits joined by a
+/// separator, at most `max_len` long. The default is a DNS label
+/// (`-`, 63); a service whose names must match `^\w+$` says `_`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Naming {
+    separator: char,
+    max_len: usize,
+}
+
+impl Default for Naming {
+    fn default() -> Naming {
+        Naming {
+            separator: '-',
+            max_len: MAX_NAME_LEN,
+        }
+    }
+}
+
+/// The longest name a test makes: an 8-character prefix, a 16-character run
+/// id, a tag, a 5-digit counter and their separators.
+pub(crate) const LONGEST_NAME: usize = 8 + 1 + 16 + 1 + TAG_LEN + 1 + 5;
+
+impl Naming {
+    /// Names joined by `separator` (`-`, `_` or `.`), at most `max_len`
+    /// long; the error says what is wrong.
+    pub fn new(separator: char, max_len: usize) -> Result<Naming, String> {
+        if !matches!(separator, '-' | '_' | '.') {
+            return Err(format!(
+                "separator {separator:?} is not one of \"-\", \"_\" or \".\""
+            ));
+        }
+        if max_len < LONGEST_NAME {
+            return Err(format!(
+                "max_len {max_len} is too short for a name that carries the run id: \
+                 it needs {LONGEST_NAME} (prefix, run id, test tag, counter)"
+            ));
+        }
+        Ok(Naming { separator, max_len })
+    }
+
+    /// The separator.
+    pub fn separator(&self) -> char {
+        self.separator
+    }
+
+    /// The `n`th name of a test (`n` from 1).
+    pub(crate) fn name(&self, prefix: &str, run_id: &str, tag: &str, n: u32) -> String {
+        let s = self.separator;
+        format!("{prefix}{s}{run_id}{s}{tag}{s}{n:02}")
+    }
+
+    /// What every name of the run starts with: `<prefix><sep><run id><sep>`.
+    pub fn run_prefix(&self, prefix: &str, run_id: &str) -> String {
+        let s = self.separator;
+        format!("{prefix}{s}{run_id}{s}")
+    }
+
+    /// Whether `name` is one the run `run_id` may own: it starts with the
+    /// run's prefix and fits the kind's alphabet and length.
+    pub fn carries_run_id(&self, name: &str, prefix: &str, run_id: &str) -> bool {
+        let s = self.separator;
+        !prefix.is_empty()
+            && !run_id.is_empty()
+            && name.len() > prefix.len() + run_id.len() + 2
+            && name
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix(s))
+                .and_then(|r| r.strip_prefix(run_id))
+                .is_some_and(|r| r.starts_with(s))
+            && self.fits(name)
+    }
+
+    /// Lowercase letters, digits and the separator, not at either end, at
+    /// most `max_len` long.
+    pub fn fits(&self, name: &str) -> bool {
+        !name.is_empty()
+            && name.len() <= self.max_len
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == self.separator)
+            && !name.starts_with(self.separator)
+            && !name.ends_with(self.separator)
+    }
 }
 
 #[cfg(test)]
@@ -76,11 +142,14 @@ mod tests {
         assert_ne!(a, test_tag("suite::b"));
         assert_eq!(a.len(), TAG_LEN);
         let n = name("ct", "abcdefghij", &a, 7);
-        assert!(n.ends_with("-07") && is_dns_label(&n), "{n}");
+        assert!(n.ends_with("-07") && Naming::default().fits(&n), "{n}");
         assert!(name("ct", "abcdefghij", &a, 123).ends_with("-123"));
         // The longest possible: an 8-character prefix and a 16-character run id.
         let long = name("abcdefgh", &"r".repeat(16), &a, 99_999);
-        assert!(long.len() <= MAX_NAME_LEN && is_dns_label(&long), "{long}");
+        assert!(
+            long.len() <= MAX_NAME_LEN && Naming::default().fits(&long),
+            "{long}"
+        );
     }
 
     #[test]
@@ -93,6 +162,19 @@ mod tests {
             attempt_tag("suite::a", Some(3))
         );
         assert_eq!(attempt_tag("suite::a", Some(2)).len(), TAG_LEN);
+    }
+
+    #[test]
+    fn a_kind_s_naming_fits_its_alphabet() {
+        let underscore = Naming::new('_', 40).unwrap();
+        let n = underscore.name("pb", "abcdefghij", "tag123", 3);
+        assert_eq!(n, "pb_abcdefghij_tag123_03");
+        assert!(underscore.carries_run_id(&n, "pb", "abcdefghij"));
+        assert!(!underscore.carries_run_id("pb-abcdefghij-tag123-03", "pb", "abcdefghij"));
+        assert!(!Naming::default().carries_run_id(&n, "pb", "abcdefghij"));
+        assert_eq!(underscore.run_prefix("pb", "r1"), "pb_r1_");
+        assert!(Naming::new('/', 40).unwrap_err().contains("separator"));
+        assert!(Naming::new('_', 12).unwrap_err().contains("too short"));
     }
 
     #[test]

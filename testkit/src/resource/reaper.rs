@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::journal::{self, Event, Journal, JournalEntry};
-use super::{delete, kind, names};
+use super::kind::ResourceRef;
+use super::{delete, kind};
 use crate::settings::var;
 
 /// How long a test process waits for its reaper to exit after `done`.
@@ -159,6 +160,7 @@ async fn reap(path: PathBuf) -> ExitCode {
         kind: kind_name,
         name,
         run,
+        id,
     } in todo.into_iter().rev()
     {
         let (k, n, r) = (kind_name.clone(), name.clone(), run.clone());
@@ -172,7 +174,8 @@ async fn reap(path: PathBuf) -> ExitCode {
             }
         };
         tasks.spawn(async move {
-            if !names::carries_run_id(&name, prefix, &run) {
+            let naming = kinds.get(&kind_name).map(|k| k.naming()).unwrap_or_default();
+            if !naming.carries_run_id(&name, prefix, &run) {
                 eprintln!("testkit reaper: refusing to delete `{name}`: it does not carry the run id `{run}`");
                 note(Event::Leaked, Some(format!("refused: `{name}` does not carry the run id")));
                 return false;
@@ -182,7 +185,8 @@ async fn reap(path: PathBuf) -> ExitCode {
                 return false;
             };
             let log = |m: String| eprintln!("testkit reaper: {m}");
-            match delete::delete_and_verify(pod, spec, &name, || note(Event::Deleted, None), &log)
+            let target = ResourceRef { name: name.clone(), id };
+            match delete::delete_and_verify(pod, spec, &target, || note(Event::Deleted, None), &log)
                 .await
             {
                 Ok(()) => {

@@ -23,7 +23,13 @@ fn boots_checks_auth_and_stops_verified() {
         .unwrap();
     assert!(pod.health.ok(), "{}", pod.health.summary());
     assert!(pod.home.is_dir());
-    let auth = rt.block_on(check_auth(&pod.handle, Duration::from_secs(10)));
+    let config = testkit::config::SuiteConfig::default();
+    let connected = rt
+        .block_on(testkit::pod::connect(pod.handle.clone(), &config, None))
+        .unwrap();
+    let auth = rt
+        .block_on(check_auth(&connected, Duration::from_secs(10)))
+        .expect("sandboxd's auth has a probe");
     assert!(auth.ok(), "{}", auth.summary());
     assert_eq!(auth.without_token.status, Some(401));
     let (pid, private) = (pod.pid as i32, pod.private_dir.clone());

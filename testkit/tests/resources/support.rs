@@ -102,7 +102,9 @@ impl Sandboxd {
     /// A connected client, as the runner would have.
     pub async fn connect(&self) -> testkit::pod::Pod {
         let handle = PodHandle::parse(&self.handle_json, &HandlePolicy::default()).unwrap();
-        testkit::pod::connect(handle, None).await.unwrap()
+        testkit::pod::connect(handle, &testkit::config::SuiteConfig::default(), None)
+            .await
+            .unwrap()
     }
 }
 

@@ -176,6 +176,7 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
             .as_str()
             .unwrap_or(binary_id)
             .to_owned();
+        let binary_path = suite["binary-path"].as_str().map(std::path::PathBuf::from);
         let Some(cases) = suite["testcases"].as_object() else {
             continue;
         };
@@ -186,6 +187,7 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
             out.push(Listed {
                 binary_id: binary_id.clone(),
                 binary: binary.clone(),
+                binary_path: binary_path.clone(),
                 name: name.clone(),
                 event: None,
             });

@@ -62,6 +62,9 @@ pub(crate) struct TestsOutcome {
     pub(crate) summary: Option<Summary>,
     /// `binary::name` and the first line of why, for every failed test.
     pub(crate) failures: Vec<(String, String)>,
+    /// The suite's test binaries, as nextest listed them: what sweeps the
+    /// suite's Rust resource kinds.
+    pub(crate) binaries: Vec<std::path::PathBuf>,
 }
 
 /// A test nextest lists, and what its events said.
@@ -69,6 +72,7 @@ pub(crate) struct TestsOutcome {
 struct Listed {
     binary_id: String,
     binary: String,
+    binary_path: Option<std::path::PathBuf>,
     name: String,
     event: Option<String>,
 }
@@ -80,6 +84,7 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         incomplete: true,
         summary: None,
         failures: Vec::new(),
+        binaries: Vec::new(),
     };
 
     let listed = match build::build(spec, interrupt).await {
@@ -110,7 +115,16 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         Ok(r) => r,
         Err(evidence) => return incomplete(evidence),
     };
-    outcome(spec, &records, &followed, &tests_log, started)
+    let mut binaries: Vec<std::path::PathBuf> = listed
+        .iter()
+        .filter_map(|t| t.binary_path.clone())
+        .collect();
+    binaries.sort();
+    binaries.dedup();
+    TestsOutcome {
+        binaries,
+        ..outcome(spec, &records, &followed, &tests_log, started)
+    }
 }
 
 /// The tests phase's verdict from the records: the counts, the known
@@ -204,6 +218,7 @@ fn outcome(
         incomplete: false,
         summary: Some(summary),
         failures,
+        binaries: Vec::new(),
     }
 }
 
