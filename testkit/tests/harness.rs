@@ -6,6 +6,8 @@
 
 #[path = "harness/checks.rs"]
 mod checks;
+#[path = "harness/config.rs"]
+mod config;
 #[path = "harness/fixture.rs"]
 mod fixture;
 #[path = "harness/listing.rs"]

@@ -4,6 +4,8 @@
 #[path = "pod/support.rs"]
 mod support;
 
+#[path = "pod/auth.rs"]
+mod auth;
 #[path = "pod/handle.rs"]
 mod handle;
 #[path = "pod/lifecycle.rs"]

@@ -51,6 +51,13 @@ async fn needs_teleport(_cx: &mut Cx) -> testkit::Result {
     bail!("must not run without `teleport`")
 }
 
+/// Requires a capability and never touches the pod itself: only a pod that
+/// validated can satisfy it.
+#[testkit::test(requires = ["exec"])]
+async fn requires_exec_only(_cx: &mut Cx) -> testkit::Result {
+    Ok(())
+}
+
 /// Runs the CLI against the pod.
 #[testkit::test]
 async fn runs_the_cli(cx: &mut Cx) -> testkit::Result {

@@ -97,7 +97,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
         .and_then(|()| crate::resource::check_kinds())
     {
         return Some(Body::Failed {
-            kind: FailureKind::Error,
+            kind: FailureKind::Config,
             message: format!("the suite's config cannot be used: {message}"),
         });
     }
@@ -219,12 +219,12 @@ fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut Te
         }
         (
             Body::Failed {
-                kind: FailureKind::KnownIssueUnlisted,
+                kind: kind @ (FailureKind::KnownIssueUnlisted | FailureKind::Config),
                 message,
             },
             _,
         ) => {
-            record.fail(FailureKind::KnownIssueUnlisted, message);
+            record.fail(kind, message);
         }
         (Body::Passed, None) => record.outcome = Outcome::Passed,
         (Body::Failed { kind, message }, None) => record.fail(kind, message),

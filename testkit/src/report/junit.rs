@@ -75,6 +75,7 @@ pub fn failure_type(kind: FailureKind) -> &'static str {
         FailureKind::KnownIssueMismatch => "known_issue_mismatch",
         FailureKind::KnownIssueFixed => "known_issue_fixed",
         FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
+        FailureKind::Config => "config",
     }
 }
 

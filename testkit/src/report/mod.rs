@@ -30,7 +30,7 @@
 //! | `description` | string | the first paragraph of its doc comment |
 //! | `file`, `line` | string, integer | where it is defined |
 //! | `outcome` | `passed` \| `failed` \| `skipped` \| `expected_failure` \| `unexpected_pass` | |
-//! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| null | why it failed |
+//! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| `config` \| null | why it failed |
 //! | `message` | string \| null | the failure; for an expected failure, the failure observed |
 //! | `skip_reason` | string \| null | why it was skipped (`ignored: <reason>` when statically ignored) |
 //! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran) |

@@ -42,6 +42,9 @@ pub enum FailureKind {
     KnownIssueFixed,
     /// The known issue's id is not listed in `KNOWN-ISSUES.md`.
     KnownIssueUnlisted,
+    /// The suite's config (`testkit.toml`, its kinds) cannot be used: the
+    /// test never ran, and a known issue does not excuse it.
+    Config,
 }
 
 /// The cleanup of a test's resources, as a whole.

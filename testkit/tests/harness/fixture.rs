@@ -216,6 +216,24 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// Runs a built test binary of the fixture the way a nextest archive or
+    /// a debugger does: from `cwd`, without cargo's environment, with `env`.
+    pub fn run_binary_bare(
+        &self,
+        binary: &str,
+        cwd: &Path,
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> Output {
+        let exe = &self.test_binaries()[binary];
+        let mut cmd = Command::new(exe);
+        cmd.current_dir(cwd);
+        scrub_env(&mut cmd);
+        cmd.envs(env.iter().copied());
+        run_bounded(cmd, Duration::from_secs(120))
+    }
+}
+
 fn scrub_env(cmd: &mut Command) {
     const KEEP: &[&str] = &[
         "CARGO_HOME",

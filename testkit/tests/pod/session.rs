@@ -57,12 +57,39 @@ fn without_a_pod_tests_skip_with_one_reason_and_the_run_passes() {
         "uses_pod_and_leaks_token",
         "needs_exec",
         "needs_teleport",
+        "requires_exec_only",
         "runs_the_cli",
     ] {
         let r = record(results.path(), test);
         assert_eq!(r["outcome"], "skipped", "{test}: {r}");
         assert_eq!(r["skip_reason"], reason, "{test}");
     }
+}
+
+#[test]
+fn a_configured_but_invalid_pod_fails_the_tests_that_require_it() {
+    let results = tempfile::tempdir().unwrap();
+    // The port disagrees with the base URL: the handle does not validate.
+    let handle = results.path().join("bad-handle.json");
+    std::fs::write(
+        &handle,
+        r#"{"name":"p","base_url":"http://127.0.0.1:4000","port":4001,"token":"t0ken"}"#,
+    )
+    .unwrap();
+    let ran = run_fixture(
+        Some(&handle),
+        results.path(),
+        &["--exact", "pod_fixture::requires_exec_only"],
+        &[],
+    );
+    assert_eq!(ran.code, Some(101), "{}", ran.output);
+    let r = record(results.path(), "requires_exec_only");
+    assert_eq!(r["outcome"], "failed", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("requires exec") && message.contains("`port`"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -185,7 +212,11 @@ fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
         &[],
     );
     assert_ne!(lost.code, Some(0), "{}", lost.output);
-    assert!(lost.output.contains("refused the token"), "{}", lost.output);
+    assert!(
+        lost.output.contains("refused the credentials") && lost.output.contains("session.json"),
+        "{}",
+        lost.output
+    );
 
     // Stop the pod so its logs land in the results, then grep everything.
     let stopped = rt
