@@ -56,12 +56,13 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
                 .map(PathBuf::from)
         })
         .or_else(|| {
-            args.results
-                .as_ref()
-                .map(|r| r.join("pod").join("handle.json"))
+            args.run
+                .as_deref()
+                .map(|run| testkit::run::secrets_dir(run).join("handle.json"))
+                .filter(|h| h.is_file())
         });
     let Some(handle_path) = handle_path else {
-        return Err(ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE, or --results of the run)"));
+        return Err(ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE; a run still going keeps its handle in its secrets dir, found by --run)"));
     };
     let text = std::fs::read_to_string(&handle_path).map_err(|e| {
         ExpectedError::bad_args(format_args!(
@@ -86,7 +87,8 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         },
         (None, None) => unreachable!("clap requires one of them"),
     };
-    let pod = testkit::pod::connect(handle, &config, args.results.as_deref())
+    let session_dir = args.run.as_deref().map(testkit::run::secrets_dir);
+    let pod = testkit::pod::connect(handle, &config, session_dir.as_deref())
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
     let report = testkit::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;

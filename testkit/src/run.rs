@@ -83,6 +83,52 @@ pub fn target_dir_of(target_dir: Option<&Path>) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
+/// Where a run keeps its live credentials (the pod handle the tests use,
+/// the session they share): never the results folder, which CI uploads.
+/// `TESTKIT_SECRETS_DIR`, else `$XDG_RUNTIME_DIR/testkit/<run id>`, else
+/// `<temp dir>/testkit-<uid>/<run id>`: the same for every process of the
+/// run, readable by its user only. `testkit-runner` removes it when the run
+/// ends.
+pub fn secrets_dir(run_id: &str) -> PathBuf {
+    let settings = crate::settings::or_default();
+    if let Some(dir) = &settings.secrets_dir {
+        return dir.clone();
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir());
+    match runtime {
+        Some(dir) => dir.join("testkit").join(run_id),
+        None => std::env::temp_dir()
+            .join(format!("testkit-{}", nix::unistd::getuid()))
+            .join(run_id),
+    }
+}
+
+/// Creates [`secrets_dir`] (and the folder above it) with mode 0700, and
+/// checks that no other user can read it.
+pub fn create_secrets_dir(run_id: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let dir = secrets_dir(run_id);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)?;
+    for d in [Some(dir.as_path()), dir.parent()].into_iter().flatten() {
+        let meta = std::fs::metadata(d)?;
+        if meta.uid() != nix::unistd::getuid().as_raw() {
+            return Err(std::io::Error::other(format!(
+                "{} belongs to another user: set TESTKIT_SECRETS_DIR to a folder of your own",
+                d.display()
+            )));
+        }
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))?;
+        }
+    }
+    Ok(dir)
+}
+
 /// `<results>/artifacts/<binary>/<test>`: a test's artifacts folder, the
 /// test's full name made file-name-safe (`smoke::create` → `smoke__create`).
 pub fn artifacts_dir(results_dir: &Path, binary: &str, test: &str) -> PathBuf {

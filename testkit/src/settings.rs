@@ -12,6 +12,7 @@
 //! | `TESTKIT_RESULTS_DIR` | the run's results folder |
 //! | `TESTKIT_SUITE_DIR` | the suite's workspace root (where `testkit.toml` is) |
 //! | `TESTKIT_POD_HANDLE` | a pod handle file |
+//! | `TESTKIT_SECRETS_DIR` | where the run keeps live credentials (not the results folder) |
 //! | `TESTKIT_TEST_THREADS` | concurrency when `--test-threads` is not given |
 //! | `TESTKIT_TIMEOUT` | the default test timeout |
 //! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
@@ -57,6 +58,8 @@ pub mod var {
     pub const REAPER_JOURNAL: &str = "TESTKIT_REAPER_JOURNAL";
     /// The test process a reaper watches.
     pub const REAPER_PARENT: &str = "TESTKIT_REAPER_PARENT";
+    /// Where the run keeps its live credentials.
+    pub const SECRETS_DIR: &str = "TESTKIT_SECRETS_DIR";
     /// The Rust kinds a sweeper sweeps, comma-separated.
     pub const SWEEP_KINDS: &str = "TESTKIT_SWEEP_KINDS";
 }
@@ -125,6 +128,8 @@ pub struct Settings {
     pub target_dir: Option<PathBuf>,
     /// `TESTKIT_POD_HANDLE`.
     pub pod_handle: Option<PathBuf>,
+    /// `TESTKIT_SECRETS_DIR`.
+    pub secrets_dir: Option<PathBuf>,
     /// `TESTKIT_TEST_THREADS`, a positive integer.
     pub test_threads: Option<usize>,
     /// `TESTKIT_TIMEOUT`, else [`DEFAULT_TIMEOUT`].
@@ -289,6 +294,7 @@ impl Settings {
             manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
             target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
             pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
+            secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
             test_threads,
             timeout,
             grace,

@@ -45,8 +45,11 @@ pub(super) struct Run<'a> {
     phases: Vec<PhaseResult>,
     interrupt: Interrupt,
     started: Instant,
-    /// `<results>/pod`: the handle the tests use, the pod's logs.
+    /// `<results>/pod`: the pod's logs and its handle, redacted.
     pod_dir: PathBuf,
+    /// The run's secrets dir, outside the results folder: the handle the
+    /// tests use and their session. Removed when the run ends.
+    secrets_dir: PathBuf,
     handle_file: PathBuf,
 }
 
@@ -65,13 +68,20 @@ impl<'a> Run<'a> {
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
+        let secrets_dir = testkit::run::create_secrets_dir(&plan.run_id).map_err(|e| {
+            ExpectedError::bad_args(format_args!(
+                "cannot create the run's private folder {}: {e}",
+                testkit::run::secrets_dir(&plan.run_id).display()
+            ))
+        })?;
         Ok(Run {
             plan,
             log,
             phases: Vec::new(),
             interrupt,
             started: Instant::now(),
-            handle_file: pod_dir.join("handle.json"),
+            handle_file: secrets_dir.join("handle.json"),
+            secrets_dir,
             pod_dir,
         })
     }
@@ -141,6 +151,11 @@ impl<'a> Run<'a> {
                     self.handle_file.display()
                 );
             }
+            // What the results folder may say of the pod: no credential.
+            let shown = self.pod_dir.join("handle.json");
+            if let Err(e) = std::fs::write(&shown, h.to_redacted_json()) {
+                eprintln!("testkit-runner: failed to write {}: {e}", shown.display());
+            }
         }
         pod
     }
@@ -193,21 +208,20 @@ impl<'a> Run<'a> {
         let started = Instant::now();
         // Log in (or take the handle's credential) and open the session every
         // test process reuses, then check the credential really matters.
-        let p =
-            match testkit::pod::connect(h.clone(), &self.plan.config, Some(&self.plan.results_dir))
-                .await
-            {
-                Ok(p) => p,
-                Err(e) => {
-                    self.decide(PhaseResult::new(
-                        "auth",
-                        Verdict::Fail,
-                        format!("opening the session failed: {e}"),
-                        started.elapsed(),
-                    ));
-                    return None;
-                }
-            };
+        let p = match testkit::pod::connect(h.clone(), &self.plan.config, Some(&self.secrets_dir))
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                self.decide(PhaseResult::new(
+                    "auth",
+                    Verdict::Fail,
+                    format!("opening the session failed: {e}"),
+                    started.elapsed(),
+                ));
+                return None;
+            }
+        };
         let report = testkit::pod::check_auth(&p, Duration::from_secs(10)).await;
         let checked = match &report {
             Some(r) if !r.ok() => {
@@ -330,7 +344,7 @@ impl<'a> Run<'a> {
                 None
             }
             RunPod::Started(p) if self.plan.keep => {
-                let note = pod::keep_note(&p, &self.handle_file);
+                let note = pod::keep_note(&p, &self.handle_file, &self.plan.run_id);
                 self.decide(PhaseResult::skip(
                     "down",
                     format!(
@@ -367,6 +381,18 @@ impl<'a> Run<'a> {
         keep_note: Option<String>,
     ) -> Result<(), ExpectedError> {
         let interrupted = self.interrupt.requested();
+        // Live credentials go with the run, unless a kept pod still needs
+        // them to be reached.
+        if keep_note.is_none() {
+            if let Err(e) = std::fs::remove_dir_all(&self.secrets_dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!(
+                        "testkit-runner: failed to remove the run's credentials in {}: {e}",
+                        self.secrets_dir.display()
+                    );
+                }
+            }
+        }
         // Without a session the run never got to test the pod.
         let incomplete = !authenticated || tests.as_ref().is_some_and(|t| t.incomplete);
         let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
@@ -426,6 +452,10 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
         (
             var::POD_HANDLE.to_owned(),
             handle_file.as_os_str().to_owned(),
+        ),
+        (
+            var::SECRETS_DIR.to_owned(),
+            testkit::run::secrets_dir(&plan.run_id).into_os_string(),
         ),
         (
             var::SUITE_DIR.to_owned(),

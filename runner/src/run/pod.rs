@@ -238,17 +238,17 @@ pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
 }
 
 /// How to reach and stop a pod kept by `--keep`.
-pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path) -> String {
+pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path, run_id: &str) -> String {
     format!(
         "pod {name} is still running at {url} (pid {pid}, process group {pgid})\n\
-         \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RESULTS_DIR={results} cargo nextest run   (in the suite)\n\
-         \x20 stop it:  kill -TERM -- -{pgid} && rm -rf {private}\n",
+         \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RUN_ID={run_id} cargo nextest run   (in the suite)\n\
+         \x20 stop it:  kill -TERM -- -{pgid} && rm -rf {private} {secrets}\n",
         name = pod.handle.name(),
         url = pod.handle.base_url(),
         pid = pod.pid,
         pgid = pod.pgid,
         handle = handle_file.display(),
-        results = handle_file.parent().and_then(Path::parent).unwrap_or(Path::new(".")).display(),
+        secrets = handle_file.parent().unwrap_or(Path::new(".")).display(),
         private = pod.private_dir.display(),
     )
 }

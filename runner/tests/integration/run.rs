@@ -172,6 +172,38 @@ fn a_planted_leak_is_found_named_deleted_and_fails_the_run_on_a_callers_pod() {
         crate::http("GET", &pod.url("/api/health"), None, None).0,
         200
     );
+    // The caller's pod keeps running, and its credentials stayed out of the
+    // results folder (CI uploads it): the handle there is redacted, the
+    // session lived in the run's private folder, gone with the run.
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let shown = std::fs::read_to_string(ran.results().join("pod/handle.json")).unwrap();
+    assert!(
+        shown.contains("[REDACTED]") && !shown.contains(&token),
+        "{shown}"
+    );
+    let mut stack = vec![ran.results()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(&token),
+                    "{} holds the live token",
+                    path.display()
+                );
+                assert!(
+                    !path.ends_with("session.json"),
+                    "{} is a session in the results folder",
+                    path.display()
+                );
+            }
+        }
+    }
+    let secrets = testkit::run::secrets_dir(&run_id);
+    assert!(!secrets.exists(), "{} outlived the run", secrets.display());
 }
 
 /// A pod that prints its handle but never answers health: exit 2, logs kept,

@@ -430,6 +430,23 @@ impl PodHandle {
         Value::Object(obj).to_string()
     }
 
+    /// The handle's JSON with the token and every secret field replaced by
+    /// `[REDACTED]`: what a results folder may hold.
+    pub fn to_redacted_json(&self) -> String {
+        let mut value: Value = serde_json::from_str(&self.to_json()).expect("our own JSON");
+        if let Some(obj) = value.as_object_mut() {
+            if obj.contains_key("token") {
+                obj.insert("token".into(), Value::from(crate::REDACTED));
+            }
+            for (k, (_, public)) in &self.extras {
+                if !public {
+                    obj.insert(k.clone(), Value::from(crate::REDACTED));
+                }
+            }
+        }
+        value.to_string()
+    }
+
     /// Writes [`PodHandle::to_json`] to `path` with mode 0600, atomically.
     pub fn write_file(&self, path: &std::path::Path) -> std::io::Result<()> {
         crate::files::write_private(path, self.to_json().as_bytes())

@@ -7,23 +7,27 @@
 //!
 //! # Session hand-off
 //!
-//! A pod accepts its raw token only during a window after it starts; the
-//! token opens a session (a cookie) that keeps working after. Under nextest
-//! every test is its own process, so the session must outlive the process
-//! that opened it:
+//! How a test authenticates is the suite's `[auth]` (see [`crate::config`]):
+//! the handle's token as it is, or a login that turns the handle's
+//! credentials into a session or a short-lived token. A login must happen
+//! once per run, not once per process: under nextest every test is its own
+//! process, and a pod may accept its raw token only for a while (sandboxd's
+//! token window). So:
 //!
-//! - The session lives in `<results>/pod/session.json` (mode 0600): the pod's
-//!   name and base URL, the cookie, and the capabilities.
-//! - A process takes an exclusive `flock` on `<results>/pod/session.lock`,
-//!   reuses the session in `session.json` if it belongs to the same pod and
-//!   the pod still accepts it, and otherwise exchanges the token for a new
-//!   one and writes it. The lock makes the first process do the exchange and
-//!   every later one reuse its result.
-//! - `testkit-runner` calls [`connect`] right after boot, so the exchange
-//!   happens inside the window even when the first test starts much later.
-//!
-//! The results folder is shared by every process of a run (`TESTKIT_RESULTS_DIR`
-//! or derived from the run id), which is what makes the file reachable.
+//! - The credential lives in `session.json` (mode 0600) in the run's
+//!   [secrets dir](crate::run::secrets_dir), a private folder outside the
+//!   results folder (CI uploads results; they never hold a credential): the
+//!   pod's name and base URL, the credential, a generation, the capabilities.
+//! - A process takes an exclusive `flock` on `session.lock` beside it,
+//!   reuses the credential if it belongs to the same pod and the pod still
+//!   accepts it (the `[auth] probe` answers 2xx), and otherwise logs in and
+//!   writes it. The first process logs in; every later one reuses that.
+//! - An answer of `[auth] expired` makes [`Pod::send`] log in again: the
+//!   first process to see it bumps the generation, the others take its
+//!   credential.
+//! - `testkit-runner` calls [`connect`] right after boot, so the login
+//!   happens inside a token window even when the first test starts later,
+//!   and removes the secrets dir when the run ends.
 
 pub(crate) mod check;
 pub(crate) mod handle;
@@ -232,8 +236,16 @@ async fn load() -> Result<Pod, PodUnavailable> {
         .map_err(|e| PodUnavailable::Invalid(format!("{e} (in {})", path.display())))?;
     handle.register_secrets();
     stdio::install();
-    let results = crate::run::current().ok().map(|r| r.results_dir.as_path());
-    connect(handle, config, results)
+    let session_dir = match crate::run::current() {
+        Ok(run) => Some(crate::run::create_secrets_dir(&run.id).map_err(|e| {
+            PodUnavailable::Invalid(format!(
+                "failed to create the run's private folder {}: {e}",
+                crate::run::secrets_dir(&run.id).display()
+            ))
+        })?),
+        Err(_) => None,
+    };
+    connect(handle, config, session_dir.as_deref())
         .await
         .map_err(|e| PodUnavailable::Invalid(e.to_string()))
 }

@@ -143,17 +143,18 @@ pub(crate) struct Access {
 }
 
 /// Connects to the pod of `handle` as the suite's `config` says: reuses the
-/// credential handed on in `<results_dir>/pod/session.json`, or obtains one
-/// and hands it on. Registers every secret it sees.
+/// credential handed on in `<session_dir>/session.json` (the run's
+/// [`secrets_dir`](crate::run::secrets_dir), never its results folder), or
+/// obtains one and hands it on. Registers every secret it sees.
 pub async fn connect(
     handle: PodHandle,
     config: &SuiteConfig,
-    results_dir: Option<&Path>,
+    session_dir: Option<&Path>,
 ) -> Result<Pod, ConnectError> {
     handle.register_secrets();
     let access = Access {
         auth: config.auth.clone(),
-        session_dir: results_dir.map(|d| d.join("pod")),
+        session_dir: session_dir.map(Path::to_owned),
     };
     let Some(dir) = access.session_dir.clone() else {
         let credential = obtain(&handle, &access.auth).await?;
@@ -414,9 +415,9 @@ async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, Co
             hint: format!(
                 "check the handle's credentials and [auth.login] in testkit.toml; a pod that \
                  accepts its token only for a while needs the session handed on: run the suite \
-                 with `testkit-runner run`, or keep its results folder (TESTKIT_RESULTS_DIR) so \
-                 later processes find {}",
-                Path::new("<results>/pod/session.json").display()
+                 with `testkit-runner run`, or give every process the same run id (TESTKIT_RUN_ID) \
+                 so later ones find {}",
+                Path::new("<the run's secrets dir>/session.json").display()
             ),
         });
     }

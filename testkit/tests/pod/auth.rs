@@ -157,7 +157,7 @@ fn a_renewed_credential_is_obtained_once_for_every_process_of_the_run() {
     rt.block_on(b.renew()).unwrap();
     assert_eq!(b.credential_generation(), 2);
     let saved: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(results.path().join("pod/session.json")).unwrap(),
+        &std::fs::read_to_string(results.path().join("session.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(saved["generation"], 2, "{saved}");

@@ -22,7 +22,9 @@ fn run_fixture(handle: Option<&Path>, results: &Path, args: &[&str], envs: &[(&s
         .env("TESTKIT_RESULTS_DIR", results)
         .env("TESTKIT_RUN_ID", "podtest")
         .env("TESTKIT_CLI", sandboxctl())
-        .env("TESTKIT_SUITE_DIR", results);
+        .env("TESTKIT_SUITE_DIR", results)
+        // The run's credentials, beside its results folder (never in it).
+        .env("TESTKIT_SECRETS_DIR", secrets_of(results));
     if let Some(h) = handle {
         cmd.env("TESTKIT_POD_HANDLE", h);
     }
@@ -35,6 +37,11 @@ fn run_fixture(handle: Option<&Path>, results: &Path, args: &[&str], envs: &[(&s
         output: String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr),
     }
+}
+
+fn secrets_of(results: &Path) -> std::path::PathBuf {
+    let name = results.file_name().unwrap().to_string_lossy();
+    results.with_file_name(format!("{name}.secrets"))
 }
 
 fn record(results: &Path, test: &str) -> serde_json::Value {
