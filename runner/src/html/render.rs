@@ -382,10 +382,21 @@ impl Page<'_> {
             }
         }
         let _ = write!(out, "<section id=\"leaks\"><h2>Leaks</h2>");
-        if items.is_empty() {
+        let swept = self
+            .parts
+            .iter()
+            .all(|p| p.phase("residue").is_some_and(|r| r.verdict != "skip"));
+        if items.is_empty() && swept {
             let _ = write!(
                 out,
-                "<p class=\"none\">None: nothing was left on the pod.</p>"
+                "<p class=\"none\">None: the residue sweep found nothing left on the pod.</p>"
+            );
+        } else if items.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"hint\">No test's cleanup reported a leak; but no residue sweep ran over \
+                 every pod (it is a phase of <code>testkit-runner run</code>), so nothing \
+                 created behind the framework's back would show here.</p>"
             );
         } else {
             let _ = write!(out, "<ul class=\"leaks\">{}</ul>", items.concat());

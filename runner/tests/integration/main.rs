@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod commands;
+mod report;
 mod run;
 
 use std::io::BufRead;
