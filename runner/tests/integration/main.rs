@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod commands;
+mod fanout;
 mod report;
 mod run;
 
