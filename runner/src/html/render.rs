@@ -21,7 +21,7 @@ const JS: &str = include_str!("report.js");
 const LOG_CAP: usize = 64 * 1024;
 /// ...and all failures' logs together to this many: the page must open
 /// fast even when every test of a large run failed.
-const LOGS_BUDGET: usize = 2 * 1024 * 1024;
+const LOGS_BUDGET: usize = 1024 * 1024;
 /// Failures shown in full; the rest are in the list of every test.
 const MAX_FAILURES: usize = 200;
 /// Messages in the embedded data are cut to this many bytes.
@@ -691,6 +691,56 @@ mod unit {
         assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "</script><!-- & \u{2028}");
+    }
+
+    /// 5,000 tests, each with a log and a sandbox, 100 of them failed with
+    /// long logs: the page stays a few MB.
+    #[test]
+    fn a_page_of_five_thousand_tests_is_a_few_megabytes() {
+        let mut records = Vec::new();
+        let mut lifetimes = Vec::new();
+        for i in 0..5000u64 {
+            let name = format!("module_{}::test_number_{i}", i % 40);
+            let mut r = TestRecord::new("run1", &format!("binary{}", i % 8), &name);
+            r.started_at_ms = 1_700_000_000_000 + i * 37;
+            r.duration_ms = 200 + i % 700;
+            r.description = "Creates a sandbox and checks what it answers.".into();
+            r.output = "a log line of a test that passed\n".repeat(30);
+            if i % 50 == 0 {
+                r.fail(
+                    testkit::report::FailureKind::Error,
+                    "expected 200, got 500\n".repeat(20),
+                );
+                r.output = "a log line of a test that failed\n".repeat(3000);
+            }
+            lifetimes.push(Lifetime {
+                kind: "sandbox".into(),
+                name: format!("ct-run1-{i:05}"),
+                test: name,
+                from_ms: r.started_at_ms + 5,
+                to_ms: r.started_at_ms + r.duration_ms,
+                fate: "verified gone".into(),
+                settled: true,
+            });
+            records.push(r);
+        }
+        let summary = Summary::from_records(&records, None);
+        let parts = [Part {
+            dir: PathBuf::from("/nonexistent/results"),
+            records,
+            phases: Vec::new(),
+            lifetimes,
+            source: None,
+        }];
+        let html = Page {
+            title: "big",
+            parts: &parts,
+            summary: &summary,
+            out_dir: Path::new("/nonexistent/results"),
+        }
+        .html();
+        assert!(html.len() < 4 * 1024 * 1024, "{} bytes", html.len());
+        assert_eq!(html.matches("<article class=\"failure\"").count(), 100);
     }
 
     #[test]

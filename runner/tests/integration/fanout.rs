@@ -118,7 +118,10 @@ fn three_partitions_on_their_own_pods_merge_into_the_whole_run() {
     );
     let last: Vec<&str> = merged.stdout.lines().rev().take(2).collect();
     // As the job named them: a CI log ends with where to look.
-    assert_eq!(last, ["report: merged/report.html", "junit: merged/junit.xml"]);
+    assert_eq!(
+        last,
+        ["report: merged/report.html", "junit: merged/junit.xml"]
+    );
 
     let n = whole_records.len();
     let dom = render(&out.join("report.html"), "fanout", "merged");
