@@ -60,7 +60,7 @@ pub(super) struct Part {
 
 impl Part {
     pub(super) fn read(dir: &Path) -> Result<Part, ReportError> {
-        let records = report::read_records(dir)?;
+        let records = latest_run_per_binary(report::read_records(dir)?);
         let phases = read_phases(dir)?;
         let lifetimes = lifetimes(&read_journal(dir));
         Ok(Part {
@@ -89,6 +89,27 @@ impl Part {
             })
             .unwrap_or_default()
     }
+}
+
+/// A results folder reused by several runs (a fixed `TESTKIT_RESULTS_DIR`)
+/// holds the records of each: the page shows, for each binary, its latest
+/// run, as the folder's `junit.xml` does.
+fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
+    let mut latest: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+    for r in &records {
+        let slot = latest.entry(&r.binary).or_insert((0, &r.run_id));
+        if r.started_at_ms > slot.0 {
+            *slot = (r.started_at_ms, &r.run_id);
+        }
+    }
+    let keep: BTreeMap<String, String> = latest
+        .into_iter()
+        .map(|(b, (_, id))| (b.to_owned(), id.to_owned()))
+        .collect();
+    records
+        .into_iter()
+        .filter(|r| keep.get(&r.binary) == Some(&r.run_id))
+        .collect()
 }
 
 fn read_phases(dir: &Path) -> Result<Vec<PhaseLine>, ReportError> {
@@ -214,6 +235,22 @@ mod unit {
         let (lanes, count) = pack_lanes(&refs);
         assert_eq!(lanes, [Some(0), Some(1), Some(0), None, Some(0)]);
         assert_eq!(count, 2);
+    }
+
+    #[test]
+    fn a_reused_folder_shows_each_binarys_latest_run() {
+        let mut old = rec("a", 1000, 1);
+        old.run_id = "old".into();
+        let mut old_b = rec("b", 1000, 1);
+        old_b.run_id = "old".into();
+        old_b.binary = "other".into();
+        let new = rec("a", 2000, 1);
+        let kept = latest_run_per_binary(vec![old, new, old_b]);
+        let ids: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|r| (r.binary.as_str(), r.run_id.as_str()))
+            .collect();
+        assert_eq!(ids, [("b", "r1"), ("other", "old")]);
     }
 
     #[test]
