@@ -174,7 +174,15 @@
       b.classList.toggle("dim", !ok);
     });
     count.textContent = shown + " of " + rows.length + " tests";
+    // The filter is in the address, so that a filtered page can be linked.
+    var h = new URLSearchParams();
+    if (o) h.set("outcome", o);
+    if (n) h.set("name", n);
+    try { history.replaceState(null, "", h.toString() ? "#" + h.toString() : location.pathname); } catch (e) { /* a browser that refuses is no reason to stop */ }
   }
+  var given = new URLSearchParams(location.hash.slice(1));
+  if (given.get("outcome")) outcome.value = given.get("outcome");
+  if (given.get("name")) name.value = given.get("name");
   outcome.addEventListener("change", filter);
   name.addEventListener("input", filter);
   filter();

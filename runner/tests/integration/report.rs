@@ -37,7 +37,7 @@ fn chromium() -> PathBuf {
 
 /// Runs Chromium headless on `page` with `args`; its stdout. Bounded: a
 /// browser that does not finish is killed with its process group.
-fn chromium_run(page: &Path, args: &[String]) -> String {
+fn chromium_run(url: &str, args: &[String]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(chromium())
         .args([
@@ -49,7 +49,7 @@ fn chromium_run(page: &Path, args: &[String]) -> String {
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -85,7 +85,8 @@ fn chromium_run(page: &Path, args: &[String]) -> String {
 /// screenshot as `<output dir of test>/<name>.png`.
 pub(crate) fn render(page: &Path, test: &str, name: &str) -> String {
     let window = "--window-size=1400,2600".to_owned();
-    let dom = chromium_run(page, &["--dump-dom".to_owned(), window.clone()]);
+    let url = format!("file://{}", page.display());
+    let dom = chromium_run(&url, &["--dump-dom".to_owned(), window.clone()]);
     assert!(
         dom.contains("</html>"),
         "chromium dumped no DOM of {}: {dom:?}",
@@ -94,13 +95,21 @@ pub(crate) fn render(page: &Path, test: &str, name: &str) -> String {
     let screenshot = output_dir(test).join(format!("{name}.png"));
     let _ = std::fs::remove_file(&screenshot);
     chromium_run(
-        page,
+        &url,
         &[format!("--screenshot={}", screenshot.display()), window],
     );
     let size = std::fs::metadata(&screenshot).map(|m| m.len()).unwrap_or(0);
     assert!(size > 10_000, "a screenshot of {size} bytes is blank");
     eprintln!("screenshot of {}: {}", page.display(), screenshot.display());
     dom
+}
+
+/// The DOM of `page` opened at `#fragment` (the filter's state).
+fn dom_at(page: &Path, fragment: &str) -> String {
+    chromium_run(
+        &format!("file://{}#{fragment}", page.display()),
+        &["--dump-dom".to_owned()],
+    )
 }
 
 /// How many times `needle` occurs in `hay`.
@@ -266,6 +275,31 @@ fn a_failed_runs_report_shows_the_failure_the_leak_and_the_expected_failure_firs
     // The list of every test, drawn by the script.
     assert_eq!(count(dom, "<tr data-outcome="), 6);
     assert!(dom.contains("6 of 6 tests"), "the filter ran");
+    // Filtered by outcome, and by name, from the page's address.
+    let failed = dom_at(&page, "outcome=failed");
+    assert!(failed.contains("1 of 6 tests"), "filtered by outcome");
+    assert_eq!(
+        count(
+            &failed,
+            "<tr data-outcome=\"failed\" data-name=\"sandboxes::create_two\">"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&failed, "hidden=\"\""),
+        5 + 1,
+        "5 rows and the details hidden"
+    );
+    let named = dom_at(&page, "name=CREATE");
+    assert!(
+        named.contains("2 of 6 tests"),
+        "filtered by name, case aside"
+    );
+    assert_eq!(
+        count(&named, "class=\"bar passed dim\""),
+        2,
+        "the others' bars dimmed"
+    );
 }
 
 /// `testkit-runner report DIR` for the results of a plain `cargo nextest
