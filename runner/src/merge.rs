@@ -39,7 +39,8 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
     for dir in args.inputs.iter().filter(|i| i.is_dir()) {
         records.extend(report::read_records(dir).map_err(|e| incomplete(&e))?);
     }
-    let summary = Summary::from_records(&records, None);
+    let known = crate::html::known_issues_of(&args.inputs);
+    let summary = Summary::from_records(&records, known.as_ref());
     let failures: Vec<(String, String)> = records
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass))

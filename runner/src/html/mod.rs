@@ -61,14 +61,7 @@ fn write_with(
         .iter()
         .flat_map(|p| p.records.iter().cloned())
         .collect();
-    // The suite's KNOWN-ISSUES.md gives the issues their titles, when the
-    // suite is still where the run found it.
-    let known = parts
-        .iter()
-        .filter_map(|p| p.source.as_ref())
-        .map(|s| PathBuf::from(&s.suite))
-        .find(|d| d.is_dir())
-        .and_then(|d| KnownIssues::load(&d).ok());
+    let known = known_issues(parts.iter().filter_map(|p| p.source.as_ref()));
     let summary = Summary::from_records(&records, known.as_ref());
     let title = match parts.as_slice() {
         [one] => {
@@ -99,6 +92,21 @@ fn write_with(
             source,
         })?;
     Ok(path)
+}
+
+/// The suite's KNOWN-ISSUES.md, which gives the issues their titles, when
+/// the suite is still where a run found it.
+fn known_issues<'a>(sources: impl Iterator<Item = &'a Source>) -> Option<KnownIssues> {
+    sources
+        .map(|s| PathBuf::from(&s.suite))
+        .find(|d| d.is_dir())
+        .and_then(|d| KnownIssues::load(&d).ok())
+}
+
+/// [`known_issues`] of the suite that results folders record.
+pub(crate) fn known_issues_of(dirs: &[PathBuf]) -> Option<KnownIssues> {
+    let sources: Vec<Source> = dirs.iter().filter_map(|d| Source::read(d)).collect();
+    known_issues(sources.iter())
 }
 
 /// Written beside and renamed over, so that a browser reloading the page

@@ -97,7 +97,7 @@
       b.style.left = x(t.start) + "px";
       b.style.width = Math.max(x(t.start + t.dur) - x(t.start), 2) + "px";
       b.style.top = top + "px";
-      b.title = t.name + "\n" + t.outcome.replace("_", " ") + " in " + ms(t.dur) + (t.msg ? "\n" + first(t.msg) : "");
+      b.title = t.name + (t.desc ? "\n" + t.desc : "") + "\n" + t.outcome.replace("_", " ") + " in " + ms(t.dur) + (t.msg ? "\n" + first(t.msg) : "");
       b.dataset.test = t.name;
       b.dataset.outcome = t.outcome;
       b.dataset.index = i;
