@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::errors::ExpectedError;
-use crate::{exit, janitor, known_issues, merge, pod_cmd, run};
+use crate::{exit, html, janitor, known_issues, merge, pod_cmd, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -29,9 +29,14 @@ enum Command {
     /// Find and delete the leftovers of a run, or of runs older than an age.
     #[command(after_help = exit::help(exit::JANITOR))]
     Janitor(janitor::JanitorArgs),
-    /// Merge the results of several shards or binaries into one junit.xml.
+    /// Merge the results of several shards or binaries into one junit.xml,
+    /// one report.html and one summary.
     #[command(after_help = exit::help(exit::MERGE))]
     Merge(merge::MergeArgs),
+    /// Write report.html for a results folder (of a plain `cargo test` or
+    /// `cargo nextest run`, or of a run), or one for several merged.
+    #[command(after_help = exit::help(exit::REPORT))]
+    Report(html::ReportArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.
     #[command(after_help = exit::help(exit::CHECK_KNOWN_ISSUES))]
     CheckKnownIssues(known_issues::CheckArgs),
@@ -59,6 +64,7 @@ pub(crate) fn main_impl() -> u8 {
         Command::Run(args) => block_on(run::run(*args)),
         Command::Janitor(args) => block_on(janitor::run(args)),
         Command::Merge(args) => merge::run(args),
+        Command::Report(args) => html::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
         Command::Pod(cmd) => pod_cmd::run(cmd),
     };

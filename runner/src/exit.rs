@@ -50,12 +50,27 @@ pub(crate) const JANITOR: &[Row] = &[
 ];
 
 pub(crate) const MERGE: &[Row] = &[
-    (OK, "the merged junit.xml is written"),
+    (
+        OK,
+        "the merged junit.xml, report.html and summary.md are written",
+    ),
     (
         INCOMPLETE,
-        "an input could not be read, or junit.xml could not be written",
+        "an input could not be read, or an output could not be written",
     ),
     (BAD_ARGS, "bad arguments, or an input that does not exist"),
+];
+
+pub(crate) const REPORT: &[Row] = &[
+    (OK, "report.html is written"),
+    (
+        INCOMPLETE,
+        "a results folder could not be read, or report.html could not be written",
+    ),
+    (
+        BAD_ARGS,
+        "bad arguments, or a folder that is not a results folder",
+    ),
 ];
 
 pub(crate) const CHECK_KNOWN_ISSUES: &[Row] = &[

@@ -4,6 +4,7 @@
 mod cli;
 mod errors;
 mod exit;
+mod html;
 mod janitor;
 mod known_issues;
 mod merge;

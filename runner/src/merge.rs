@@ -1,12 +1,14 @@
-//! `testkit-runner merge OUT_DIR INPUT...`: one `junit.xml` from the results
-//! of several shards, binaries or machines. Each input is a results folder
-//! (its per-test records are read) or a JUnit file (nextest's own, for tests
-//! whose process died before writing a record).
+//! `testkit-runner merge OUT_DIR INPUT...`: one `junit.xml`, one
+//! `report.html` and one `summary.md` from the results of several shards,
+//! binaries or machines. Each input is a results folder (its per-test
+//! records are read; for the report, its verdicts and journal too) or a
+//! JUnit file (nextest's own, for tests whose process died before writing a
+//! record).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use testkit::report::{self, Summary};
+use testkit::report::{self, Outcome, Summary};
 
 use crate::errors::ExpectedError;
 
@@ -37,8 +39,34 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
     for dir in args.inputs.iter().filter(|i| i.is_dir()) {
         records.extend(report::read_records(dir).map_err(|e| incomplete(&e))?);
     }
-    let summary = Summary::from_records(&records, None);
+    let known = crate::html::known_issues_of(&args.inputs);
+    let summary = Summary::from_records(&records, known.as_ref());
+    let failures: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass))
+        .map(|r| {
+            let why = r.message.as_deref().and_then(|m| m.lines().next());
+            (
+                format!("{}::{}", r.binary, r.name),
+                why.unwrap_or("failed").to_owned(),
+            )
+        })
+        .collect();
+    let mut markdown = format!(
+        "# Merged: {} inputs, {} tests\n",
+        args.inputs.len(),
+        summary.total()
+    );
+    crate::summary::tests_markdown(&mut markdown, &summary, &failures);
+    let markdown = testkit::redact(&markdown).into_owned();
+    let md = args.out_dir.join("summary.md");
+    std::fs::write(&md, markdown.as_bytes())
+        .map_err(|e| incomplete(&format!("{}: {e}", md.display())))?;
+    crate::summary::to_github_step_summary(&markdown);
+    let report =
+        crate::html::write_merged(&args.out_dir, &args.inputs).map_err(|e| incomplete(&e))?;
     println!("merged {} inputs into {}", args.inputs.len(), out.display());
     print!("{summary}");
+    crate::summary::print_where_to_look(&args.out_dir, Some(&report));
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The end-of-run summary, readable at a glance: each phase with its verdict
 //! and one line of evidence, the test counts, known issues with their
 //! state, leaks, failed tests, and where the results are. Printed as text,
-//! and written as Markdown to `<results>/summary.md` for CI pages.
+//! and written as Markdown to `<results>/summary.md` for CI pages (and, on
+//! GitHub Actions, appended to the job's step summary).
 
 use std::fmt::Write;
 use std::path::Path;
@@ -116,7 +117,7 @@ impl RunSummary<'_> {
 
     /// The same, as Markdown.
     pub(crate) fn markdown(&self) -> String {
-        let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let cell = md_cell;
         let mut out = String::new();
         let _ = writeln!(out, "# {}\n", cell(&self.headline()));
         let _ = writeln!(out, "| phase | verdict | evidence | time |");
@@ -132,44 +133,7 @@ impl RunSummary<'_> {
             );
         }
         if let Some(s) = self.tests {
-            let _ = writeln!(out, "\n## Tests\n");
-            let _ = writeln!(
-                out,
-                "| passed | failed | skipped | expected failures | unexpected passes |"
-            );
-            let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} |",
-                s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
-            );
-            if !self.failures.is_empty() {
-                let _ = writeln!(out, "\nFailed:\n");
-                for (name, why) in self.failures.iter().take(MAX_FAILURES) {
-                    let _ = writeln!(out, "- `{name}`: {}", cell(why));
-                }
-                if self.failures.len() > MAX_FAILURES {
-                    let _ = writeln!(
-                        out,
-                        "- ... and {} more (see junit.xml)",
-                        self.failures.len() - MAX_FAILURES
-                    );
-                }
-            }
-            if !s.known_issues.is_empty() {
-                let _ = writeln!(out, "\n## Known issues\n");
-                let _ = writeln!(out, "| id | title | state |");
-                let _ = writeln!(out, "| --- | --- | --- |");
-                for issue in &s.known_issues {
-                    let _ = writeln!(
-                        out,
-                        "| {} | {} | {} |",
-                        issue.id,
-                        cell(issue.title.as_deref().unwrap_or("")),
-                        issue.state.describe()
-                    );
-                }
-            }
+            tests_markdown(&mut out, s, self.failures);
         }
         let _ = writeln!(out, "\n## Leaks\n");
         if self.leaks.is_empty() {
@@ -183,5 +147,84 @@ impl RunSummary<'_> {
         }
         let _ = writeln!(out, "\nResults: `{}`", self.results_dir.display());
         out
+    }
+}
+
+/// A Markdown table cell: no pipe or newline breaks the table.
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The tests part of a Markdown summary: the counts, the failed tests, the
+/// known issues. A run's summary and a merge's share it.
+pub(crate) fn tests_markdown(out: &mut String, s: &Summary, failures: &[(String, String)]) {
+    let _ = writeln!(out, "\n## Tests\n");
+    let _ = writeln!(
+        out,
+        "| passed | failed | skipped | expected failures | unexpected passes |"
+    );
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        out,
+        "| {} | {} | {} | {} | {} |",
+        s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
+    );
+    if !failures.is_empty() {
+        let _ = writeln!(out, "\nFailed:\n");
+        for (name, why) in failures.iter().take(MAX_FAILURES) {
+            let _ = writeln!(out, "- `{name}`: {}", md_cell(why));
+        }
+        if failures.len() > MAX_FAILURES {
+            let _ = writeln!(
+                out,
+                "- ... and {} more (see junit.xml)",
+                failures.len() - MAX_FAILURES
+            );
+        }
+    }
+    if !s.known_issues.is_empty() {
+        let _ = writeln!(out, "\n## Known issues\n");
+        let _ = writeln!(out, "| id | title | state |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for issue in &s.known_issues {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                issue.id,
+                md_cell(issue.title.as_deref().unwrap_or("")),
+                issue.state.describe()
+            );
+        }
+    }
+}
+
+/// On GitHub Actions, the job's page shows what is appended to the file
+/// `GITHUB_STEP_SUMMARY` names; elsewhere it is unset and this does nothing.
+pub(crate) fn to_github_step_summary(markdown: &str) {
+    let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{markdown}\n").as_bytes()));
+    if let Err(e) = appended {
+        eprintln!(
+            "testkit-runner: failed to append the summary to GITHUB_STEP_SUMMARY ({}): {e}",
+            Path::new(&path).display()
+        );
+    }
+}
+
+/// The last lines of a run or merge: where a person looks next, so that a
+/// CI log ends with it.
+pub(crate) fn print_where_to_look(results_dir: &Path, report: Option<&Path>) {
+    let junit = results_dir.join("junit.xml");
+    if junit.is_file() {
+        println!("junit: {}", junit.display());
+    }
+    if let Some(report) = report {
+        println!("report: {}", report.display());
     }
 }

@@ -431,10 +431,14 @@ impl<'a> Run<'a> {
             took: self.started.elapsed(),
         };
         let md = plan.results_dir.join("summary.md");
-        if let Err(e) = std::fs::write(&md, testkit::redact(&summary.markdown()).as_bytes()) {
+        let markdown = testkit::redact(&summary.markdown()).into_owned();
+        if let Err(e) = std::fs::write(&md, markdown.as_bytes()) {
             eprintln!("testkit-runner: failed to write {}: {e}", md.display());
         }
+        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir);
+        crate::summary::to_github_step_summary(&markdown);
         print!("{}", testkit::redact(&summary.text()));
+        crate::summary::print_where_to_look(&plan.results_dir, report.as_deref());
         result
     }
 }

@@ -65,6 +65,7 @@ fn each_verbs_help_lists_the_exit_codes_it_uses() {
         (&["run", "--help"], &[0, 1, 2, 64, 130]),
         (&["janitor", "--help"], &[0, 1, 2, 64]),
         (&["merge", "--help"], &[0, 2, 64]),
+        (&["report", "--help"], &[0, 2, 64]),
         (&["check-known-issues", "--help"], &[0, 1, 64]),
         (&["pod", "--help"], &[0, 1, 2, 64]),
         (&["pod", "up", "--help"], &[0, 1, 2, 64]),

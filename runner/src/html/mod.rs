@@ -1,0 +1,191 @@
+//! `report.html`: one self-contained page (styles and script inline, no
+//! network) for a results folder or a merged set of them, written at the end
+//! of every `run`, by `merge`, and by `testkit-runner report DIR` for the
+//! results of a plain `cargo test` / `cargo nextest run`.
+//!
+//! - `model`: what the page shows, read from each results folder;
+//! - `source`: the commit a run tested, kept in `source.json`;
+//! - `render`: the page itself.
+//!
+//! Everything on the page comes from files that are redacted when written
+//! (records, `verdict.jsonl`, the journal); the pod's folder, which holds
+//! the handle and session, is never read.
+
+mod model;
+mod render;
+pub(crate) mod source;
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use testkit::report::{KnownIssues, ReportError, Summary};
+
+use crate::errors::ExpectedError;
+use model::Part;
+use source::Source;
+
+/// The page's file name in a results folder.
+pub(crate) const FILE: &str = "report.html";
+
+/// Writes `<results_dir>/report.html` from that folder; its path.
+pub(crate) fn write(results_dir: &Path) -> Result<PathBuf, ReportError> {
+    write_merged(results_dir, &[results_dir.to_owned()])
+}
+
+/// Writes `<out_dir>/report.html` from several results folders (one per
+/// pod: the partitions of a fanned-out run); its path. Inputs that are not
+/// folders (JUnit files) have nothing for the page and are passed over.
+pub(crate) fn write_merged(out_dir: &Path, inputs: &[PathBuf]) -> Result<PathBuf, ReportError> {
+    write_with(out_dir, inputs, None)
+}
+
+/// [`write_merged`], with the suite to ask git for folders that do not
+/// record what they tested.
+fn write_with(
+    out_dir: &Path,
+    inputs: &[PathBuf],
+    suite: Option<&Path>,
+) -> Result<PathBuf, ReportError> {
+    let mut parts = inputs
+        .iter()
+        .filter(|i| i.is_dir())
+        .map(|d| Part::read(d))
+        .collect::<Result<Vec<Part>, ReportError>>()?;
+    if let Some(suite) = suite {
+        let source = Source::of(suite);
+        for part in parts.iter_mut().filter(|p| p.source.is_none()) {
+            part.source = Some(source.clone());
+        }
+    }
+    let records: Vec<_> = parts
+        .iter()
+        .flat_map(|p| p.records.iter().cloned())
+        .collect();
+    let known = known_issues(parts.iter().filter_map(|p| p.source.as_ref()));
+    let summary = Summary::from_records(&records, known.as_ref());
+    let title = match parts.as_slice() {
+        [one] => {
+            let suite = one
+                .source
+                .as_ref()
+                .map(|s| format!("{} · ", s.suite))
+                .unwrap_or_default();
+            format!("{suite}run {}", one.run_id())
+        }
+        many => format!("{} results folders merged", many.len()),
+    };
+    let html = render::Page {
+        title: &title,
+        parts: &parts,
+        summary: &summary,
+        out_dir,
+    }
+    .html();
+    // Every text on the page was redacted when written; a secret this
+    // process knows of is redacted once more on the way out.
+    let html = testkit::redact(&html);
+    let path = out_dir.join(FILE);
+    std::fs::create_dir_all(out_dir)
+        .and_then(|()| write_atomically(&path, html.as_bytes()))
+        .map_err(|source| ReportError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(path)
+}
+
+/// The suite's KNOWN-ISSUES.md, which gives the issues their titles, when
+/// the suite is still where a run found it.
+fn known_issues<'a>(sources: impl Iterator<Item = &'a Source>) -> Option<KnownIssues> {
+    sources
+        .map(|s| PathBuf::from(&s.suite))
+        .find(|d| d.is_dir())
+        .and_then(|d| KnownIssues::load(&d).ok())
+}
+
+/// [`known_issues`] of the suite that results folders record.
+pub(crate) fn known_issues_of(dirs: &[PathBuf]) -> Option<KnownIssues> {
+    let sources: Vec<Source> = dirs.iter().filter_map(|d| Source::read(d)).collect();
+    known_issues(sources.iter())
+}
+
+/// Written beside and renamed over, so that a browser reloading the page
+/// never sees half of it.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// At the end of a run: what it tested (`source.json`), then the page.
+/// A failure to write either is said, and does not change the run's verdict.
+pub(crate) fn write_for_run(results_dir: &Path, suite_dir: &Path) -> Option<PathBuf> {
+    if let Err(e) = Source::of(suite_dir).write(results_dir) {
+        eprintln!(
+            "testkit-runner: failed to write {}: {e}",
+            results_dir.join("source.json").display()
+        );
+    }
+    match write(results_dir) {
+        Ok(path) => Some(path),
+        Err(e) => {
+            eprintln!("testkit-runner: failed to write the report: {e}");
+            None
+        }
+    }
+}
+
+/// `testkit-runner report`.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Results folders: of a plain `cargo test` / `cargo nextest run`
+    /// (`TESTKIT_RESULTS_DIR`, else `<target>/testkit/runs/<run id>`), of a
+    /// `testkit-runner run`, or several partitions to merge.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Where `report.html` is written (default: the one DIR given; required
+    /// with several).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The suite the results are of: its commit, and the titles in its
+    /// KNOWN-ISSUES.md, when the results folder does not record them.
+    #[arg(long, value_name = "DIR")]
+    suite: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
+    for dir in &args.dirs {
+        if !dir.is_dir() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "report: {} is not a folder: give a results folder (the TESTKIT_RESULTS_DIR of a \
+                 cargo test run, or the `results:` folder a testkit-runner run printed)",
+                dir.display()
+            )));
+        }
+        if !dir.join("records").is_dir() && !dir.join("verdict.jsonl").is_file() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "report: {} holds neither records/ nor verdict.jsonl: it is not a results \
+                 folder of testkit tests",
+                dir.display()
+            )));
+        }
+    }
+    let out =
+        match (&args.out, args.dirs.as_slice()) {
+            (Some(out), _) => out.clone(),
+            (None, [one]) => one.clone(),
+            (None, _) => return Err(ExpectedError::bad_args(
+                "report: several results folders need --out DIR, where the merged report.html goes",
+            )),
+        };
+    if let Some(suite) = args.suite.as_ref().filter(|s| !s.is_dir()) {
+        return Err(ExpectedError::bad_args(format_args!(
+            "report: --suite {} is not a folder",
+            suite.display()
+        )));
+    }
+    let path = write_with(&out, &args.dirs, args.suite.as_deref())
+        .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
+    println!("report: {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! What a report shows, gathered from results folders: the records, the
+//! journal, `verdict.jsonl` and `source.json` of each folder (one folder per
+//! pod: a run, or a partition of a merged set).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use testkit::report::{self, Outcome, ReportError, TestRecord};
+use testkit::resource::{read_journal, Event, JournalEntry};
+
+use super::source::Source;
+
+/// One line of `verdict.jsonl`, as written by `run::verdict`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub(super) struct PhaseLine {
+    pub(super) phase: String,
+    pub(super) verdict: String,
+    #[serde(default)]
+    pub(super) evidence: String,
+    #[serde(default)]
+    pub(super) duration_ms: u64,
+    #[serde(default)]
+    pub(super) at: u64,
+    #[serde(default)]
+    pub(super) exit_code: Option<u8>,
+}
+
+impl PhaseLine {
+    /// When the phase started: it was decided at `at`, after `duration_ms`.
+    pub(super) fn started_ms(&self) -> u64 {
+        self.at.saturating_sub(self.duration_ms)
+    }
+}
+
+/// A resource's life, from the journal: journaled (pending) until it was
+/// verified gone, or leaked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct Lifetime {
+    pub(super) kind: String,
+    pub(super) name: String,
+    pub(super) test: String,
+    pub(super) from_ms: u64,
+    /// The last event's time.
+    pub(super) to_ms: u64,
+    /// The last event: `verified`, `leaked`, …
+    pub(super) fate: String,
+    /// Whether nothing remains to be done for it.
+    pub(super) settled: bool,
+}
+
+/// One results folder: a run on one pod.
+pub(super) struct Part {
+    pub(super) dir: PathBuf,
+    pub(super) records: Vec<TestRecord>,
+    pub(super) phases: Vec<PhaseLine>,
+    pub(super) lifetimes: Vec<Lifetime>,
+    pub(super) source: Option<Source>,
+}
+
+impl Part {
+    pub(super) fn read(dir: &Path) -> Result<Part, ReportError> {
+        let records = latest_run_per_binary(report::read_records(dir)?);
+        let phases = read_phases(dir)?;
+        let lifetimes = lifetimes(&read_journal(dir));
+        Ok(Part {
+            dir: dir.to_owned(),
+            records,
+            phases,
+            lifetimes,
+            source: Source::read(dir),
+        })
+    }
+
+    pub(super) fn phase(&self, name: &str) -> Option<&PhaseLine> {
+        self.phases.iter().find(|p| p.phase == name)
+    }
+
+    /// The run's id: the records say it; a run with none, its folder's name.
+    pub(super) fn run_id(&self) -> String {
+        self.records
+            .iter()
+            .map(|r| r.run_id.clone())
+            .find(|id| !id.is_empty())
+            .or_else(|| {
+                self.dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A results folder reused by several runs (a fixed `TESTKIT_RESULTS_DIR`)
+/// holds the records of each: the page shows, for each binary, its latest
+/// run, as the folder's `junit.xml` does.
+fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
+    let mut latest: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+    for r in &records {
+        let slot = latest.entry(&r.binary).or_insert((0, &r.run_id));
+        if r.started_at_ms > slot.0 {
+            *slot = (r.started_at_ms, &r.run_id);
+        }
+    }
+    let keep: BTreeMap<String, String> = latest
+        .into_iter()
+        .map(|(b, (_, id))| (b.to_owned(), id.to_owned()))
+        .collect();
+    records
+        .into_iter()
+        .filter(|r| keep.get(&r.binary) == Some(&r.run_id))
+        .collect()
+}
+
+fn read_phases(dir: &Path) -> Result<Vec<PhaseLine>, ReportError> {
+    let path = dir.join("verdict.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        // A plain `cargo test` leaves no verdicts: the report says so.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ReportError::Io { path, source }),
+    };
+    // A run killed halfway may leave a last line cut short: the lines before
+    // it are what it got through.
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// Each resource's life from its journal entries, in order of creation.
+pub(super) fn lifetimes(entries: &[JournalEntry]) -> Vec<Lifetime> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut lives: BTreeMap<(String, String), Lifetime> = BTreeMap::new();
+    for e in entries {
+        let key = (e.kind.clone(), e.name.clone());
+        let life = lives.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            Lifetime {
+                kind: e.kind.clone(),
+                name: e.name.clone(),
+                test: e.test.clone(),
+                from_ms: e.time,
+                to_ms: e.time,
+                fate: String::new(),
+                settled: false,
+            }
+        });
+        // The reaper and the janitor write without a test name: the
+        // creating test's name stays.
+        if life.test.is_empty() {
+            life.test = e.test.clone();
+        }
+        life.to_ms = life.to_ms.max(e.time);
+        life.fate = event_word(e.event).to_owned();
+        life.settled = e.event.is_settled();
+    }
+    order.into_iter().filter_map(|k| lives.remove(&k)).collect()
+}
+
+fn event_word(event: Event) -> &'static str {
+    match event {
+        Event::Pending => "pending",
+        Event::Created => "created",
+        Event::Failed => "creation failed",
+        Event::Deleted => "deleted",
+        Event::Verified => "verified gone",
+        Event::Leaked => "leaked",
+        Event::Kept => "kept",
+        Event::Forgotten => "deleted by the test",
+        Event::Reaped => "reaped",
+        _ => "unknown",
+    }
+}
+
+/// Lanes for the timeline: each test on the first lane free when it
+/// starts, in start order. Under nextest every test is a process of its
+/// own, so a lane is a slot of concurrency; under `cargo test`, a thread.
+/// Returns each record's lane (tests that never ran get none).
+pub(super) fn pack_lanes(records: &[&TestRecord]) -> (Vec<Option<usize>>, usize) {
+    let mut order: Vec<usize> = (0..records.len())
+        .filter(|&i| records[i].started_at_ms > 0)
+        .collect();
+    order.sort_by_key(|&i| (records[i].started_at_ms, records[i].duration_ms));
+    let mut lane_free_at: Vec<u64> = Vec::new();
+    let mut lanes = vec![None; records.len()];
+    for i in order {
+        let r = records[i];
+        let end = r.started_at_ms + r.duration_ms.max(1);
+        let lane = match lane_free_at.iter().position(|&t| t <= r.started_at_ms) {
+            Some(l) => l,
+            None => {
+                lane_free_at.push(0);
+                lane_free_at.len() - 1
+            }
+        };
+        lane_free_at[lane] = end;
+        lanes[i] = Some(lane);
+    }
+    (lanes, lane_free_at.len())
+}
+
+/// The word for an outcome, as records spell it.
+pub(super) fn outcome_word(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Passed => "passed",
+        Outcome::Failed => "failed",
+        Outcome::Skipped => "skipped",
+        Outcome::ExpectedFailure => "expected_failure",
+        Outcome::UnexpectedPass => "unexpected_pass",
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    fn rec(name: &str, start: u64, dur: u64) -> TestRecord {
+        let mut r = TestRecord::new("r1", "b", name);
+        r.started_at_ms = start;
+        r.duration_ms = dur;
+        r
+    }
+
+    #[test]
+    fn overlapping_tests_get_lanes_of_their_own_and_free_lanes_are_reused() {
+        let rs = [
+            rec("a", 1000, 100),
+            rec("b", 1050, 100),
+            rec("c", 1120, 10),
+            rec("never", 0, 0),
+            rec("d", 1200, 10),
+        ];
+        let refs: Vec<&TestRecord> = rs.iter().collect();
+        let (lanes, count) = pack_lanes(&refs);
+        assert_eq!(lanes, [Some(0), Some(1), Some(0), None, Some(0)]);
+        assert_eq!(count, 2);
+    }
+
+    #[test]
+    fn a_reused_folder_shows_each_binarys_latest_run() {
+        let mut old = rec("a", 1000, 1);
+        old.run_id = "old".into();
+        let mut old_b = rec("b", 1000, 1);
+        old_b.run_id = "old".into();
+        old_b.binary = "other".into();
+        let new = rec("a", 2000, 1);
+        let kept = latest_run_per_binary(vec![old, new, old_b]);
+        let ids: Vec<(&str, &str)> = kept
+            .iter()
+            .map(|r| (r.binary.as_str(), r.run_id.as_str()))
+            .collect();
+        assert_eq!(ids, [("b", "r1"), ("other", "old")]);
+    }
+
+    #[test]
+    fn a_resource_lives_from_its_first_to_its_last_event_and_keeps_its_test() {
+        let entry = |event, name: &str, test: &str, time| {
+            let mut e: JournalEntry = serde_json::from_value(serde_json::json!({
+                "event": "pending", "kind": "sandbox", "name": name, "run": "r1",
+                "test": test, "pid": 7, "time": time
+            }))
+            .unwrap();
+            e.event = event;
+            e
+        };
+        let lives = lifetimes(&[
+            entry(Event::Pending, "x", "t::a", 10),
+            entry(Event::Pending, "y", "t::b", 11),
+            entry(Event::Created, "x", "t::a", 12),
+            entry(Event::Verified, "x", "t::a", 30),
+            entry(Event::Leaked, "y", "", 40),
+        ]);
+        assert_eq!(lives.len(), 2);
+        assert_eq!(
+            (lives[0].name.as_str(), lives[0].from_ms, lives[0].to_ms),
+            ("x", 10, 30)
+        );
+        assert!(lives[0].settled);
+        assert_eq!(lives[0].fate, "verified gone");
+        assert_eq!(
+            (lives[1].test.as_str(), lives[1].fate.as_str()),
+            ("t::b", "leaked")
+        );
+        assert!(!lives[1].settled);
+    }
+}

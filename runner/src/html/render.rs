@@ -1,0 +1,753 @@
+//! The page: what a person looks at first is written as HTML here (the
+//! verdict, phases, counts, leaks, failures with their logs and screenshots,
+//! known issues, the slowest tests), so it reads without scripts; the
+//! timeline and the filterable list of every test are drawn by the inline
+//! script from the JSON embedded beside it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::json;
+use testkit::report::{Outcome, ResourceState, Summary, TestRecord};
+
+use super::model::{outcome_word, pack_lanes, Lifetime, Part};
+
+const CSS: &str = include_str!("report.css");
+const JS: &str = include_str!("report.js");
+
+/// A failure's log is cut to its last this many bytes...
+const LOG_CAP: usize = 64 * 1024;
+/// ...and all failures' logs together to this many: the page must open
+/// fast even when every test of a large run failed.
+const LOGS_BUDGET: usize = 1024 * 1024;
+/// Failures shown in full; the rest are in the list of every test.
+const MAX_FAILURES: usize = 200;
+/// Messages in the embedded data are cut to this many bytes.
+const MESSAGE_CAP: usize = 2 * 1024;
+/// A screenshot larger than this is linked, not inlined.
+const SCREENSHOT_CAP: u64 = 2 * 1024 * 1024;
+/// At most this many bytes of screenshots are inlined in all.
+const SCREENSHOTS_BUDGET: u64 = 8 * 1024 * 1024;
+
+pub(super) struct Page<'a> {
+    pub(super) title: &'a str,
+    pub(super) parts: &'a [Part],
+    pub(super) summary: &'a Summary,
+    /// Where the page is written: screenshots too large to inline are
+    /// linked relative to it.
+    pub(super) out_dir: &'a Path,
+}
+
+/// The run as a whole: the worst of its parts.
+pub(super) fn headline(parts: &[Part], summary: &Summary) -> &'static str {
+    let mut worst = 0u8;
+    for part in parts {
+        let code = match part.phase("run").and_then(|r| r.exit_code) {
+            Some(c) => c,
+            // A plain `cargo test`, or a run killed before its end: the
+            // records decide.
+            None if part.phases.iter().any(|p| p.verdict == "fail") => 1,
+            None => {
+                let red = part
+                    .records
+                    .iter()
+                    .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass));
+                u8::from(red)
+            }
+        };
+        let rank = |c: u8| match c {
+            0 => 0,
+            1 => 1,
+            130 => 2,
+            _ => 3,
+        };
+        if rank(code) > rank(worst) {
+            worst = code;
+        }
+    }
+    match worst {
+        0 if summary.total() == 0 => "NO TESTS",
+        0 => "PASSED",
+        1 => "FAILED",
+        130 => "INTERRUPTED",
+        _ => "INCOMPLETE",
+    }
+}
+
+/// Text for HTML: every character that could open markup is escaped.
+pub(super) fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// JSON that can sit inside `<script>`: no `</script>`, no `<!--`, and none
+/// of the line separators older parsers choke on.
+fn script_json(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+/// The last `cap` bytes of `s`, on a character boundary, and how many were cut.
+fn tail(s: &str, cap: usize) -> (&str, usize) {
+    if s.len() <= cap {
+        return (s, 0);
+    }
+    let mut start = s.len() - cap;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    (&s[start..], start)
+}
+
+/// The first `cap` bytes of `s`, on a character boundary.
+fn head(s: &str, cap: usize) -> String {
+    if s.len() <= cap {
+        return s.to_owned();
+    }
+    let mut end = cap;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn ms(d: u64) -> String {
+    if d < 1000 {
+        format!("{d} ms")
+    } else if d < 60_000 {
+        format!("{:.1} s", d as f64 / 1000.0)
+    } else {
+        format!("{}m {:02}s", d / 60_000, (d % 60_000) / 1000)
+    }
+}
+
+fn failure_kind_word(r: &TestRecord) -> String {
+    r.failure_kind
+        .and_then(|k| serde_json::to_value(k).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "failed".to_owned())
+}
+
+fn is_failure(r: &TestRecord) -> bool {
+    matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass)
+}
+
+/// Every test of every part, with the part it ran in.
+fn all_tests(parts: &[Part]) -> Vec<(usize, &TestRecord)> {
+    parts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| p.records.iter().map(move |r| (i, r)))
+        .collect()
+}
+
+impl Page<'_> {
+    pub(super) fn html(&self) -> String {
+        let mut out = String::with_capacity(64 * 1024);
+        let verdict = headline(self.parts, self.summary);
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+             style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+             <title>{verdict}: {}</title><style>{CSS}</style></head><body>\n",
+            esc(self.title)
+        );
+        self.header(&mut out, verdict);
+        self.phases(&mut out);
+        self.counts(&mut out);
+        self.leaks(&mut out);
+        self.failures(&mut out);
+        self.known_issues(&mut out);
+        let _ = writeln!(
+            out,
+            "<section id=\"timeline-section\"><h2>Timeline</h2>\
+             <p class=\"hint\">Each test is a bar on the lane that ran it, coloured by outcome; \
+             the thin bars under it are the resources it created, from journaled to verified gone \
+             (red: leaked). Each pod's boot, residue sweep and teardown are on its first lane. \
+             Hover or click a bar for its details.</p>\
+             <div id=\"timeline\"><noscript>The timeline needs JavaScript.</noscript></div>\
+             <div id=\"details\" class=\"details\" hidden></div></section>"
+        );
+        self.slowest(&mut out);
+        let _ = writeln!(
+            out,
+            "<section id=\"tests-section\"><h2>Every test</h2>\
+             <div class=\"filter\"><label>Outcome <select id=\"filter-outcome\">\
+             <option value=\"\">all</option><option value=\"failed\">failed</option>\
+             <option value=\"unexpected_pass\">unexpected pass</option>\
+             <option value=\"expected_failure\">expected failure</option>\
+             <option value=\"skipped\">skipped</option><option value=\"passed\">passed</option>\
+             </select></label> <label>Name <input id=\"filter-name\" type=\"search\" \
+             placeholder=\"part of a test's name\"></label> <span id=\"filter-count\"></span></div>\
+             <table id=\"tests\"><thead><tr><th>outcome</th><th>test</th><th>binary</th>\
+             <th>duration</th><th>message</th></tr></thead><tbody></tbody></table></section>"
+        );
+        let _ = write!(
+            out,
+            "<script id=\"data\" type=\"application/json\">{}</script>\n<script>{JS}</script>\n</body></html>\n",
+            script_json(&self.data())
+        );
+        out
+    }
+
+    fn header(&self, out: &mut String, verdict: &str) {
+        let class = match verdict {
+            "PASSED" => "pass",
+            "NO TESTS" => "skip",
+            _ => "fail",
+        };
+        let _ = write!(
+            out,
+            "<header><h1><span id=\"verdict\" class=\"verdict {class}\">{verdict}</span> {}</h1><dl class=\"facts\">",
+            esc(self.title)
+        );
+        let many = self.parts.len() > 1;
+        for (i, part) in self.parts.iter().enumerate() {
+            let pod = part
+                .phase("up")
+                .map(|p| p.evidence.clone())
+                .unwrap_or_else(|| {
+                    "not recorded (no verdict.jsonl: not a testkit-runner run)".to_owned()
+                });
+            let source = part
+                .source
+                .as_ref()
+                .map(|s| s.describe())
+                .unwrap_or_else(|| {
+                    "unknown (not recorded: the results of a plain cargo test or nextest run)"
+                        .to_owned()
+                });
+            let n = if many {
+                format!(" {}", i + 1)
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                out,
+                "<dt>run{n}</dt><dd class=\"run-id\">{}</dd><dt>commit{n}</dt><dd class=\"commit\">{}</dd>\
+                 <dt>pod{n}</dt><dd class=\"pod\">{}</dd>",
+                esc(&part.run_id()),
+                esc(&source),
+                esc(&pod)
+            );
+        }
+        let _ = writeln!(out, "</dl></header>");
+    }
+
+    fn phases(&self, out: &mut String) {
+        let _ = write!(out, "<section id=\"phases\"><h2>Phases</h2>");
+        for (i, part) in self.parts.iter().enumerate() {
+            if self.parts.len() > 1 {
+                let _ = write!(out, "<h3>pod {} (run {})</h3>", i + 1, esc(&part.run_id()));
+            }
+            if part.phases.is_empty() {
+                let _ = write!(
+                    out,
+                    "<p class=\"hint\">No phases: {} holds the results of a plain \
+                     <code>cargo test</code> or <code>cargo nextest run</code>, not of \
+                     <code>testkit-runner run</code>.</p>",
+                    esc(&part.dir.display().to_string())
+                );
+                continue;
+            }
+            let _ = write!(
+                out,
+                "<table class=\"phases\"><tr><th>phase</th><th>verdict</th><th>evidence</th><th>time</th></tr>"
+            );
+            for p in part.phases.iter().filter(|p| p.phase != "run") {
+                let _ = write!(
+                    out,
+                    "<tr class=\"phase {v}\" data-phase=\"{name}\"><td>{name}</td><td class=\"v\">{v}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&p.evidence),
+                    ms(p.duration_ms),
+                    v = esc(&p.verdict),
+                    name = esc(&p.phase),
+                );
+            }
+            let _ = write!(out, "</table>");
+        }
+        let _ = writeln!(out, "</section>");
+    }
+
+    fn counts(&self, out: &mut String) {
+        let s = self.summary;
+        let tests = all_tests(self.parts);
+        let _ = write!(
+            out,
+            "<section id=\"counts\"><h2>{} tests</h2><div class=\"cards\">",
+            s.total()
+        );
+        let card = |out: &mut String, kind: &str, label: &str, n: usize, more: String| {
+            let _ = write!(
+                out,
+                "<div class=\"count {kind}{}\" data-kind=\"{kind}\"><span class=\"n\">{n}</span> \
+                 <span class=\"label\">{label}</span>{more}</div>",
+                if n == 0 { " zero" } else { "" }
+            );
+        };
+        card(out, "passed", "passed", s.passed, String::new());
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, r) in tests.iter().filter(|(_, r)| r.outcome == Outcome::Failed) {
+            *kinds.entry(failure_kind_word(r)).or_default() += 1;
+        }
+        let by_kind = if kinds.is_empty() {
+            String::new()
+        } else {
+            let items: Vec<String> = kinds
+                .iter()
+                .map(|(k, n)| format!("<li data-failure-kind=\"{}\">{n} {}</li>", esc(k), esc(k)))
+                .collect();
+            format!("<ul class=\"by-kind\">{}</ul>", items.concat())
+        };
+        card(out, "failed", "failed", s.failed, by_kind);
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for (_, r) in tests.iter().filter(|(_, r)| r.outcome == Outcome::Skipped) {
+            let why = r
+                .skip_reason
+                .clone()
+                .unwrap_or_else(|| "no reason given".into());
+            *reasons.entry(why).or_default() += 1;
+        }
+        let why = if reasons.is_empty() {
+            String::new()
+        } else {
+            let items: Vec<String> = reasons
+                .iter()
+                .map(|(k, n)| format!("<li>{n}: {}</li>", esc(k)))
+                .collect();
+            format!("<ul class=\"reasons\">{}</ul>", items.concat())
+        };
+        card(out, "skipped", "skipped", s.skipped, why);
+        card(
+            out,
+            "expected_failure",
+            "expected failures",
+            s.expected_failures,
+            String::new(),
+        );
+        card(
+            out,
+            "unexpected_pass",
+            "unexpected passes",
+            s.unexpected_passes,
+            String::new(),
+        );
+        let _ = writeln!(out, "</div></section>");
+    }
+
+    /// Leaks: what the residue sweeps found, and every resource a test's
+    /// cleanup or the journal says was left behind.
+    fn leaks(&self, out: &mut String) {
+        let mut items = Vec::new();
+        for part in self.parts {
+            if let Some(p) = part.phase("residue").filter(|p| p.verdict == "fail") {
+                items.push(format!(
+                    "<li class=\"leak residue\">residue sweep of run {}: {}</li>",
+                    esc(&part.run_id()),
+                    esc(&p.evidence)
+                ));
+            }
+            for r in &part.records {
+                for res in r
+                    .resources
+                    .iter()
+                    .filter(|x| x.state == ResourceState::Leaked)
+                {
+                    items.push(format!(
+                        "<li class=\"leak resource\">{} <code>{}</code>, created by <code>{}</code>: leaked</li>",
+                        esc(&res.kind),
+                        esc(&res.name),
+                        esc(&r.name)
+                    ));
+                }
+            }
+        }
+        let _ = write!(out, "<section id=\"leaks\"><h2>Leaks</h2>");
+        let swept = self
+            .parts
+            .iter()
+            .all(|p| p.phase("residue").is_some_and(|r| r.verdict != "skip"));
+        if items.is_empty() && swept {
+            let _ = write!(
+                out,
+                "<p class=\"none\">None: the residue sweep found nothing left on the pod.</p>"
+            );
+        } else if items.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"hint\">No test's cleanup reported a leak; but no residue sweep ran over \
+                 every pod (it is a phase of <code>testkit-runner run</code>), so nothing \
+                 created behind the framework's back would show here.</p>"
+            );
+        } else {
+            let _ = write!(out, "<ul class=\"leaks\">{}</ul>", items.concat());
+        }
+        let _ = writeln!(out, "</section>");
+    }
+
+    fn failures(&self, out: &mut String) {
+        let failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
+            .into_iter()
+            .filter(|(_, r)| is_failure(r))
+            .collect();
+        let _ = write!(out, "<section id=\"failures\"><h2>Failures</h2>");
+        if failed.is_empty() {
+            let _ = write!(out, "<p class=\"none\">No test failed.</p>");
+        }
+        let mut logs_left = LOGS_BUDGET;
+        let mut shots_left = SCREENSHOTS_BUDGET;
+        for (part, r) in failed.iter().take(MAX_FAILURES) {
+            let _ = write!(
+                out,
+                "<article class=\"failure\" data-test=\"{name}\"><h3><span class=\"tag {o}\">{kind}</span> \
+                 {name} <span class=\"bin\">{bin}</span> <span class=\"dur\">{dur}</span></h3>",
+                o = outcome_word(r.outcome),
+                kind = esc(&failure_kind_word(r)),
+                name = esc(&r.name),
+                bin = esc(&r.binary),
+                dur = ms(r.duration_ms),
+            );
+            if !r.description.is_empty() {
+                let _ = write!(out, "<p class=\"desc\">{}</p>", esc(&r.description));
+            }
+            let _ = write!(
+                out,
+                "<pre class=\"message\">{}</pre>",
+                esc(r.message.as_deref().unwrap_or("(no message)"))
+            );
+            self.resources(out, &self.parts[*part], r);
+            self.screenshots(out, &self.parts[*part], r, &mut shots_left);
+            let (log, cut) = tail(&r.output, LOG_CAP.min(logs_left));
+            logs_left -= log.len();
+            let note = if cut > 0 {
+                format!("<p class=\"hint\">The first {cut} bytes are cut; the whole log is in its record.</p>")
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                out,
+                "<details class=\"log-box\" open><summary>log</summary>{note}<pre class=\"log\">{}</pre></details></article>",
+                if r.output.is_empty() {
+                    "(the test logged nothing)".to_owned()
+                } else {
+                    esc(log)
+                }
+            );
+        }
+        if failed.len() > MAX_FAILURES {
+            let _ = write!(
+                out,
+                "<p class=\"hint\">… and {} more failed tests: filter the list of every test by outcome.</p>",
+                failed.len() - MAX_FAILURES
+            );
+        }
+        let _ = writeln!(out, "</section>");
+    }
+
+    /// A test's resources and their fate: the record's, with the journal's
+    /// times.
+    fn resources(&self, out: &mut String, part: &Part, r: &TestRecord) {
+        let lives: Vec<&Lifetime> = part.lifetimes.iter().filter(|l| l.test == r.name).collect();
+        if r.resources.is_empty() && lives.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "<table class=\"resources\"><tr><th>resource</th><th>fate</th><th>lifetime</th></tr>"
+        );
+        let mut seen = Vec::new();
+        for res in &r.resources {
+            let life = lives
+                .iter()
+                .find(|l| l.kind == res.kind && l.name == res.name);
+            seen.push((&res.kind, &res.name));
+            let _ = write!(
+                out,
+                "<tr class=\"res {}\"><td>{} <code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                res.state.as_str(),
+                esc(&res.kind),
+                esc(&res.name),
+                res.state.as_str(),
+                life.map(|l| format!("{} ({})", ms(l.to_ms - l.from_ms), esc(&l.fate)))
+                    .unwrap_or_default()
+            );
+        }
+        for l in lives.iter().filter(|l| !seen.contains(&(&l.kind, &l.name))) {
+            let _ = write!(
+                out,
+                "<tr class=\"res\"><td>{} <code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                esc(&l.kind),
+                esc(&l.name),
+                esc(&l.fate),
+                ms(l.to_ms - l.from_ms)
+            );
+        }
+        let _ = write!(out, "</table>");
+    }
+
+    /// Every `*.png` in the test's artifacts dir, inlined while the budget
+    /// lasts, linked after.
+    fn screenshots(&self, out: &mut String, part: &Part, r: &TestRecord, left: &mut u64) {
+        let dir = testkit::run::artifacts_dir(&part.dir, &r.binary, &r.name);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut pngs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("png")))
+            .collect();
+        pngs.sort();
+        if pngs.is_empty() {
+            return;
+        }
+        let _ = write!(out, "<div class=\"screenshots\">");
+        for png in pngs {
+            let name = png
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let size = std::fs::metadata(&png).map(|m| m.len()).unwrap_or(u64::MAX);
+            let bytes = (size <= SCREENSHOT_CAP && size <= *left)
+                .then(|| std::fs::read(&png).ok())
+                .flatten();
+            match bytes {
+                Some(bytes) => {
+                    *left -= size;
+                    let _ = write!(
+                        out,
+                        "<figure><img class=\"screenshot\" alt=\"{n}\" src=\"data:image/png;base64,{}\"><figcaption>{n}</figcaption></figure>",
+                        base64::engine::general_purpose::STANDARD.encode(bytes),
+                        n = esc(&name)
+                    );
+                }
+                None => {
+                    let href = relative(self.out_dir, &png);
+                    let _ = write!(
+                        out,
+                        "<figure><a href=\"{}\">{}</a><figcaption>too large to inline</figcaption></figure>",
+                        esc(&href),
+                        esc(&name)
+                    );
+                }
+            }
+        }
+        let _ = write!(out, "</div>");
+    }
+
+    fn known_issues(&self, out: &mut String) {
+        let issues = &self.summary.known_issues;
+        if issues.is_empty() {
+            return;
+        }
+        let _ = write!(
+            out,
+            "<section id=\"known-issues\"><h2>Known issues</h2><table><tr><th>id</th><th>title</th><th>state</th><th>tests</th></tr>"
+        );
+        for issue in issues {
+            let tests: Vec<String> = issue
+                .tests
+                .iter()
+                .map(|(t, _)| format!("<code>{}</code>", esc(t)))
+                .collect();
+            let _ = write!(
+                out,
+                "<tr class=\"issue{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                if issue.state.fails_run() { " bad" } else { "" },
+                esc(&issue.id),
+                esc(issue.title.as_deref().unwrap_or("")),
+                esc(issue.state.describe()),
+                tests.join(" ")
+            );
+        }
+        let _ = writeln!(out, "</table></section>");
+    }
+
+    fn slowest(&self, out: &mut String) {
+        let mut tests: Vec<&TestRecord> = all_tests(self.parts)
+            .into_iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.started_at_ms > 0)
+            .collect();
+        tests.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms).then(a.name.cmp(&b.name)));
+        let _ = write!(
+            out,
+            "<section id=\"slowest\"><h2>The 10 slowest tests</h2><table><tr><th>duration</th><th>test</th><th>outcome</th></tr>"
+        );
+        for r in tests.iter().take(10) {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{} <span class=\"bin\">{}</span></td><td class=\"{o}\">{o}</td></tr>",
+                ms(r.duration_ms),
+                esc(&r.name),
+                esc(&r.binary),
+                o = outcome_word(r.outcome)
+            );
+        }
+        let _ = writeln!(out, "</table></section>");
+    }
+
+    /// What the script draws from: every test with its lane and resources,
+    /// and each pod's phases on the same clock.
+    fn data(&self) -> serde_json::Value {
+        let mut pods = Vec::new();
+        let mut tests = Vec::new();
+        for (i, part) in self.parts.iter().enumerate() {
+            let refs: Vec<&TestRecord> = part.records.iter().collect();
+            let (lanes, lane_count) = pack_lanes(&refs);
+            let spans: Vec<serde_json::Value> = part
+                .phases
+                .iter()
+                // The tests phase is drawn as its tests (the build before
+                // them is the gap), unless no test ran.
+                .filter(|p| p.phase != "tests" || part.records.is_empty())
+                .filter(|p| p.phase != "run" && p.at > 0 && p.verdict != "skip")
+                .map(|p| {
+                    json!({
+                        "phase": p.phase, "verdict": p.verdict,
+                        "from": p.started_ms(), "to": p.at, "evidence": head(&p.evidence, MESSAGE_CAP),
+                    })
+                })
+                .collect();
+            pods.push(json!({
+                "label": format!("pod {} · run {}", i + 1, part.run_id()),
+                "lanes": lane_count,
+                "spans": spans,
+            }));
+            let mut by_test: BTreeMap<&str, Vec<&Lifetime>> = BTreeMap::new();
+            for l in &part.lifetimes {
+                by_test.entry(l.test.as_str()).or_default().push(l);
+            }
+            for (r, lane) in part.records.iter().zip(lanes) {
+                let res: Vec<serde_json::Value> = by_test
+                    .get(r.name.as_str())
+                    .map(|ls| {
+                        ls.iter()
+                            .map(|l| {
+                                json!({"kind": l.kind, "name": l.name, "from": l.from_ms,
+                                    "to": l.to_ms, "fate": l.fate, "settled": l.settled})
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                tests.push(json!({
+                    "pod": i,
+                    "lane": lane,
+                    "bin": r.binary,
+                    "name": r.name,
+                    "desc": head(&r.description, MESSAGE_CAP),
+                    "outcome": outcome_word(r.outcome),
+                    "kind": r.failure_kind.map(|_| failure_kind_word(r)),
+                    "msg": r.message.as_deref().or(r.skip_reason.as_deref()).map(|m| head(m, MESSAGE_CAP)),
+                    "start": r.started_at_ms,
+                    "dur": r.duration_ms,
+                    "res": res,
+                }));
+            }
+        }
+        json!({ "pods": pods, "tests": tests })
+    }
+}
+
+/// `path` relative to `base` when it lies beneath it, else absolute as a
+/// `file://` URL: a report opened from disk finds its files either way.
+fn relative(base: &Path, path: &Path) -> String {
+    match path.strip_prefix(base) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => format!("file://{}", path.display()),
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn markup_and_script_breaking_text_is_escaped() {
+        assert_eq!(
+            esc("<b a=\"x\">'&'</b>"),
+            "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
+        );
+        let json = script_json(&json!({"m": "</script><!-- & \u{2028}"}));
+        assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'));
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["m"], "</script><!-- & \u{2028}");
+    }
+
+    /// 5,000 tests, each with a log and a sandbox, 100 of them failed with
+    /// long logs: the page stays a few MB.
+    #[test]
+    fn a_page_of_five_thousand_tests_is_a_few_megabytes() {
+        let mut records = Vec::new();
+        let mut lifetimes = Vec::new();
+        for i in 0..5000u64 {
+            let name = format!("module_{}::test_number_{i}", i % 40);
+            let mut r = TestRecord::new("run1", &format!("binary{}", i % 8), &name);
+            r.started_at_ms = 1_700_000_000_000 + i * 37;
+            r.duration_ms = 200 + i % 700;
+            r.description = "Creates a sandbox and checks what it answers.".into();
+            r.output = "a log line of a test that passed\n".repeat(30);
+            if i % 50 == 0 {
+                r.fail(
+                    testkit::report::FailureKind::Error,
+                    "expected 200, got 500\n".repeat(20),
+                );
+                r.output = "a log line of a test that failed\n".repeat(3000);
+            }
+            lifetimes.push(Lifetime {
+                kind: "sandbox".into(),
+                name: format!("ct-run1-{i:05}"),
+                test: name,
+                from_ms: r.started_at_ms + 5,
+                to_ms: r.started_at_ms + r.duration_ms,
+                fate: "verified gone".into(),
+                settled: true,
+            });
+            records.push(r);
+        }
+        let summary = Summary::from_records(&records, None);
+        let parts = [Part {
+            dir: PathBuf::from("/nonexistent/results"),
+            records,
+            phases: Vec::new(),
+            lifetimes,
+            source: None,
+        }];
+        let html = Page {
+            title: "big",
+            parts: &parts,
+            summary: &summary,
+            out_dir: Path::new("/nonexistent/results"),
+        }
+        .html();
+        assert!(html.len() < 4 * 1024 * 1024, "{} bytes", html.len());
+        assert_eq!(html.matches("<article class=\"failure\"").count(), 100);
+    }
+
+    #[test]
+    fn cuts_stay_on_character_boundaries() {
+        let (t, cut) = tail("ééé", 3);
+        assert_eq!((t, cut), ("é", 4));
+        assert_eq!(head("ééé", 3), "é…");
+        assert_eq!(tail("abc", 10), ("abc", 0));
+    }
+}

@@ -1,0 +1,383 @@
+//! `report.html`, as a person sees it: rendered by headless Chromium, its
+//! DOM read after the page's script ran, and a screenshot kept in the
+//! test's output folder.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::{fixture, runner, CallerPod, Ran};
+
+/// How to get the browser these tests need.
+const INSTALL: &str = "apt-get update && apt-get install -y chromium";
+
+/// Where a test keeps what a person may want to look at afterwards.
+pub(crate) fn output_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("report")
+        .join(test);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("these tests render report.html in headless Chromium, which is not installed: {INSTALL}")
+        })
+}
+
+/// Runs Chromium headless on `page` with `args`; its stdout. Bounded: a
+/// browser that does not finish is killed with its process group.
+fn chromium_run(url: &str, args: &[String]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(chromium())
+        .args([
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(args)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("chromium did not start ({e}): {INSTALL}"));
+    let group = Pid::from_raw(child.id() as i32);
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        out
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The browser's helpers are in its group: none outlives the test.
+    let _ = killpg(group, Signal::SIGKILL);
+    let _ = child.wait();
+    let status = status.expect("chromium did not finish within 120 s");
+    assert!(status.success(), "chromium exited with {status}");
+    reader.join().unwrap()
+}
+
+/// Renders `page`: returns the DOM after its scripts ran, and saves a
+/// screenshot as `<output dir of test>/<name>.png`.
+pub(crate) fn render(page: &Path, test: &str, name: &str) -> String {
+    let window = "--window-size=1400,2600".to_owned();
+    let url = format!("file://{}", page.display());
+    let dom = chromium_run(&url, &["--dump-dom".to_owned(), window.clone()]);
+    assert!(
+        dom.contains("</html>"),
+        "chromium dumped no DOM of {}: {dom:?}",
+        page.display()
+    );
+    let screenshot = output_dir(test).join(format!("{name}.png"));
+    let _ = std::fs::remove_file(&screenshot);
+    chromium_run(
+        &url,
+        &[format!("--screenshot={}", screenshot.display()), window],
+    );
+    let size = std::fs::metadata(&screenshot).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 10_000, "a screenshot of {size} bytes is blank");
+    eprintln!("screenshot of {}: {}", page.display(), screenshot.display());
+    dom
+}
+
+/// The DOM of `page` opened at `#fragment` (the filter's state).
+fn dom_at(page: &Path, fragment: &str) -> String {
+    chromium_run(
+        &format!("file://{}#{fragment}", page.display()),
+        &["--dump-dom".to_owned()],
+    )
+}
+
+/// How many times `needle` occurs in `hay`.
+pub(crate) fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+/// The text of the first element after `marker`, up to its closing tag.
+fn section<'a>(dom: &'a str, marker: &str, end: &str) -> &'a str {
+    let start = dom
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in the DOM"));
+    let rest = &dom[start..];
+    &rest[..rest.find(end).unwrap_or(rest.len())]
+}
+
+/// A run with a failure (with resources and a screenshot), a leak and an
+/// expected failure: the page says FAILED at the top, then the counts,
+/// the leak, the failure with its message, log and screenshot, before the
+/// timeline; the timeline has a bar for every test that ran and the
+/// lifetimes of the sandboxes they created; CI logs end with where to
+/// look, and GitHub's step summary gets the Markdown.
+#[test]
+fn a_failed_runs_report_shows_the_failure_the_leak_and_the_expected_failure_first() {
+    let suite = fixture("suite");
+    let ci = tempfile::tempdir().unwrap();
+    let step_summary = ci.path().join("step-summary.md");
+    std::fs::write(&step_summary, "# an earlier step\n").unwrap();
+    let ran = Ran::from(
+        runner()
+            .env("FIXTURE_MODE", "leak,broken-ui")
+            .env("GITHUB_STEP_SUMMARY", &step_summary)
+            .arg("run")
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1);
+    let results = ran.results();
+    let run_id = ran.run_id();
+    let page = results.join("report.html");
+    let last: Vec<&str> = ran.stdout.lines().rev().take(2).collect();
+    assert_eq!(
+        last,
+        [
+            format!("report: {}", page.display()),
+            format!("junit: {}", results.join("junit.xml").display())
+        ],
+        "the output ends with where to look"
+    );
+    let step = std::fs::read_to_string(&step_summary).unwrap();
+    assert!(
+        step.starts_with("# an earlier step\n")
+            && step.contains("| tests | fail |")
+            && step.contains("create_two"),
+        "{step}"
+    );
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    let handle: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("pod/handle.json")).unwrap())
+            .unwrap();
+    assert!(
+        !html.contains(handle["token"].as_str().unwrap()),
+        "the report holds the token"
+    );
+    for fetch in ["src=\"http", "href=\"http", "<link", "@import", "url("] {
+        assert!(!html.contains(fetch), "the page fetches something: {fetch}");
+    }
+
+    let dom = &render(&page, "failed_run", "failed-run");
+    // Top to bottom, in the order a person reads.
+    let at = |id: &str| {
+        dom.find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("no #{id}"))
+    };
+    let order = [
+        "verdict", "phases", "counts", "leaks", "failures", "timeline",
+    ];
+    let positions: Vec<usize> = order.iter().map(|id| at(id)).collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "sections out of order: {order:?} at {positions:?}"
+    );
+    assert!(
+        section(dom, "id=\"verdict\"", "</span>").ends_with("FAILED"),
+        "verdict"
+    );
+    assert!(
+        dom.contains("<tr class=\"phase fail\" data-phase=\"residue\">"),
+        "the residue phase failed"
+    );
+    // The counts, the failure's kind, the skip's reason.
+    for (kind, n) in [
+        ("passed", 3),
+        ("failed", 1),
+        ("skipped", 1),
+        ("expected_failure", 1),
+        ("unexpected_pass", 0),
+    ] {
+        let card = section(dom, &format!("data-kind=\"{kind}\""), "</div>");
+        assert!(
+            card.contains(&format!("<span class=\"n\">{n}</span>")),
+            "{kind}: {card}"
+        );
+    }
+    assert!(section(dom, "data-kind=\"failed\"", "</div>").contains("1 error"));
+    assert!(section(dom, "data-kind=\"skipped\"", "</div>").contains("needs hardware the CI lacks"));
+    // The leak the residue sweep found, by name.
+    let leaks = section(dom, "id=\"leaks\"", "</section>");
+    assert!(
+        leaks.contains(&format!("`ct-{run_id}-")) && leaks.contains("deleted, verified gone"),
+        "{leaks}"
+    );
+    // The failure: its message escaped (no markup from the test gets in),
+    // its log, its sandboxes and their fate, its screenshot inline.
+    let failures = section(dom, "id=\"failures\"", "</section>");
+    assert_eq!(
+        count(failures, "<article class=\"failure\""),
+        1,
+        "{failures}"
+    );
+    assert!(failures.contains("create_two"), "{failures}");
+    assert!(
+        failures.contains("the sandbox list showed 1 row &lt;b&gt;&amp;amp;&lt;/b&gt;, expected 2"),
+        "{failures}"
+    );
+    assert!(
+        !dom.contains("<b>&amp;</b>"),
+        "the test's text became markup"
+    );
+    let log = section(failures, "<pre class=\"log\">", "</pre>");
+    assert!(log.contains("the sandbox list showed one row"), "{log}");
+    assert_eq!(
+        count(failures, "<tr class=\"res deleted\">"),
+        2,
+        "both sandboxes deleted: {failures}"
+    );
+    assert!(
+        failures.contains(
+            "<img class=\"screenshot\" alt=\"sandbox-list.png\" src=\"data:image/png;base64,"
+        ),
+        "{failures}"
+    );
+    // The expected failure's known issue and its state.
+    let issues = section(dom, "id=\"known-issues\"", "</section>");
+    assert!(
+        issues.contains("FIX-1") && issues.contains("still failing as documented"),
+        "{issues}"
+    );
+    // The timeline the script drew: a bar for each of the 5 tests that ran
+    // (the ignored one did not), coloured by outcome; the sandboxes'
+    // lifetimes; the pod's boot and teardown.
+    let timeline = section(dom, "id=\"timeline\"", "id=\"details\"");
+    assert_eq!(count(timeline, "class=\"bar "), 5, "{timeline}");
+    assert_eq!(count(timeline, "class=\"bar failed\""), 1);
+    assert_eq!(count(timeline, "class=\"bar expected_failure\""), 1);
+    assert_eq!(count(timeline, "class=\"life\""), 3, "{timeline}");
+    assert!(
+        timeline.contains("data-phase=\"up\"") && timeline.contains("data-phase=\"down\""),
+        "{timeline}"
+    );
+    // The list of every test, drawn by the script.
+    assert_eq!(count(dom, "<tr data-outcome="), 6);
+    assert!(dom.contains("6 of 6 tests"), "the filter ran");
+    // Filtered by outcome, and by name, from the page's address.
+    let failed = dom_at(&page, "outcome=failed");
+    assert!(failed.contains("1 of 6 tests"), "filtered by outcome");
+    assert_eq!(
+        count(
+            &failed,
+            "<tr data-outcome=\"failed\" data-name=\"sandboxes::create_two\">"
+        ),
+        1
+    );
+    assert_eq!(
+        count(&failed, "hidden=\"\""),
+        5 + 1,
+        "5 rows and the details hidden"
+    );
+    let named = dom_at(&page, "name=CREATE");
+    assert!(
+        named.contains("2 of 6 tests"),
+        "filtered by name, case aside"
+    );
+    assert_eq!(
+        count(&named, "class=\"bar passed dim\""),
+        2,
+        "the others' bars dimmed"
+    );
+}
+
+/// `testkit-runner report DIR` for the results of a plain `cargo nextest
+/// run`: the page has every test, says the phases and commit are not
+/// recorded (or, given `--suite`, asks git there); a folder that is not a
+/// results folder is a usage error that says so.
+#[test]
+fn the_report_verb_renders_a_plain_nextest_run_and_refuses_other_folders() {
+    let suite = fixture("suite");
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args(["nextest", "run", "--workspace", "--no-fail-fast"])
+        .env("CARGO_TARGET_DIR", crate::shared_target())
+        .env("TESTKIT_RESULTS_DIR", results.path())
+        .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+        .env_remove("FIXTURE_MODE")
+        .current_dir(suite.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0);
+    let page = results.path().join("report.html");
+    assert_eq!(ran.stdout.trim(), format!("report: {}", page.display()));
+    let dom = &render(&page, "report_verb", "plain-nextest-run");
+    assert!(section(dom, "id=\"verdict\"", "</span>").ends_with("PASSED"));
+    assert!(
+        dom.contains("not recorded: the results of a plain cargo test or nextest run"),
+        "the commit is unknown"
+    );
+    assert!(dom.contains("No phases:"), "no runner phases");
+    assert!(dom.contains("no residue sweep ran"), "no sweep is claimed");
+    assert_eq!(count(dom, "<tr data-outcome="), 6);
+    assert_eq!(count(dom, "class=\"bar "), 5);
+
+    // Given the suite, the commit is asked of git: the fixture's temp copy
+    // is no checkout, the workspace is.
+    let ran = Ran::from(
+        runner()
+            .arg("report")
+            .arg(results.path())
+            .arg("--suite")
+            .arg(crate::workspace())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let head = String::from_utf8(
+        Command::new("git")
+            .arg("-C")
+            .arg(crate::workspace())
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(html.contains(head.trim()), "the commit is on the page");
+
+    let empty = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            vec![PathBuf::from("/nonexistent/results")],
+            "is not a folder",
+        ),
+        (
+            vec![empty.path().to_owned()],
+            "neither records/ nor verdict.jsonl",
+        ),
+        (
+            vec![results.path().to_owned(), results.path().to_owned()],
+            "need --out DIR",
+        ),
+    ] {
+        let ran = Ran::from(runner().arg("report").args(&args).output().unwrap());
+        assert_eq!(ran.code, 64, "{args:?}");
+        assert!(ran.stderr.contains(says), "{args:?}: {}", ran.stderr);
+    }
+}
