@@ -415,7 +415,7 @@ pub enum ConfigError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

@@ -94,9 +94,7 @@ pub fn secrets_dir(run_id: &str) -> PathBuf {
     if let Some(dir) = &settings.secrets_dir {
         return dir.clone();
     }
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|d| d.is_absolute() && d.is_dir());
+    let runtime = settings.runtime_dir.clone().filter(|d| d.is_dir());
     match runtime {
         Some(dir) => dir.join("testkit").join(run_id),
         None => std::env::temp_dir()

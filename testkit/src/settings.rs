@@ -24,7 +24,7 @@
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
 //! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
-//! `NEXTEST_ATTEMPT`.
+//! `NEXTEST_ATTEMPT`, and `XDG_RUNTIME_DIR`.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -126,6 +126,8 @@ pub struct Settings {
     pub manifest_dir: Option<PathBuf>,
     /// `CARGO_TARGET_DIR`.
     pub target_dir: Option<PathBuf>,
+    /// `XDG_RUNTIME_DIR`, when it is an absolute path.
+    pub runtime_dir: Option<PathBuf>,
     /// `TESTKIT_POD_HANDLE`.
     pub pod_handle: Option<PathBuf>,
     /// `TESTKIT_SECRETS_DIR`.
@@ -293,6 +295,9 @@ impl Settings {
             suite_dir: get(var::SUITE_DIR).map(PathBuf::from),
             manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
             target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
+            runtime_dir: get("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute()),
             pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
             secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
             test_threads,

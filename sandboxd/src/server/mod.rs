@@ -50,7 +50,7 @@ pub enum ServeError {
     Home {
         /// The HOME given.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
@@ -59,7 +59,7 @@ pub enum ServeError {
     Bind {
         /// The address.
         addr: std::net::SocketAddr,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

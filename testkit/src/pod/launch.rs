@@ -212,7 +212,7 @@ pub enum StopError {
     HomeSurvived {
         /// The directory.
         path: PathBuf,
-        /// Why.
+        /// What deleting it answered.
         problem: String,
     },
 }

@@ -36,7 +36,7 @@ pub enum ConnectError {
         what: &'static str,
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

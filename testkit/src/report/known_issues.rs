@@ -54,7 +54,7 @@ pub enum KnownIssuesError {
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },

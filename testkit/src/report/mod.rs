@@ -91,7 +91,7 @@ pub enum ReportError {
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
