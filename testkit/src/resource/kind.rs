@@ -144,7 +144,7 @@ inventory::collect!(RustKind);
 /// Registers a [`ResourceKind`] under the name `testkit.toml` declares it
 /// by (`[resources.record] rust = true`):
 ///
-/// ```ignore
+/// ```text
 /// struct Records;
 /// impl testkit::resource::ResourceKind for Records { /* … */ }
 /// testkit::resource_kind!("record", Records);
