@@ -93,7 +93,10 @@ fn green_run_builds_the_default_pod_and_verifies_every_phase() {
         serde_json::from_str(&std::fs::read_to_string(results.join("pod/handle.json")).unwrap())
             .unwrap();
     assert_eq!(handle["token"], "[REDACTED]", "{handle}");
-    assert!(handle["base_url"].as_str().unwrap().starts_with("http://127.0.0.1:"));
+    assert!(handle["base_url"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
     let secrets = testkit::run::secrets_dir(&ran.run_id());
     assert!(!secrets.exists(), "{} outlived the run", secrets.display());
     assert!(!results.join("pod/session.json").exists());

@@ -5,25 +5,34 @@
 use std::time::Duration;
 
 use testkit::config::SuiteConfig;
-use testkit::pod::{check_auth, connect, launch, PodHandle};
+use testkit::pod::{check_auth, connect, PodHandle};
 
-use super::support::{runtime, sandboxd_spec};
+use super::support::runtime;
 
 fn suite(toml: &str) -> SuiteConfig {
     SuiteConfig::parse(toml, std::path::Path::new("/suite/testkit.toml")).unwrap()
 }
 
-/// A sandboxd with a long token window, and its handle.
-fn started(rt: &tokio::runtime::Runtime, logs: &std::path::Path) -> testkit::pod::LaunchedPod {
-    rt.block_on(launch(&sandboxd_spec(logs, &["--token-window", "30m"])))
-        .unwrap()
+/// A sandboxd with a long token window, stopped when dropped (so that a
+/// failed assertion leaves nothing running), and its validated handle.
+struct Started {
+    handle: PodHandle,
+    _server: test_support::Sandboxd,
+}
+
+fn started() -> Started {
+    let server = test_support::Sandboxd::start(&["--token-window", "30m"]);
+    let handle = PodHandle::parse(server.handle_json(), &Default::default()).unwrap();
+    Started {
+        handle,
+        _server: server,
+    }
 }
 
 #[test]
 fn bearer_without_login_and_a_named_header_both_reach_the_pod() {
-    let logs = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let pod = started(&rt, logs.path());
+    let pod = started();
     for toml in [
         "[auth]\nsend = \"bearer\"\nprobe = \"GET /api/sandboxes\"",
         "[auth]\nsend = \"header\"\nheader = \"Authorization\"\nprefix = \"Bearer \"\nprobe = \"GET /api/sandboxes\"",
@@ -47,14 +56,12 @@ fn bearer_without_login_and_a_named_header_both_reach_the_pod() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{toml}");
     }
-    rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
 }
 
 #[test]
 fn a_probe_the_service_does_not_have_is_named_with_its_url() {
-    let logs = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let pod = started(&rt, logs.path());
+    let pod = started();
     let config = suite("[auth]\nsend = \"bearer\"\nprobe = \"GET /api/nowhere\"");
     let connected = rt
         .block_on(connect(pod.handle.clone(), &config, None))
@@ -96,14 +103,12 @@ fn a_probe_the_service_does_not_have_is_named_with_its_url() {
         "{}",
         report.summary()
     );
-    rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
 }
 
 #[test]
 fn a_refused_login_names_the_request_and_what_to_check() {
-    let logs = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let pod = started(&rt, logs.path());
+    let pod = started();
     let config = suite(
         "[auth]\nprobe = \"GET /api/sandboxes\"\n[auth.login]\nrequest = \"POST /api/login/{user}\"\nbody = '{\"u\": \"{user}\"}'\nsend = \"none\"\ncookie = true",
     );
@@ -128,15 +133,13 @@ fn a_refused_login_names_the_request_and_what_to_check() {
         "{err}"
     );
     assert!(!err.contains(pod.handle.token()), "the token leaked: {err}");
-    rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
 }
 
 #[test]
 fn a_renewed_credential_is_obtained_once_for_every_process_of_the_run() {
-    let logs = tempfile::tempdir().unwrap();
     let results = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let pod = started(&rt, logs.path());
+    let pod = started();
     let config = SuiteConfig::default();
     // Two processes of one run: the second reuses the first's session.
     let a = rt
@@ -167,7 +170,6 @@ fn a_renewed_credential_is_obtained_once_for_every_process_of_the_run() {
             .unwrap();
         assert_eq!(resp.status(), 200);
     }
-    rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
 }
 
 #[test]
