@@ -57,6 +57,8 @@
 //! 2. [`wait`]; [`report`] (records, JUnit, known issues); [`pod`] (handle,
 //!    session, launch); [`resource`] (kinds, journal, cleanup, reaper);
 //!    the CLI runner. Each takes what it needs as arguments.
+//!    Above them, the browser phase (`browser`, with the `browser` feature):
+//!    Chromium as a process tree a test owns.
 //! 3. [`Cx`]: the only `impl Cx`, what a test sees.
 //! 4. The harness: the test list, libtest-mimic, each test's lifecycle.
 //!
@@ -67,6 +69,8 @@
 
 #[doc(hidden)]
 pub mod __private;
+#[cfg(feature = "browser")]
+pub mod browser;
 mod cli;
 pub mod config;
 mod cx;

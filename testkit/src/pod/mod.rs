@@ -57,6 +57,9 @@ pub struct Pod {
     handle: PodHandle,
     client: reqwest::Client,
     capabilities: Vec<String>,
+    /// The session cookie (`name=value; …`) the client carries, when the
+    /// pod opened one: how a browser signs in the same way.
+    session_cookie: Option<String>,
 }
 
 impl Pod {
@@ -98,6 +101,12 @@ impl Pod {
     /// The validated handle (its token included: a registered secret).
     pub fn handle(&self) -> &PodHandle {
         &self.handle
+    }
+
+    /// The session cookie the client sends, when there is one (a secret).
+    #[cfg_attr(not(feature = "browser"), allow(dead_code))]
+    pub(crate) fn session_cookie(&self) -> Option<&str> {
+        self.session_cookie.as_deref()
     }
 }
 

@@ -248,5 +248,6 @@ fn build(handle: PodHandle, cookie: Option<String>, advertised: Vec<String>) -> 
         handle,
         client,
         capabilities,
+        session_cookie: cookie,
     }
 }

@@ -75,6 +75,8 @@ pub fn failure_type(kind: FailureKind) -> &'static str {
         FailureKind::KnownIssueMismatch => "known_issue_mismatch",
         FailureKind::KnownIssueFixed => "known_issue_fixed",
         FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
+        FailureKind::BrowserTeardown => "browser_teardown",
+        FailureKind::NoScreenshot => "no_screenshot",
     }
 }
 
@@ -141,10 +143,24 @@ fn test_case(record: &TestRecord) -> TestCase {
             &record.capabilities_missing.join(" "),
         );
     }
-    if !record.output.is_empty() {
-        case.set_system_out(redact(&record.output).as_ref());
+    let out = system_out(record);
+    if !out.is_empty() {
+        case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the
+/// convention GitLab and Jenkins show as images beside the testcase.
+fn system_out(record: &TestRecord) -> String {
+    let mut out = record.output.clone();
+    for shot in &record.screenshots {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("[[ATTACHMENT|{shot}]]\n"));
+    }
+    out
 }
 
 /// The snake-case name of an outcome, as records and JUnit properties spell it.
