@@ -61,6 +61,15 @@ impl RunSummary<'_> {
         })
     }
 
+    /// The browser phase's line, when a test opened a browser.
+    fn browser(&self) -> Option<String> {
+        let s = self.tests.filter(|s| s.browser_tests > 0)?;
+        Some(format!(
+            "browser: {} tests, {} screenshots, {} teardowns timed out",
+            s.browser_tests, s.screenshots, s.browser_teardowns_timed_out
+        ))
+    }
+
     /// The text printed at the end of a run.
     pub(crate) fn text(&self) -> String {
         let mut out = String::new();
@@ -75,6 +84,9 @@ impl RunSummary<'_> {
         }
         if let Some(counts) = self.counts() {
             let _ = writeln!(out, "  {counts}");
+        }
+        if let Some(browser) = self.browser() {
+            let _ = writeln!(out, "  {browser}");
         }
         if let Some(s) = self.tests {
             for issue in &s.known_issues {
@@ -143,6 +155,9 @@ impl RunSummary<'_> {
                 "| {} | {} | {} | {} | {} |",
                 s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
             );
+            if let Some(browser) = self.browser() {
+                let _ = writeln!(out, "\n{}", cell(&browser));
+            }
             if !self.failures.is_empty() {
                 let _ = writeln!(out, "\nFailed:\n");
                 for (name, why) in self.failures.iter().take(MAX_FAILURES) {
