@@ -270,3 +270,27 @@ pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
     std::fs::write(&tmp, redact(&xml).as_bytes()).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screenshots_follow_the_log_as_attachment_lines() {
+        let mut record = TestRecord::new("run1", "ui", "ui::shows");
+        record.output = "[   0.1s] opened".to_owned();
+        record.browsers = 1;
+        record.screenshots = vec!["/r/a/one.png".to_owned(), "/r/a/two.png".to_owned()];
+        assert_eq!(
+            system_out(&record),
+            "[   0.1s] opened\n[[ATTACHMENT|/r/a/one.png]]\n[[ATTACHMENT|/r/a/two.png]]\n"
+        );
+        let xml = junit_from_records("t", &[record.clone()])
+            .to_string()
+            .unwrap();
+        assert!(xml.contains("[[ATTACHMENT|/r/a/two.png]]"), "{xml}");
+        let summary = super::super::Summary::from_records(&[record], None);
+        assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
+        assert_eq!(summary.browser_teardowns_timed_out, 0);
+    }
+}
