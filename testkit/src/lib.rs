@@ -43,6 +43,9 @@
 //! - Resource kinds are HTTP templates: a service whose resources cannot be
 //!   listed, checked and deleted over HTTP by name needs a kind per endpoint
 //!   it offers, or sub-resources that go away with a parent.
+//! - UI tests (`browser` feature) need Chromium on the machine, and drive the
+//!   page with JavaScript: `click` and `fill` dispatch DOM events, not input
+//!   devices' events.
 //! - `cx.cli` hands the CLI the raw token, so it stops working once the pod's
 //!   token window has passed; HTTP calls through `cx.pod()` keep the session.
 //!
