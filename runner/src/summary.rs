@@ -62,6 +62,15 @@ impl RunSummary<'_> {
         })
     }
 
+    /// The browser phase's line, when a test opened a browser.
+    fn browser(&self) -> Option<String> {
+        let s = self.tests.filter(|s| s.browser_tests > 0)?;
+        Some(format!(
+            "browser: {} tests, {} screenshots, {} teardowns timed out",
+            s.browser_tests, s.screenshots, s.browser_teardowns_timed_out
+        ))
+    }
+
     /// The text printed at the end of a run.
     pub(crate) fn text(&self) -> String {
         let mut out = String::new();
@@ -76,6 +85,9 @@ impl RunSummary<'_> {
         }
         if let Some(counts) = self.counts() {
             let _ = writeln!(out, "  {counts}");
+        }
+        if let Some(browser) = self.browser() {
+            let _ = writeln!(out, "  {browser}");
         }
         if let Some(s) = self.tests {
             for issue in &s.known_issues {
@@ -134,6 +146,9 @@ impl RunSummary<'_> {
         }
         if let Some(s) = self.tests {
             tests_markdown(&mut out, s, self.failures);
+            if let Some(browser) = self.browser() {
+                let _ = writeln!(out, "\n{}", cell(&browser));
+            }
         }
         let _ = writeln!(out, "\n## Leaks\n");
         if self.leaks.is_empty() {

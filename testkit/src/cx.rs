@@ -24,6 +24,8 @@ pub struct Cx {
     artifacts_dir: PathBuf,
     pub(crate) capabilities_missing: Vec<String>,
     resources: Tracker,
+    #[cfg(feature = "browser")]
+    browsers: crate::browser::Browsers,
 }
 
 impl Cx {
@@ -39,6 +41,8 @@ impl Cx {
         let log = Log::default();
         let resources = Tracker::new(&full_name, attempt, log.clone());
         Cx {
+            #[cfg(feature = "browser")]
+            browsers: crate::browser::Browsers::new(log.clone()),
             full_name,
             description,
             run,
@@ -178,6 +182,44 @@ impl Cx {
     /// A CLI run to configure before running it.
     pub fn cli_command(&self, args: &[&str]) -> CliCommand<'_> {
         CliCommand::new(&self.log, args)
+    }
+
+    /// A page in a fresh headless Chromium of this test's own, signed in to
+    /// the pod like [`Pod::client`] and showing its base URL. The harness
+    /// ends the browser when the test ends, whatever happened; a test that
+    /// opened one must save a screenshot ([`Page::screenshot`](crate::browser::Page::screenshot))
+    /// or it fails. Skipped when there is no pod or `TESTKIT_BROWSER=off`;
+    /// without Chromium the test fails, saying how to install it.
+    #[cfg(feature = "browser")]
+    pub async fn browser(&self) -> crate::Result<crate::browser::Page> {
+        self.open_browser(true).await
+    }
+
+    /// [`browser`](Self::browser) without credentials: what an anonymous
+    /// visitor sees.
+    #[cfg(feature = "browser")]
+    pub async fn browser_signed_out(&self) -> crate::Result<crate::browser::Page> {
+        self.open_browser(false).await
+    }
+
+    #[cfg(feature = "browser")]
+    async fn open_browser(&self, signed_in: bool) -> crate::Result<crate::browser::Page> {
+        crate::browser::check_enabled()?;
+        let pod = self.pod()?;
+        self.browsers
+            .open(self.run, pod, &self.artifacts_dir, signed_in)
+            .await
+    }
+
+    /// Ends the test's browsers, each under `cap`, after saving the failure
+    /// evidence when `failed`.
+    #[cfg(feature = "browser")]
+    pub(crate) async fn finish_browsers(
+        &self,
+        failed: bool,
+        cap: std::time::Duration,
+    ) -> crate::browser::BrowserSummary {
+        self.browsers.finish(self.run, failed, cap).await
     }
 
     /// Deletes what the test created, newest first, and verifies it is gone,

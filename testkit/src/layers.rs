@@ -26,13 +26,15 @@ const RANKS: &[(&str, u32)] = &[
     ("pod", 4),
     ("resource", 5),
     ("cli", 5),
+    // A test's browsers: process groups journaled for the reaper.
+    ("browser", 6),
     // What a test sees.
-    ("cx", 6),
+    ("cx", 7),
     // The harness on top; the facade and generated code's re-exports above it.
-    ("harness", 7),
-    ("__private", 8),
-    ("lib", 9),
-    ("layers", 9),
+    ("harness", 8),
+    ("__private", 9),
+    ("lib", 10),
+    ("layers", 10),
 ];
 
 fn rank(module: &str) -> Option<u32> {

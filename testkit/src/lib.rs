@@ -43,6 +43,9 @@
 //! - Resource kinds are HTTP templates: a service whose resources cannot be
 //!   listed, checked and deleted over HTTP by name needs a kind per endpoint
 //!   it offers, or sub-resources that go away with a parent.
+//! - UI tests (`browser` feature) need Chromium on the machine, and drive the
+//!   page with JavaScript: `click` and `fill` dispatch DOM events, not input
+//!   devices' events.
 //! - `cx.cli` hands the CLI the raw token, so it stops working once the pod's
 //!   token window has passed; HTTP calls through `cx.pod()` keep the session.
 //!
@@ -57,6 +60,8 @@
 //! 2. [`wait`]; [`report`] (records, JUnit, known issues); [`pod`] (handle,
 //!    session, launch); [`resource`] (kinds, journal, cleanup, reaper);
 //!    the CLI runner. Each takes what it needs as arguments.
+//!    Above them, the browser phase (`browser`, with the `browser` feature):
+//!    Chromium as a process tree a test owns.
 //! 3. [`Cx`]: the only `impl Cx`, what a test sees.
 //! 4. The harness: the test list, libtest-mimic, each test's lifecycle.
 //!
@@ -67,6 +72,8 @@
 
 #[doc(hidden)]
 pub mod __private;
+#[cfg(feature = "browser")]
+pub mod browser;
 mod cli;
 pub mod config;
 mod cx;

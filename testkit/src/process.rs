@@ -80,6 +80,23 @@ pub async fn kill_group(pgid: i32, limit: Duration) -> Result<(), Vec<i32>> {
         .map_err(|rest| rest.into_iter().map(|(p, _)| p).collect())
 }
 
+/// SIGKILLs the group `pgid`, every descendant of it, and every live process
+/// of `known` (a tree taken earlier, whose members the leader's exit may have
+/// orphaned since), and waits up to `limit` for all of them to be gone.
+/// A `pgid` of 0 kills `known` only. Returns the pids still alive then.
+pub async fn kill_tree(pgid: i32, known: &[(i32, u64)], limit: Duration) -> Result<(), Vec<i32>> {
+    let mut tree = if pgid > 0 { tree_of(pgid) } else { Vec::new() };
+    for p in known {
+        if !tree.iter().any(|t| t.0 == p.0) {
+            tree.push(*p);
+        }
+    }
+    signal_tree(pgid, &tree, Signal::SIGKILL);
+    wait_drained(pgid, &tree, limit)
+        .await
+        .map_err(|rest| rest.into_iter().map(|(p, _)| p).collect())
+}
+
 /// Sends `signal` to the group `pgid` only (not to descendants in groups of
 /// their own): how a process is asked to shut down in order, as a terminal's
 /// Ctrl-C does.
@@ -112,7 +129,12 @@ pub(crate) async fn wait_drained(
             .copied()
             .filter(|&(pid, t)| alive_with(pid, t))
             .collect();
-        for p in group_members(pgid) {
+        let members = if pgid > 0 {
+            group_members(pgid)
+        } else {
+            Vec::new()
+        };
+        for p in members {
             if !alive.iter().any(|a| a.0 == p.0) {
                 alive.push(p);
             }
@@ -190,6 +212,26 @@ pub fn tree_of(pgid: i32) -> Vec<(i32, u64)> {
             return tree;
         }
     }
+}
+
+/// The live processes whose environment holds `var=value`: how the
+/// descendants that left a group and were orphaned (a browser's crash
+/// handler double-forks into a session of its own) are still found, by a
+/// value unique to their owner, never by a program name.
+pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={value}");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
 }
 
 /// The command line of `pid`, redacted; `?` when it is gone.

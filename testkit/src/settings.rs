@@ -18,6 +18,9 @@
 //! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
 //! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
+//! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
+//! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
+//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
@@ -52,6 +55,12 @@ pub mod var {
     pub const KEEP: &str = "TESTKIT_KEEP";
     /// The CLI program.
     pub const CLI: &str = "TESTKIT_CLI";
+    /// The Chromium program for browser tests.
+    pub const CHROMIUM: &str = "TESTKIT_CHROMIUM";
+    /// `off` turns the browser phase off: browser tests are skipped.
+    pub const BROWSER: &str = "TESTKIT_BROWSER";
+    /// The cap on ending one test's browsers.
+    pub const BROWSER_TEARDOWN: &str = "TESTKIT_BROWSER_TEARDOWN";
     /// What a test binary runs as, when testkit starts it for another job.
     pub const RUN_AS: &str = "TESTKIT_RUN_AS";
     /// The journal a reaper watches over.
@@ -70,6 +79,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long cleanup may take after a signal, unless `TESTKIT_GRACE` says.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// How long ending a test's browsers may take, unless
+/// `TESTKIT_BROWSER_TEARDOWN` says: past it they are killed, and the test
+/// fails with `browser teardown timed out`.
+pub const DEFAULT_BROWSER_TEARDOWN: Duration = Duration::from_secs(10);
 
 /// `TESTKIT_KEEP`: whether a test's resources are kept for debugging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -144,6 +158,12 @@ pub struct Settings {
     pub cli: Option<String>,
     /// `TESTKIT_RUN_AS` and what goes with it.
     pub run_as: RunAs,
+    /// `TESTKIT_CHROMIUM`.
+    pub chromium: Option<String>,
+    /// `TESTKIT_BROWSER=off`: browser tests are skipped with that reason.
+    pub browser_off: bool,
+    /// `TESTKIT_BROWSER_TEARDOWN`, else [`DEFAULT_BROWSER_TEARDOWN`].
+    pub browser_teardown: Duration,
 }
 
 /// One or more variables hold values testkit cannot use.
@@ -193,6 +213,9 @@ impl Settings {
         let cli = text(var::CLI);
         let run_as = text(var::RUN_AS);
         let parent = text(var::REAPER_PARENT);
+        let chromium = text(var::CHROMIUM);
+        let browser = text(var::BROWSER);
+        let browser_teardown = text(var::BROWSER_TEARDOWN);
 
         let mut bad = |name: &str, value: &str, expected: &str| {
             problems.push(format!("{name}={value:?} is invalid: {expected}"));
@@ -233,6 +256,19 @@ impl Settings {
         };
         let timeout = duration(var::TIMEOUT, timeout, DEFAULT_TIMEOUT);
         let grace = duration(var::GRACE, grace, DEFAULT_GRACE);
+        let browser_teardown = duration(
+            var::BROWSER_TEARDOWN,
+            browser_teardown,
+            DEFAULT_BROWSER_TEARDOWN,
+        );
+        let browser_off = match browser.as_deref() {
+            None | Some("on") => false,
+            Some("off") => true,
+            Some(other) => {
+                bad(var::BROWSER, other, "expected `on` or `off`");
+                false
+            }
+        };
         let keep = match keep.as_deref() {
             None | Some("never") => Keep::Never,
             Some("on-failure") => Keep::OnFailure,
@@ -306,6 +342,9 @@ impl Settings {
             keep,
             cli,
             run_as,
+            chromium,
+            browser_off,
+            browser_teardown,
         })
     }
 }
@@ -325,6 +364,7 @@ pub(crate) fn or_default() -> &'static Settings {
         DEFAULT.get_or_init(|| Settings {
             timeout: DEFAULT_TIMEOUT,
             grace: DEFAULT_GRACE,
+            browser_teardown: DEFAULT_BROWSER_TEARDOWN,
             ..Settings::default()
         })
     })
@@ -350,6 +390,8 @@ mod tests {
         assert_eq!(s.grace, DEFAULT_GRACE);
         assert_eq!(s.keep, Keep::Never);
         assert_eq!(s.run_as, RunAs::Harness);
+        assert_eq!(s.browser_teardown, DEFAULT_BROWSER_TEARDOWN);
+        assert!(!s.browser_off && s.chromium.is_none());
         assert!(s.run_id.is_none() && s.test_threads.is_none() && !s.under_nextest);
     }
 
@@ -366,6 +408,9 @@ mod tests {
             (var::RUN_AS, "reaper"),
             (var::REAPER_JOURNAL, "/r/j.jsonl"),
             (var::REAPER_PARENT, "42"),
+            (var::CHROMIUM, "/opt/chromium/chrome"),
+            (var::BROWSER, "off"),
+            (var::BROWSER_TEARDOWN, "3s"),
         ])
         .unwrap();
         assert_eq!(s.run_id.as_deref(), Some("abc123"));
@@ -375,6 +420,9 @@ mod tests {
         assert_eq!(s.keep, Keep::OnFailure);
         assert!(s.under_nextest);
         assert_eq!(s.nextest_attempt, Some(2));
+        assert_eq!(s.chromium.as_deref(), Some("/opt/chromium/chrome"));
+        assert!(s.browser_off);
+        assert_eq!(s.browser_teardown, Duration::from_secs(3));
         assert_eq!(
             s.run_as,
             RunAs::Reaper {
@@ -393,6 +441,8 @@ mod tests {
             (var::GRACE, "-1"),
             (var::KEEP, "sometimes"),
             (var::RUN_AS, "janitor"),
+            (var::BROWSER, "maybe"),
+            (var::BROWSER_TEARDOWN, "later"),
         ])
         .unwrap_err()
         .to_string();
@@ -404,6 +454,8 @@ mod tests {
             "TESTKIT_GRACE=\"-1\"",
             "TESTKIT_KEEP=\"sometimes\" is invalid: expected `never`, `on-failure` or `always`",
             "TESTKIT_RUN_AS=\"janitor\"",
+            "TESTKIT_BROWSER=\"maybe\" is invalid: expected `on` or `off`",
+            "TESTKIT_BROWSER_TEARDOWN=\"later\" is invalid",
         ] {
             assert!(e.contains(needle), "{needle:?} missing from: {e}");
         }

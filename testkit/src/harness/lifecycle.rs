@@ -1,6 +1,6 @@
 //! One test's lifecycle: preflight (known issue listed, capabilities),
-//! the body on the shared runtime under its timeout, cleanup whatever
-//! happened, the outcome (known issues strictly), and its record.
+//! the body on the shared runtime under its timeout, its browsers ended
+//! (with the `browser` feature) and cleanup whatever happened, the outcome (known issues strictly), and its record.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant, SystemTime};
@@ -48,6 +48,8 @@ pub(super) fn run_test(
         None => run_body(def, &mut cx, settings.timeout),
     };
     let body_failed = matches!(body, Body::Failed { .. });
+    #[cfg(feature = "browser")]
+    let browsers = runtime().block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
     let cleanup = runtime().block_on(cx.finish(settings.keep, body_failed));
 
     let mut record = def.record(run);
@@ -60,6 +62,8 @@ pub(super) fn run_test(
     record.cleanup = cleanup.state;
     record.capabilities_missing = cx.capabilities_missing.clone();
     classify(def, body, &cleanup, &mut record);
+    #[cfg(feature = "browser")]
+    crate::browser::judge(&browsers, &mut record);
     record.output = cx.log.text();
     crate::report::write_record(run, &record);
 

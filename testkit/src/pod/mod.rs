@@ -165,6 +165,18 @@ impl Pod {
     pub fn handle(&self) -> &PodHandle {
         &self.handle
     }
+
+    /// The headers that carry the credential now (`Cookie`,
+    /// `Authorization`…), as the client sends them: how a browser signs in
+    /// the same way. Secrets, all of them.
+    #[cfg_attr(not(feature = "browser"), allow(dead_code))]
+    pub(crate) fn credential_headers(&self) -> Vec<(String, String)> {
+        self.live
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .headers
+            .clone()
+    }
 }
 
 impl fmt::Debug for Pod {

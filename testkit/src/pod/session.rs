@@ -133,6 +133,8 @@ const SESSION_VERSION: u32 = 2;
 pub(crate) struct Live {
     pub(crate) generation: u64,
     pub(crate) client: reqwest::Client,
+    /// What the client sends with every request, for a browser.
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 /// What a [`Pod`] needs to log in again.
@@ -236,10 +238,14 @@ pub(crate) async fn renew(pod: &Pod, seen: u64) -> Result<(), ConnectError> {
             }
         }
     };
-    let client = client_for(&pod.handle, &access.auth, &credential);
+    let (client, headers) = client_for(&pod.handle, &access.auth, &credential);
     let mut live = pod.live.write().unwrap_or_else(|e| e.into_inner());
     if live.generation < generation {
-        *live = Live { generation, client };
+        *live = Live {
+            generation,
+            client,
+            headers,
+        };
     }
     Ok(())
 }
@@ -478,7 +484,7 @@ async fn capabilities(
         return Ok(Vec::new());
     };
     let (template, url) = request_of(handle, request, None)?;
-    let client = client_for(handle, auth, credential);
+    let (client, _) = client_for(handle, auth, credential);
     let unexpected = |problem: String| ConnectError::Unexpected {
         name: handle.name().to_owned(),
         request: format!("[capabilities] {request}"),
@@ -590,20 +596,25 @@ fn apply(
     }
 }
 
-/// A client that sends `credential` with every request.
+/// A client that sends `credential` with every request, and those headers.
 pub(crate) fn client_for(
     handle: &PodHandle,
     auth: &AuthSection,
     credential: &Credential,
-) -> reqwest::Client {
+) -> (reqwest::Client, Vec<(String, String)>) {
     let mut headers = HeaderMap::new();
     apply(&mut headers, handle, auth, auth.send, credential);
-    reqwest::Client::builder()
+    let pairs = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    let client = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(Duration::from_secs(10))
         .no_proxy()
         .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+        .unwrap_or_else(|_| reqwest::Client::new());
+    (client, pairs)
 }
 
 fn build(
@@ -613,11 +624,15 @@ fn build(
     generation: u64,
     capabilities: Vec<String>,
 ) -> Pod {
-    let client = client_for(&handle, &access.auth, &credential);
+    let (client, headers) = client_for(&handle, &access.auth, &credential);
     Pod {
         handle,
         capabilities,
-        live: Arc::new(std::sync::RwLock::new(Live { generation, client })),
+        live: Arc::new(std::sync::RwLock::new(Live {
+            generation,
+            client,
+            headers,
+        })),
         access: Arc::new(access),
     }
 }

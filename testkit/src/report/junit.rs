@@ -76,6 +76,8 @@ pub fn failure_type(kind: FailureKind) -> &'static str {
         FailureKind::KnownIssueFixed => "known_issue_fixed",
         FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
         FailureKind::Config => "config",
+        FailureKind::BrowserTeardown => "browser_teardown",
+        FailureKind::NoScreenshot => "no_screenshot",
     }
 }
 
@@ -142,10 +144,24 @@ fn test_case(record: &TestRecord) -> TestCase {
             &record.capabilities_missing.join(" "),
         );
     }
-    if !record.output.is_empty() {
-        case.set_system_out(redact(&record.output).as_ref());
+    let out = system_out(record);
+    if !out.is_empty() {
+        case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the
+/// convention GitLab and Jenkins show as images beside the testcase.
+fn system_out(record: &TestRecord) -> String {
+    let mut out = record.output.clone();
+    for shot in &record.screenshots {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("[[ATTACHMENT|{shot}]]\n"));
+    }
+    out
 }
 
 /// The snake-case name of an outcome, as records and JUnit properties spell it.
@@ -254,4 +270,28 @@ pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
     let tmp = path.with_extension(format!("xml.tmp{}", std::process::id()));
     std::fs::write(&tmp, redact(&xml).as_bytes()).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screenshots_follow_the_log_as_attachment_lines() {
+        let mut record = TestRecord::new("run1", "ui", "ui::shows");
+        record.output = "[   0.1s] opened".to_owned();
+        record.browsers = 1;
+        record.screenshots = vec!["/r/a/one.png".to_owned(), "/r/a/two.png".to_owned()];
+        assert_eq!(
+            system_out(&record),
+            "[   0.1s] opened\n[[ATTACHMENT|/r/a/one.png]]\n[[ATTACHMENT|/r/a/two.png]]\n"
+        );
+        let xml = junit_from_records("t", &[record.clone()])
+            .to_string()
+            .unwrap();
+        assert!(xml.contains("[[ATTACHMENT|/r/a/two.png]]"), "{xml}");
+        let summary = super::super::Summary::from_records(&[record], None);
+        assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
+        assert_eq!(summary.browser_teardowns_timed_out, 0);
+    }
 }

@@ -30,7 +30,7 @@
 //! | `description` | string | the first paragraph of its doc comment |
 //! | `file`, `line` | string, integer | where it is defined |
 //! | `outcome` | `passed` \| `failed` \| `skipped` \| `expected_failure` \| `unexpected_pass` | |
-//! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| `config` \| null | why it failed |
+//! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| `config` \| `browser_teardown` \| `no_screenshot` \| null | why it failed |
 //! | `message` | string \| null | the failure; for an expected failure, the failure observed |
 //! | `skip_reason` | string \| null | why it was skipped (`ignored: <reason>` when statically ignored) |
 //! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran) |
@@ -40,6 +40,9 @@
 //! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked` |
 //! | `cleanup` | `nothing` \| `verified` \| `kept` \| `failed` | the cleanup as a whole |
 //! | `output` | string | the test's log, redacted |
+//! | `browsers` | integer, default 0 | browsers the test opened |
+//! | `screenshots` | array of strings, default empty | the PNG files it saved, absolute paths |
+//! | `browser_teardown_timed_out` | boolean, default false | a browser outlived its teardown cap and was killed |
 //!
 //! # JUnit
 //!
@@ -57,7 +60,8 @@
 //! - expected failure: `<skipped type="xfail">` with `message`
 //!   `known issue ID: <first line of the failure>`, the failure as text.
 //!
-//! The log goes to `system-out`. Everything is passed through
+//! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
+//! line per screenshot (GitLab and Jenkins show them). Everything is passed through
 //! [`crate::redact`] once more on the way out.
 
 pub mod junit;

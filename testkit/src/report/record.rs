@@ -45,6 +45,11 @@ pub enum FailureKind {
     /// The suite's config (`testkit.toml`, its kinds) cannot be used: the
     /// test never ran, and a known issue does not excuse it.
     Config,
+    /// A browser of the test did not end within its teardown cap and was
+    /// killed (`browser teardown timed out`).
+    BrowserTeardown,
+    /// The test opened a browser and saved no screenshot: no evidence, no pass.
+    NoScreenshot,
 }
 
 /// The cleanup of a test's resources, as a whole.
@@ -152,6 +157,19 @@ pub struct TestRecord {
     pub cleanup: CleanupState,
     /// The test's log, redacted.
     pub output: String,
+    /// How many browsers the test opened (`cx.browser()`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub browsers: u32,
+    /// The screenshots it saved (PNG files in its artifacts folder), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub screenshots: Vec<String>,
+    /// A browser of the test outlived its teardown cap and was killed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub browser_teardown_timed_out: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl TestRecord {
@@ -180,6 +198,9 @@ impl TestRecord {
             resources: Vec::new(),
             cleanup: CleanupState::Nothing,
             output: String::new(),
+            browsers: 0,
+            screenshots: Vec::new(),
+            browser_teardown_timed_out: false,
         }
     }
 

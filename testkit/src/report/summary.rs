@@ -87,6 +87,12 @@ pub struct Summary {
     /// Every known issue pinned by a test or listed in `KNOWN-ISSUES.md`,
     /// sorted by id.
     pub known_issues: Vec<KnownIssueSummary>,
+    /// Tests that opened a browser.
+    pub browser_tests: usize,
+    /// Screenshots those tests saved.
+    pub screenshots: usize,
+    /// Tests whose browser outlived its teardown cap and was killed.
+    pub browser_teardowns_timed_out: usize,
 }
 
 impl Summary {
@@ -114,6 +120,13 @@ impl Summary {
             }
             if record.failure_kind == Some(FailureKind::Cleanup) {
                 summary.cleanup_failures += 1;
+            }
+            if record.browsers > 0 {
+                summary.browser_tests += 1;
+            }
+            summary.screenshots += record.screenshots.len();
+            if record.browser_teardown_timed_out {
+                summary.browser_teardowns_timed_out += 1;
             }
             let Some(id) = &record.known_issue else {
                 continue;

@@ -22,6 +22,7 @@
 
 mod budget;
 mod delete;
+pub(crate) mod groups;
 mod janitor;
 mod journal;
 mod kind;

@@ -4,7 +4,9 @@
 //! whose only writer is the test process. `done` means the test process
 //! cleaned up after itself: the reaper exits. End of file without `done`
 //! means the test process died: the reaper deletes and verifies what the
-//! journal says is still there, records the outcome, and exits.
+//! journal says is still there, records the outcome, and exits. Either way it
+//! first ends the process groups (browsers) the test process left on record
+//! ([`super::groups`]).
 
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
@@ -114,18 +116,35 @@ pub(crate) fn finish_process() {
 /// (whose journal is `journal`) to die.
 pub(crate) fn reaper_main(journal: PathBuf, parent: &str) -> ExitCode {
     let stdin = std::io::stdin();
+    let mut done = false;
     for line in stdin.lock().lines() {
         match line {
-            Ok(l) if l.trim() == "done" => return ExitCode::SUCCESS,
+            Ok(l) if l.trim() == "done" => {
+                done = true;
+                break;
+            }
             Ok(_) => continue,
             Err(_) => break,
         }
+    }
+    let runtime = crate::runtime::runtime();
+    // A group still on record after `done` is one its owner could not end.
+    let survivors = runtime.block_on(super::groups::reap_groups(&journal));
+    if done {
+        return if survivors == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
     }
     eprintln!(
         "testkit reaper: test process {parent} ended without cleaning up; reaping {}",
         journal.display()
     );
-    crate::runtime::runtime().block_on(reap(journal))
+    match runtime.block_on(reap(journal)) {
+        code if survivors == 0 => code,
+        _ => ExitCode::FAILURE,
+    }
 }
 
 async fn reap(path: PathBuf) -> ExitCode {

@@ -211,7 +211,13 @@ impl Run {
     }
 
     pub fn run(&self, pod: &Sandboxd, nextest: bool, args: &[&str]) -> (ExitStatus, String) {
-        let child = self.command(pod, nextest, args).spawn().unwrap();
+        self.finish(self.command(pod, nextest, args))
+    }
+
+    /// Runs `command` (from [`Run::command`]) to the end, and checks that
+    /// no process of the run is left.
+    pub fn finish(&self, mut command: Command) -> (ExitStatus, String) {
+        let child = command.spawn().unwrap();
         let pgid = child.id() as i32;
         let out = child.wait_with_output().unwrap();
         self.assert_no_strays(Some(pgid));

@@ -1,0 +1,411 @@
+//! [`Page`]: one tab of a test's browser, and what a test does with it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::cdp::Connection;
+use crate::log::Log;
+
+/// How long one DevTools call may take.
+pub(super) const CALL_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long [`Page::goto`] and [`Page::wait_for`] wait, unless told.
+const WAIT_LIMIT: Duration = Duration::from_secs(15);
+
+/// One message of the page's console, or an uncaught exception, or a
+/// browser log entry (a failed resource load, for instance).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsoleEntry {
+    /// `error`, `warning`, `info`, `log`, `debug`, …
+    pub level: String,
+    /// The message.
+    pub text: String,
+}
+
+impl std::fmt::Display for ConsoleEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.level, self.text)
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) conn: Arc<Connection>,
+    pub(super) session: String,
+    pub(super) base_url: String,
+    pub(super) artifacts_dir: PathBuf,
+    pub(super) console: Arc<Mutex<Vec<ConsoleEntry>>>,
+    pub(super) screenshots: Arc<Mutex<Vec<PathBuf>>>,
+    pub(super) log: Log,
+}
+
+/// A page in a test's own headless Chromium: authenticated against the pod
+/// like the API client, opened at its base URL. Cheap to clone; the harness
+/// ends the browser when the test ends, whatever happened.
+///
+/// ```no_run
+/// # async fn f(cx: &testkit::Cx) -> testkit::Result {
+/// let page = cx.browser().await?;
+/// page.wait_for("the sandbox list", "document.querySelector('#sandbox-list') !== null").await?;
+/// page.screenshot("list").await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Page {
+    pub(super) shared: Arc<Shared>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A selector as a JavaScript string literal.
+fn js_string(s: &str) -> String {
+    Value::from(s).to_string()
+}
+
+impl Page {
+    pub(super) async fn call(&self, method: &str, params: Value) -> crate::Result<Value> {
+        self.shared
+            .conn
+            .call(Some(&self.shared.session), method, params, CALL_LIMIT)
+            .await
+    }
+
+    /// The pod's base URL followed by `path`.
+    pub fn url_of(&self, path: &str) -> String {
+        format!("{}{path}", self.shared.base_url)
+    }
+
+    /// Opens `path` of the pod (or an absolute URL) and waits until the page
+    /// has loaded.
+    pub async fn goto(&self, path: &str) -> crate::Result {
+        let url = if path.contains("://") {
+            path.to_owned()
+        } else {
+            self.url_of(path)
+        };
+        let answer = self.call("Page.navigate", json!({ "url": url })).await?;
+        if let Some(error) = answer.get("errorText").and_then(Value::as_str) {
+            anyhow::bail!("failed to open {url}: {error}");
+        }
+        self.wait_for(
+            &format!("{url} to load"),
+            "document.readyState === 'complete'",
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Reloads the page and waits until it has loaded.
+    pub async fn reload(&self) -> crate::Result {
+        self.call("Page.reload", json!({})).await?;
+        self.wait_for("the page to reload", "document.readyState === 'complete'")
+            .await?;
+        Ok(())
+    }
+
+    /// Evaluates `expression` in the page (awaiting it when it is a promise)
+    /// and returns its value as JSON.
+    pub async fn eval_value(&self, expression: &str) -> crate::Result<Value> {
+        let answer = self
+            .call(
+                "Runtime.evaluate",
+                json!({
+                    "expression": expression,
+                    "awaitPromise": true,
+                    "returnByValue": true,
+                    "userGesture": true,
+                }),
+            )
+            .await?;
+        if let Some(details) = answer.get("exceptionDetails") {
+            let why = details
+                .pointer("/exception/description")
+                .and_then(Value::as_str)
+                .or_else(|| details.get("text").and_then(Value::as_str))
+                .unwrap_or("an exception");
+            anyhow::bail!("the page threw evaluating `{expression}`: {why}");
+        }
+        Ok(answer
+            .pointer("/result/value")
+            .cloned()
+            .unwrap_or(Value::Null))
+    }
+
+    /// [`eval_value`](Self::eval_value), deserialized into `T`.
+    pub async fn eval<T: DeserializeOwned>(&self, expression: &str) -> crate::Result<T> {
+        let value = self.eval_value(expression).await?;
+        serde_json::from_value(value.clone()).map_err(|e| {
+            anyhow::anyhow!("`{expression}` gave {value}, which is not what was expected: {e}")
+        })
+    }
+
+    /// Polls `expression` until it is truthy (up to 15 s); returns its last
+    /// value. The error names `what` and the last value seen.
+    pub async fn wait_for(&self, what: &str, expression: &str) -> crate::Result<Value> {
+        self.wait_for_within(what, expression, WAIT_LIMIT).await
+    }
+
+    /// [`wait_for`](Self::wait_for) with a limit of its own.
+    pub async fn wait_for_within(
+        &self,
+        what: &str,
+        expression: &str,
+        limit: Duration,
+    ) -> crate::Result<Value> {
+        let start = Instant::now();
+        loop {
+            let last = match self.eval_value(expression).await {
+                Ok(v) if truthy(&v) => return Ok(v),
+                Ok(v) => v.to_string(),
+                // A navigation in progress destroys the context: look again.
+                Err(e) => format!("{e:#}"),
+            };
+            if start.elapsed() >= limit {
+                anyhow::bail!(
+                    "timed out after {} waiting for {what} (`{expression}`); last saw: {last}",
+                    humantime::format_duration(limit)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Whether an element matches the CSS `selector`.
+    pub async fn exists(&self, selector: &str) -> crate::Result<bool> {
+        self.eval(&format!(
+            "document.querySelector({}) !== null",
+            js_string(selector)
+        ))
+        .await
+    }
+
+    /// The trimmed text of the first element matching `selector`.
+    pub async fn text(&self, selector: &str) -> crate::Result<String> {
+        let value = self
+            .eval_value(&format!(
+                "(() => {{ const e = document.querySelector({}); return e ? e.textContent.trim() : null; }})()",
+                js_string(selector)
+            ))
+            .await?;
+        match value {
+            Value::String(s) => Ok(s),
+            _ => anyhow::bail!(
+                "no element matches `{selector}` on {}",
+                self.location().await
+            ),
+        }
+    }
+
+    /// Clicks the first element matching `selector`.
+    pub async fn click(&self, selector: &str) -> crate::Result {
+        self.on_element(selector, "e.click()").await
+    }
+
+    /// Types `text` into the input matching `selector`, replacing its value,
+    /// as a user would (input and change events fire).
+    pub async fn fill(&self, selector: &str, text: &str) -> crate::Result {
+        self.on_element(
+            selector,
+            &format!(
+                "e.focus(); e.value = {}; e.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+                 e.dispatchEvent(new Event('change', {{ bubbles: true }}))",
+                js_string(text)
+            ),
+        )
+        .await
+    }
+
+    async fn on_element(&self, selector: &str, action: &str) -> crate::Result {
+        let found: bool = self
+            .eval(&format!(
+                "(() => {{ const e = document.querySelector({}); if (!e) return false; {action}; return true; }})()",
+                js_string(selector)
+            ))
+            .await?;
+        if !found {
+            anyhow::bail!(
+                "no element matches `{selector}` on {}",
+                self.location().await
+            );
+        }
+        Ok(())
+    }
+
+    /// The page's current URL.
+    pub async fn location(&self) -> String {
+        self.eval::<String>("location.href")
+            .await
+            .unwrap_or_else(|e| format!("(unknown: {e:#})"))
+    }
+
+    /// Saves a PNG of the page as `<name>.png` in the test's artifacts
+    /// folder, lists it in the test's record and JUnit, and returns its
+    /// path. `name` is letters, digits, `-`, `_` and `.`.
+    pub async fn screenshot(&self, name: &str) -> crate::Result<PathBuf> {
+        let valid = !name.is_empty()
+            && name.len() <= 100
+            && !name.starts_with('.')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            anyhow::bail!(
+                "invalid screenshot name {name:?}: use letters, digits, `-`, `_` and `.` (at most 100, not starting with `.`)"
+            );
+        }
+        let answer = self
+            .call(
+                "Page.captureScreenshot",
+                json!({ "format": "png", "captureBeyondViewport": true }),
+            )
+            .await?;
+        let data = answer
+            .get("data")
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow::anyhow!("the browser sent a screenshot without data"))?;
+        use base64::Engine as _;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| {
+                anyhow::anyhow!("the browser sent a screenshot that is not base64: {e}")
+            })?;
+        let path = save(&self.shared.artifacts_dir, &format!("{name}.png"), &png)?;
+        let mut shots = lock(&self.shared.screenshots);
+        if !shots.contains(&path) {
+            shots.push(path.clone());
+        }
+        self.shared
+            .log
+            .push(format!("screenshot saved: {}", path.display()));
+        Ok(path)
+    }
+
+    /// Everything the page's console said so far, uncaught exceptions and
+    /// the browser's own log (failed loads) included.
+    pub fn console(&self) -> Vec<ConsoleEntry> {
+        lock(&self.shared.console).clone()
+    }
+
+    /// The console's entries of level `error`.
+    pub fn console_errors(&self) -> Vec<ConsoleEntry> {
+        self.console()
+            .into_iter()
+            .filter(|e| e.level == "error")
+            .collect()
+    }
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+/// Writes `bytes` to `dir/file`, creating `dir`.
+pub(super) fn save(dir: &Path, file: &str, bytes: &[u8]) -> crate::Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", dir.display()))?;
+    let path = dir.join(file);
+    std::fs::write(&path, bytes)
+        .map_err(|e| anyhow::anyhow!("failed to write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The console entry an event is, if it is one.
+pub(super) fn console_entry(method: &str, params: &Value) -> Option<ConsoleEntry> {
+    let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+    match method {
+        "Runtime.consoleAPICalled" => {
+            let args: Vec<String> = params
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|a| match a.get("value") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => s(a.get("description")),
+                })
+                .collect();
+            let level = match s(params.get("type")).as_str() {
+                "warning" => "warning".to_owned(),
+                "assert" => "error".to_owned(),
+                other => other.to_owned(),
+            };
+            Some(ConsoleEntry {
+                level,
+                text: args.join(" "),
+            })
+        }
+        "Runtime.exceptionThrown" => {
+            let details = params.get("exceptionDetails")?;
+            let text = details
+                .pointer("/exception/description")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| s(details.get("text")));
+            Some(ConsoleEntry {
+                level: "error".to_owned(),
+                text: format!("uncaught: {text}"),
+            })
+        }
+        "Log.entryAdded" => {
+            let entry = params.get("entry")?;
+            let url = s(entry.get("url"));
+            let text = s(entry.get("text"));
+            Some(ConsoleEntry {
+                level: s(entry.get("level")),
+                text: if url.is_empty() {
+                    text
+                } else {
+                    format!("{text} ({url})")
+                },
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_become_console_entries() {
+        let e = console_entry(
+            "Runtime.consoleAPICalled",
+            &json!({"type": "error", "args": [{"type": "string", "value": "boom"}, {"type": "number", "value": 3}]}),
+        )
+        .unwrap();
+        assert_eq!((e.level.as_str(), e.text.as_str()), ("error", "boom 3"));
+        let e = console_entry(
+            "Runtime.exceptionThrown",
+            &json!({"exceptionDetails": {"text": "Uncaught", "exception": {"description": "TypeError: x is undefined"}}}),
+        )
+        .unwrap();
+        assert_eq!(e.to_string(), "error: uncaught: TypeError: x is undefined");
+        let e = console_entry(
+            "Log.entryAdded",
+            &json!({"entry": {"level": "error", "text": "Failed to load resource", "url": "http://127.0.0.1:1/x"}}),
+        )
+        .unwrap();
+        assert_eq!(e.text, "Failed to load resource (http://127.0.0.1:1/x)");
+        assert!(console_entry("Page.loadEventFired", &json!({})).is_none());
+    }
+
+    #[test]
+    fn truthiness_is_javascripts() {
+        assert!(!truthy(&json!(null)) && !truthy(&json!(false)) && !truthy(&json!(0)));
+        assert!(!truthy(&json!("")) && truthy(&json!("x")) && truthy(&json!([])));
+    }
+}

@@ -1,0 +1,286 @@
+//! The browser phase against a real `sandboxd` and a real headless Chromium:
+//! evidence in the record and in JUnit, no screenshot no pass, a missing
+//! browser fails with the install command, the phase turned off skips with
+//! the reason, a hung teardown is killed and fails distinctly, and a test
+//! process killed with SIGKILL leaves no browser process behind.
+//!
+//! The tests run the `browser` binary of the fixture suite
+//! `tests/fixtures/resources-suite`, one test at a time, each with its own
+//! run id and pod. Processes are found by process group, pid and start time,
+//! and by the run's results folder in their environment; never by name.
+
+#[allow(dead_code)]
+#[path = "resources/support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::{wait_for, Run, Sandboxd};
+
+/// Runs the fixture test `browser::<test>` under `cargo test` with `env`.
+fn run_test(run: &Run, pod: &Sandboxd, test: &str, env: &[(&str, &Path)]) -> (ExitStatus, String) {
+    run.finish(command(run, pod, test, env))
+}
+
+fn command(run: &Run, pod: &Sandboxd, test: &str, env: &[(&str, &Path)]) -> std::process::Command {
+    let name = format!("browser::{test}");
+    let mut c = run.command(pod, false, &["--test", "browser", "--", "--exact", &name]);
+    c.env_remove("TESTKIT_BROWSER")
+        .env_remove("TESTKIT_CHROMIUM")
+        .env_remove("TESTKIT_BROWSER_TEARDOWN");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn record(run: &Run, test: &str) -> testkit::report::TestRecord {
+    let name = format!("browser::{test}");
+    testkit::report::read_records(&run.results)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no record of {name} under {}", run.results.display()))
+}
+
+/// A Chromium that will not go: it ignores SIGTERM and, once the real
+/// browser it runs has closed, sleeps on in the browser's process group.
+fn stubborn_chromium(dir: &Path) -> PathBuf {
+    let real = testkit::process::find_program("chromium", None, None)
+        .expect("these tests need Chromium: apt-get update && apt-get install -y chromium");
+    let path = dir.join("stubborn-chromium");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ntrap '' TERM\n'{}' \"$@\"\nsleep 300\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn kind(record: &testkit::report::TestRecord) -> String {
+    serde_json::to_value(record.failure_kind)
+        .unwrap()
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[test]
+fn a_screenshot_is_in_the_artifacts_the_record_and_junit() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brshot");
+    let (status, out) = run_test(&run, &pod, "opens_and_screenshots", &[]);
+    assert!(status.success(), "{out}");
+    let r = record(&run, "opens_and_screenshots");
+    assert_eq!(r.outcome, testkit::report::Outcome::Passed, "{r:#?}");
+    assert_eq!(r.browsers, 1);
+    assert_eq!(r.screenshots.len(), 1, "{r:#?}");
+    let shot = Path::new(&r.screenshots[0]);
+    assert!(
+        shot.starts_with(run.results.join("artifacts")),
+        "{}",
+        shot.display()
+    );
+    let png = std::fs::read(shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000,
+        "not a PNG"
+    );
+    let junit = std::fs::read_to_string(run.results.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains(&format!("[[ATTACHMENT|{}]]", shot.display())),
+        "{junit}"
+    );
+    assert!(r.output.contains("ended and verified gone"), "{}", r.output);
+}
+
+#[test]
+fn a_browser_test_without_a_screenshot_fails() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brnoshot");
+    let (status, out) = run_test(&run, &pod, "opens_and_saves_nothing", &[]);
+    assert!(!status.success(), "{out}");
+    let r = record(&run, "opens_and_saves_nothing");
+    assert_eq!(kind(&r), "no_screenshot", "{r:#?}");
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("saved no screenshot"),
+        "{r:#?}"
+    );
+    assert_eq!((r.browsers, r.screenshots.len()), (1, 0));
+}
+
+#[test]
+fn a_failing_browser_test_gets_a_screenshot_and_the_console() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brfail");
+    let (status, out) = run_test(&run, &pod, "fails_with_a_page_open", &[]);
+    assert!(!status.success(), "{out}");
+    let r = record(&run, "fails_with_a_page_open");
+    assert_eq!(kind(&r), "error", "{r:#?}");
+    assert!(
+        r.screenshots.iter().any(|s| s.ends_with("/failure.png")),
+        "{r:#?}"
+    );
+    // Console errors are in the test's log, and the console is saved.
+    assert!(
+        r.output.contains("console error: fixture says boom"),
+        "{}",
+        r.output
+    );
+    let dir = Path::new(&r.screenshots[0]).parent().unwrap().to_owned();
+    let console = std::fs::read_to_string(dir.join("console.log")).unwrap();
+    assert!(console.contains("error: fixture says boom"), "{console}");
+}
+
+#[test]
+fn a_missing_chromium_fails_with_the_install_command() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brmissing");
+    let missing = Path::new("/nonexistent/chromium");
+    let (status, out) = run_test(
+        &run,
+        &pod,
+        "opens_and_screenshots",
+        &[("TESTKIT_CHROMIUM", missing)],
+    );
+    assert!(!status.success(), "{out}");
+    let r = record(&run, "opens_and_screenshots");
+    let message = r.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("apt-get update && apt-get install -y chromium"),
+        "{message}"
+    );
+    assert!(message.contains("TESTKIT_CHROMIUM"), "{message}");
+    assert_eq!(r.browsers, 0);
+}
+
+#[test]
+fn the_phase_turned_off_skips_browser_tests_with_the_reason() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("broff");
+    let (status, out) = run_test(
+        &run,
+        &pod,
+        "opens_and_screenshots",
+        &[("TESTKIT_BROWSER", Path::new("off"))],
+    );
+    assert!(status.success(), "{out}");
+    let r = record(&run, "opens_and_screenshots");
+    assert_eq!(r.outcome, testkit::report::Outcome::Skipped, "{r:#?}");
+    assert_eq!(
+        r.skip_reason.as_deref(),
+        Some("browser tests are turned off (TESTKIT_BROWSER=off)")
+    );
+    assert_eq!(r.browsers, 0);
+}
+
+#[test]
+fn a_hung_browser_teardown_is_killed_and_fails_distinctly() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brhung");
+    let dir = tempfile::tempdir().unwrap();
+    let stubborn = stubborn_chromium(dir.path());
+    let (status, out) = run_test(
+        &run,
+        &pod,
+        "opens_and_screenshots",
+        &[
+            ("TESTKIT_CHROMIUM", &stubborn),
+            ("TESTKIT_BROWSER_TEARDOWN", Path::new("2s")),
+        ],
+    );
+    // `finish` has checked that no process of the run is left.
+    assert!(!status.success(), "{out}");
+    let r = record(&run, "opens_and_screenshots");
+    assert_eq!(kind(&r), "browser_teardown", "{r:#?}");
+    assert!(r.browser_teardown_timed_out);
+    let message = r.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("browser teardown timed out"),
+        "{message}"
+    );
+    assert!(message.contains("verified gone"), "{message}");
+    // The body passed and its evidence is kept.
+    assert_eq!(r.screenshots.len(), 1, "{r:#?}");
+}
+
+#[test]
+fn no_browser_process_outlives_a_test_process_killed_with_sigkill() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brkill");
+    let dir = tempfile::tempdir().unwrap();
+    // A browser that ignores SIGTERM and survives its pipe closing: only
+    // the reaper's SIGKILL ends it.
+    let stubborn = stubborn_chromium(dir.path());
+    let ready = dir.path().join("ready");
+    let child = command(
+        &run,
+        &pod,
+        "holds_a_browser_until_killed",
+        &[
+            ("TESTKIT_CHROMIUM", &stubborn),
+            ("BROWSER_FIXTURE_READY", &ready),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    wait_for(
+        "the fixture to hold a browser",
+        Duration::from_secs(180),
+        || ready.exists(),
+    );
+    let pid: i32 = std::fs::read_to_string(&ready).unwrap().parse().unwrap();
+    let journal = run.results.join("journal");
+    let groups = std::fs::read_dir(&journal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "groups"))
+        .unwrap_or_else(|| panic!("no groups journal in {}", journal.display()));
+    let entry: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&groups)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let pgid = entry["pgid"].as_i64().unwrap() as i32;
+    let tree = testkit::process::tree_of(pgid);
+    assert!(tree.len() > 1, "the browser's group holds {tree:?}");
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    wait_for(
+        "every process of the browser to be gone",
+        Duration::from_secs(10),
+        || {
+            testkit::process::group_members(pgid).is_empty()
+                && tree
+                    .iter()
+                    .all(|(p, t)| !testkit::process::is_alive(*p, Some(*t)))
+        },
+    );
+    // The reaper ended them: it says so once it has verified them gone.
+    let reaper_log = groups.with_extension("reaper.log");
+    let said = format!("ended Chromium of test process {pid} (process group {pgid}");
+    wait_for(
+        "the reaper to report the browser",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&reaper_log).is_ok_and(|log| log.contains(&said)),
+    );
+    let cargo = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    run.assert_no_strays(Some(cargo));
+}
