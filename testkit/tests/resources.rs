@@ -293,12 +293,10 @@ fn a_budget_of_two_holds_across_ten_concurrent_test_processes() {
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
-#[test]
-fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
-    let pod = Sandboxd::start(&[]);
-    let run = Run::new("keep");
+/// The fixture test that creates two sandboxes, run with `TESTKIT_KEEP=always`.
+fn keep_two(pod: &Sandboxd, run: &Run) -> std::process::Command {
     let mut command = run.command(
-        &pod,
+        pod,
         false,
         &[
             "--test",
@@ -309,6 +307,14 @@ fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
         ],
     );
     command.env("TESTKIT_KEEP", "always");
+    command
+}
+
+#[test]
+fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("keep");
+    let mut command = keep_two(&pod, &run);
     let child = command.spawn().unwrap();
     let pgid = child.id() as i32;
     let out = child.wait_with_output().unwrap();
@@ -336,5 +342,46 @@ fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
     let found: std::collections::BTreeSet<String> =
         report.found.iter().map(|l| l.name.clone()).collect();
     assert_eq!(found, names);
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// A test binary started as the runner's sweeper prints its report on
+/// stdout even though connecting to the pod routed stdout through redaction.
+#[test]
+fn a_test_binary_started_as_sweeper_prints_its_report() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("sweeper");
+    let mut command = keep_two(&pod, &run);
+    let out = command.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = run.journaled_names();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    let mut command = run.command(&pod, false, &["--test", "resources"]);
+    command
+        .env("TESTKIT_RUN_AS", "sweeper")
+        .env("TESTKIT_SWEEP_KINDS", "sandbox");
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<testkit::resource::SweepReport>(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no sweep report on stdout ({}): {stdout}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(out.status.success(), "{report:?}");
+    assert_eq!(report.swept, ["sandbox"], "{report:?}");
+    let deleted: std::collections::BTreeSet<String> =
+        report.deleted.iter().map(|r| r.name.clone()).collect();
+    assert_eq!(deleted, names, "{report:?}");
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }

@@ -167,21 +167,28 @@ pub(crate) async fn residue(
             Vec::new(),
         );
     }
-    let mut report = testkit::resource::sweep(pod, kinds, prefix, run_id).await;
-    if !report.delegated.is_empty() {
-        // Rust kinds: the runner links no suite code, a test binary sweeps them.
+    // Rust kinds first: the runner links no suite code, a test binary sweeps
+    // them. They are often what lives inside a templated kind (records in a
+    // collection): swept after it, they would vanish with it unreported.
+    let delegated: Vec<String> = kinds
+        .iter()
+        .filter(|k| k.is_elsewhere())
+        .map(|k| k.name().to_owned())
+        .collect();
+    let mut report = testkit::resource::SweepReport::default();
+    if !delegated.is_empty() {
         match &sweeper {
             Some((binary, env)) => {
-                let delegated = report.delegated.clone();
                 report.merge(testkit::resource::sweep_in_binary(binary, env, &delegated).await);
             }
             None => report.errors.push(format!(
                 "kinds {} are Rust code, swept by a test binary of the suite, and this run \
                  knows none (run the suite with the nextest engine from its sources)",
-                report.delegated.join(", ")
+                delegated.join(", ")
             )),
         }
     }
+    report.merge(testkit::resource::sweep(pod, kinds, prefix, run_id).await);
     let mut leaks = Vec::new();
     for item in &report.found {
         let fate = if report.deleted.contains(item) {

@@ -121,13 +121,21 @@ const SWEEPER_TIMEOUT: Duration = Duration::from_secs(300);
 /// `TESTKIT_RUN_AS=sweeper`: sweeps the run's resources of the Rust kinds
 /// `kinds` and prints the report as one JSON line.
 pub(crate) async fn sweeper_main(kinds_wanted: &[String]) -> std::process::ExitCode {
+    let (report, code) = sweeper_report(kinds_wanted).await;
+    println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    // Connecting to the pod routed stdout through redaction: drain it, or
+    // the report is lost when the process exits.
+    crate::pod::finish();
+    code
+}
+
+async fn sweeper_report(kinds_wanted: &[String]) -> (SweepReport, std::process::ExitCode) {
     let fail = |problem: String| {
         let report = SweepReport {
             errors: vec![problem],
             ..SweepReport::default()
         };
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
-        std::process::ExitCode::FAILURE
+        (report, std::process::ExitCode::FAILURE)
     };
     let (run, kinds, config) = match (
         crate::run::current(),
@@ -156,8 +164,7 @@ pub(crate) async fn sweeper_main(kinds_wanted: &[String]) -> std::process::ExitC
         }
     }
     let report = sweep(pod, &only, &config.suite.name_prefix, &run.id).await;
-    println!("{}", serde_json::to_string(&report).unwrap_or_default());
-    std::process::ExitCode::SUCCESS
+    (report, std::process::ExitCode::SUCCESS)
 }
 
 impl SweepReport {

@@ -1,0 +1,155 @@
+//! Collections: create, get, list, filter, paginate, delete, and the names
+//! PocketBase refuses.
+
+use pocketbase_support::{call, expect_error, Collection, COLLECTION, NAME_FIELD};
+use reqwest::Method;
+use serde_json::{json, Value};
+use testkit::prelude::*;
+
+/// A created collection is a base collection with the fields asked for, is
+/// found by its name, and is gone (404) after delete.
+#[testkit::test(requires = ["collections"])]
+async fn create_get_delete(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    let c = Collection::create(cx, &["title"]).await?;
+    ensure!(
+        c.id().starts_with("pbc_"),
+        "expected a collection id like pbc_…, got {:?}",
+        c.id()
+    );
+    let got = Collection::get(pod, c.name()).await?;
+    ensure!(
+        got["id"] == json!(c.id()) && got["type"] == json!("base"),
+        "GET {} answered another collection: {got}",
+        c.name()
+    );
+    let fields: Vec<&str> = got["fields"]
+        .as_array()
+        .map(|f| f.iter().filter_map(|f| f["name"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        fields == ["id", NAME_FIELD, "title"],
+        "expected the fields id, {NAME_FIELD}, title, got {fields:?}"
+    );
+    let name = c.name().to_owned();
+    c.delete(cx).await?;
+    expect_error(Collection::get(pod, &name).await, 404, None)?;
+    Ok(())
+}
+
+/// An exact name filter lists the one collection of that name and no other.
+#[testkit::test(requires = ["collections"])]
+async fn exact_name_filter(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    let a = Collection::create(cx, &[]).await?;
+    let b = Collection::create(cx, &[]).await?;
+    let page = Collection::list(pod, &Collection::filter_named(a.name()), 1, 30).await?;
+    ensure!(
+        page.strings("name") == [a.name()] && page.total_items == 1,
+        "filtering by the name {} listed {:?} ({} in all)",
+        a.name(),
+        page.strings("name"),
+        page.total_items
+    );
+    ensure!(
+        !page.strings("name").contains(&b.name().to_owned()),
+        "{} was listed under the name of {}",
+        b.name(),
+        a.name()
+    );
+    Ok(())
+}
+
+/// Listing pages through the test's collections: 2 a page, then the rest,
+/// then an empty page past the end, with totals that agree.
+#[testkit::test(requires = ["collections"])]
+async fn pagination(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    let mut names = Vec::new();
+    for _ in 0..3 {
+        names.push(Collection::create(cx, &[]).await?.name().to_owned());
+    }
+    // The test's names share everything up to the counter: `pb_<run>_<tag>_`.
+    let stem = &names[0][..names[0].rfind('_').unwrap_or(0) + 1];
+    let filter = format!("name~'{stem}'");
+    let first = Collection::list(pod, &filter, 1, 2).await?;
+    let second = Collection::list(pod, &filter, 2, 2).await?;
+    let third = Collection::list(pod, &filter, 3, 2).await?;
+    ensure!(
+        (first.total_items, first.total_pages, first.per_page) == (3, 2, 2),
+        "expected 3 collections on 2 pages of 2, got totalItems {} totalPages {} perPage {}",
+        first.total_items,
+        first.total_pages,
+        first.per_page
+    );
+    let mut listed = first.strings("name");
+    listed.extend(second.strings("name"));
+    ensure!(
+        listed == names,
+        "pages 1 and 2 sorted by name listed {listed:?}, expected {names:?}"
+    );
+    ensure!(
+        third.items.is_empty() && third.page == 3,
+        "page 3 of 2 should be empty, got {:?}",
+        third.strings("name")
+    );
+    Ok(())
+}
+
+/// A name with `-` is refused with 400 and a field error on `name`: names
+/// must match `^\w+$` (which is why the kind's names join with `_`).
+#[testkit::test(requires = ["collections"])]
+async fn dash_in_name_refused(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    let name = cx.unique_name_for(COLLECTION)?.replace('_', "-");
+    let body = json!({"name": name, "type": "base"});
+    let result = call(pod, Method::POST, "/api/collections", Some(&body)).await;
+    if result.is_ok() {
+        // Not tracked (its name fits no kind): remove it before failing.
+        let _ = call(
+            pod,
+            Method::DELETE,
+            &format!("/api/collections/{name}"),
+            None,
+        )
+        .await;
+    }
+    expect_error(result, 400, Some(("name", "validation_match_invalid")))?;
+    Ok(())
+}
+
+/// Collection names are unique regardless of case: the upper-case name of an
+/// existing collection is refused with 400 `validation_collection_name_exists`.
+#[testkit::test(requires = ["collections"])]
+async fn duplicate_name_refused_whatever_the_case(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    let c = Collection::create(cx, &[]).await?;
+    let upper = c.name().to_uppercase();
+    let body = json!({"name": upper, "type": "base"});
+    let result = call(pod, Method::POST, "/api/collections", Some(&body)).await;
+    if let Ok(created) = &result {
+        // A second collection the tracker does not know: remove it first.
+        if let Some(id) = created.get("id").and_then(Value::as_str) {
+            let _ = call(pod, Method::DELETE, &format!("/api/collections/{id}"), None).await;
+        }
+    }
+    expect_error(
+        result,
+        400,
+        Some(("name", "validation_collection_name_exists")),
+    )?;
+    Ok(())
+}
+
+/// Deleting a collection that does not exist answers 404.
+#[testkit::test(requires = ["collections"])]
+async fn delete_missing_is_404(cx: &mut Cx) -> testkit::Result {
+    let pod = cx.pod()?;
+    // A name of the run that was never created.
+    let name = cx.unique_name_for(COLLECTION)?;
+    let path = format!("/api/collections/{name}");
+    expect_error(call(pod, Method::DELETE, &path, None).await, 404, None)?;
+    Ok(())
+}
+
+testkit::main!();
