@@ -259,12 +259,26 @@ impl Page {
                 "invalid screenshot name {name:?}: use letters, digits, `-`, `_` and `.` (at most 100, not starting with `.`)"
             );
         }
-        let answer = self
+        // The whole page, beyond the viewport; a page whose layout has no
+        // width yet (a bare error answer) cannot be taken that way, and is
+        // taken as the viewport shows it.
+        let answer = match self
             .call(
                 "Page.captureScreenshot",
                 json!({ "format": "png", "captureBeyondViewport": true }),
             )
-            .await?;
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) if format!("{e:#}").contains("0 width") => {
+                self.call(
+                    "Page.captureScreenshot",
+                    json!({ "format": "png", "captureBeyondViewport": false }),
+                )
+                .await?
+            }
+            Err(e) => return Err(e),
+        };
         let data = answer
             .get("data")
             .and_then(Value::as_str)
