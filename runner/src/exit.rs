@@ -58,6 +58,15 @@ pub(crate) const MERGE: &[Row] = &[
     (BAD_ARGS, "bad arguments, or an input that does not exist"),
 ];
 
+pub(crate) const REPORT: &[Row] = &[
+    (OK, "junit.xml is written"),
+    (
+        INCOMPLETE,
+        "the folder holds no records, a record could not be read, or junit.xml could not be written",
+    ),
+    (BAD_ARGS, "bad arguments, a results folder that does not exist, or an unreadable KNOWN-ISSUES.md"),
+];
+
 pub(crate) const CHECK_KNOWN_ISSUES: &[Row] = &[
     (
         OK,
