@@ -14,7 +14,6 @@ use libtest_mimic::{Arguments, FormatSetting, Trial};
 
 use crate::report::{Outcome, TestRecord};
 use crate::run::Run;
-use crate::runtime::runtime;
 use crate::settings::{RunAs, Settings};
 
 /// Concurrency when neither `--test-threads` nor `TESTKIT_TEST_THREADS` is
@@ -116,31 +115,35 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     // Unusable settings fail every test with the reason (see `trial`).
     let settings = settings.ok();
     crate::log::set_echo(args.nocapture);
-    if args.test_threads.is_none() {
-        args.test_threads = Some(
-            settings
-                .and_then(|s| s.test_threads)
-                .unwrap_or(DEFAULT_TEST_THREADS),
-        );
+    let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
+    // Statically ignored tests never reach their runner; record them here so
+    // reports still say why they were skipped.
+    let mut not_run: Vec<&'static TestDef> = Vec::new();
+    let mut to_run = 0;
+    for (&def, t) in tests.iter().zip(&trials) {
+        if args.is_filtered_out(t) {
+            continue;
+        }
+        if args.is_ignored(t) {
+            not_run.push(def);
+        } else {
+            to_run += 1;
+        }
     }
+    // libtest-mimic starts every thread it is given, whatever the number of
+    // tests: under nextest, where a process runs one test, 256 threads were
+    // most of what a trivial test cost.
+    let threads = args
+        .test_threads
+        .or(settings.and_then(|s| s.test_threads))
+        .unwrap_or(DEFAULT_TEST_THREADS);
+    args.test_threads = Some(threads.clamp(1, to_run.max(1)));
     panics::install_hook();
     if let Some(settings) = settings {
-        // Validate the pod handle and open its session once, before any
-        // test: tests then reach the pod without waiting on each other.
-        runtime().block_on(crate::pod::init());
         // Ctrl-C and nextest's timeout clean up what the running tests created.
         crate::resource::install_signal_handler(settings.grace);
     }
 
-    let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
-    // Statically ignored tests never reach their runner; record them here so
-    // reports still say why they were skipped.
-    let not_run: Vec<&'static TestDef> = tests
-        .iter()
-        .zip(&trials)
-        .filter(|(_, t)| !args.is_filtered_out(t) && args.is_ignored(t))
-        .map(|(&def, _)| def)
-        .collect();
     let conclusion = libtest_mimic::run(&args, trials);
     if let (Some(settings), Ok(run)) = (settings, crate::run::current()) {
         for def in not_run {
