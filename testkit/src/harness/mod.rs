@@ -62,6 +62,13 @@ impl TestDef {
         format!("{}::{}", self.module_path, self.name)
     }
 
+    /// Whether `name` is [`full_name`](Self::full_name), without building it.
+    fn is_named(&self, name: &str) -> bool {
+        name.strip_prefix(self.module_path)
+            .and_then(|rest| rest.strip_prefix("::"))
+            == Some(self.name)
+    }
+
     /// A record of this test with its static facts filled in.
     fn record(&self, run: &Run) -> TestRecord {
         let mut record = TestRecord::new(&run.id, &run.binary, &self.full_name());
@@ -96,8 +103,7 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     {
         return crate::resource::reaper_main(journal.clone(), parent);
     }
-    let mut tests: Vec<&'static TestDef> = inventory::iter::<TestDef>.into_iter().collect();
-    tests.sort_by_key(|def| (def.module_path, def.name));
+    let tests = selected(&args);
 
     if args.list {
         let trials = tests.iter().map(|&def| trial(def, None)).collect();
@@ -149,17 +155,36 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
         for def in not_run {
             crate::report::write_record(run, &def.ignored_record(run));
         }
-        let ignored: Vec<TestRecord> = tests
-            .iter()
-            .filter(|def| def.ignore.is_some())
-            .map(|def| def.ignored_record(run))
-            .collect();
-        crate::report::finish_binary(run, settings.under_nextest, &ignored);
+        let ignored = || {
+            inventory::iter::<TestDef>
+                .into_iter()
+                .filter(|def| def.ignore.is_some())
+                .map(|def| def.ignored_record(run))
+                .collect()
+        };
+        crate::report::finish_binary(run, settings.under_nextest, ignored);
     }
     crate::pod::finish();
     // Every test's cleanup ran: the reaper has nothing to do.
     crate::resource::finish_process();
     conclusion.exit_code()
+}
+
+/// The tests this process may run. With `--exact NAME`, which is how
+/// nextest starts each test's process, only the test of that name, found
+/// without building every test's name: what a process does under nextest
+/// must not grow with the number of tests in its binary. Otherwise every
+/// test, sorted; libtest-mimic applies the filters.
+fn selected(args: &Arguments) -> Vec<&'static TestDef> {
+    let all = inventory::iter::<TestDef>.into_iter();
+    match &args.filter {
+        Some(name) if args.exact && !args.list => all.filter(|def| def.is_named(name)).collect(),
+        _ => {
+            let mut tests: Vec<&'static TestDef> = all.collect();
+            tests.sort_by_key(|def| (def.module_path, def.name));
+            tests
+        }
+    }
 }
 
 fn trial(def: &'static TestDef, settings: Option<&'static Settings>) -> Trial {

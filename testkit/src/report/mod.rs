@@ -330,12 +330,16 @@ fn open_record_file(run: &Run) -> std::io::Result<File> {
 /// another process's records, so its cost does not grow with the run:
 ///
 /// - under nextest, writes the records of the binary's statically ignored
-///   tests (`ignored`: nextest never starts a process for them), once per
+///   tests (`ignored` makes them: nextest never starts a process for them), once per
 ///   binary and run ([`record_ignored_once`]); JUnit is built at the end of
 ///   the run, by `testkit-runner` or [`write_results_junit`];
 /// - under `cargo test`, the binary's one process ran all its tests, and
 ///   writes the binary's JUnit file from the records it holds.
-pub(crate) fn finish_binary(run: &Run, under_nextest: bool, ignored: &[TestRecord]) {
+pub(crate) fn finish_binary(
+    run: &Run,
+    under_nextest: bool,
+    ignored: impl FnOnce() -> Vec<TestRecord>,
+) {
     if under_nextest {
         if let Err(e) = record_ignored_once(run, ignored) {
             eprintln!(
@@ -362,13 +366,17 @@ pub(crate) fn finish_binary(run: &Run, under_nextest: bool, ignored: &[TestRecor
 /// the binary finds it there at the cost of one system call. A record with
 /// `started_at_ms` 0 loses to any real one, so a test nextest runs anyway
 /// (`--run-ignored`) is counted as it ran.
-fn record_ignored_once(run: &Run, ignored: &[TestRecord]) -> Result<(), ReportError> {
-    if ignored.is_empty() {
-        return Ok(());
-    }
+fn record_ignored_once(
+    run: &Run,
+    ignored: impl FnOnce() -> Vec<TestRecord>,
+) -> Result<(), ReportError> {
     let dir = run.results_dir.join("records").join(&run.binary);
     let path = dir.join(format!("ignored-{}.jsonl", run.id));
     if path.exists() {
+        return Ok(());
+    }
+    let ignored = ignored();
+    if ignored.is_empty() {
         return Ok(());
     }
     let io = |path: &Path| {
