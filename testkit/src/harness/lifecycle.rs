@@ -12,7 +12,7 @@ use crate::cx::Cx;
 use crate::redact::redact;
 use crate::report::{FailureKind, Outcome, TestRecord};
 use crate::resource::CleanupSummary;
-use crate::runtime::runtime;
+use crate::runtime::block_on;
 use crate::settings::Settings;
 use crate::Skip;
 
@@ -48,7 +48,7 @@ pub(super) fn run_test(
         None => run_body(def, &mut cx, settings.timeout),
     };
     let body_failed = matches!(body, Body::Failed { .. });
-    let cleanup = runtime().block_on(cx.finish(settings.keep, body_failed));
+    let cleanup = block_on(cx.finish(settings.keep, body_failed));
 
     let mut record = def.record(run);
     record.started_at_ms = started_at
@@ -163,7 +163,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
         // The timer must be created inside the runtime's context.
-        runtime().block_on(async move { tokio::time::timeout(timeout, body).await })
+        block_on(async move { tokio::time::timeout(timeout, body).await })
     }));
     panics::in_test(false);
     match result {
