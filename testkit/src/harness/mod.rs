@@ -1,7 +1,8 @@
 //! The harness, on top of everything: turns the binary's registered tests
-//! into libtest-mimic trials, sets up the process (settings, pod, signal
-//! handler), runs each test's lifecycle ([`lifecycle`]), and hands the
-//! records down to reporting when the tests are done.
+//! into libtest-mimic trials, sets up the process (settings, signal handler;
+//! the pod and the reaper start on first use), runs each test's lifecycle
+//! ([`lifecycle`]), and hands the records down to reporting when the tests
+//! are done.
 
 mod lifecycle;
 mod panics;
