@@ -65,6 +65,7 @@ fn each_verbs_help_lists_the_exit_codes_it_uses() {
         (&["run", "--help"], &[0, 1, 2, 64, 130]),
         (&["janitor", "--help"], &[0, 1, 2, 64]),
         (&["merge", "--help"], &[0, 2, 64]),
+        (&["report", "--help"], &[0, 2, 64]),
         (&["check-known-issues", "--help"], &[0, 1, 64]),
         (&["pod", "--help"], &[0, 1, 2, 64]),
         (&["pod", "up", "--help"], &[0, 1, 2, 64]),
@@ -174,4 +175,25 @@ fn merge_of_a_missing_input_is_64() {
             .unwrap(),
     );
     assert_eq!(ran.code, 64);
+}
+
+#[test]
+fn report_of_a_missing_folder_is_64_and_of_one_without_records_2() {
+    let ran = Ran::from(
+        runner()
+            .args(["report", "/nonexistent/results"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("/nonexistent/results"),
+        "{}",
+        ran.stderr
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let ran = Ran::from(runner().arg("report").arg(empty.path()).output().unwrap());
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no test records"), "{}", ran.stderr);
+    assert!(!empty.path().join("junit.xml").exists());
 }
