@@ -14,7 +14,7 @@
 # last: they clean and rebuild this package's own crate. Results go to
 # stdout and to bench/results/latest.txt; each run's output to
 # bench/results/NAME.log.
-set -euo pipefail
+set -Eeuo pipefail
 
 bench_dir=$(cd "$(dirname "$0")" && pwd)
 cd "$bench_dir"
@@ -44,6 +44,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'echo "run.sh: a command failed at line $LINENO" >&2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -127,8 +128,7 @@ EOF
         exit 1
     fi
     records=-
-    [[ $name == *testkit ]] && records=$(record_count "$id")
-    return 0
+    if [[ $name == *testkit ]]; then records=$(record_count "$id"); fi
 }
 
 # new_run_id: sets `id` to a fresh run id, remembered for deletion.
@@ -142,7 +142,12 @@ new_run_id() {
 
 # record_count ID: the test records a run wrote (one JSON line per test).
 record_count() {
-    cat "$CARGO_TARGET_DIR/testkit/runs/$1/records"/*/*.jsonl 2>/dev/null | wc -l
+    local dir=$CARGO_TARGET_DIR/testkit/runs/$1/records
+    if [[ -d $dir ]]; then
+        find "$dir" -name '*.jsonl' -exec cat {} + | wc -l
+    else
+        echo 0
+    fi
 }
 
 # nextest NAME LOG ARGS...: `cargo nextest run --test NAME ARGS...`; sets
@@ -173,8 +178,7 @@ nextest() {
         exit 1
     fi
     records=-
-    [[ $name == *testkit* ]] && records=$(record_count "$id")
-    return 0
+    if [[ $name == *testkit* ]]; then records=$(record_count "$id"); fi
 }
 
 # expect_passed LOG N: the binary ran N tests and every one passed (a skipped
