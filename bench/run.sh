@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# The harness benchmark: testkit's harness against `cargo test`'s defaults,
-# side by side in one run. See bench/README.md for what is measured.
+# The harness benchmark: testkit's harness against plain `#[test]` and
+# `#[tokio::test]`, side by side in one run, under `cargo test` and under
+# `cargo nextest run`, and the compile times. See bench/README.md.
 #
-#   bench/run.sh                 # everything, about two minutes on 2 cores
-#   BENCH_REPEAT=9 bench/run.sh  # more runs of the (short) trivial binaries
+#   bench/run.sh                          # everything, about ten minutes on 2 cores
+#   BENCH_REPEAT=9 bench/run.sh           # more runs of the short cargo-test binaries (default 5)
+#   BENCH_NEXTEST_REPEAT=3 bench/run.sh   # runs of each nextest size (default 3)
 #
-# Builds once (the dev profile, what `cargo test` uses), then runs each test
-# binary the way `cargo test --test NAME` would after that build: directly,
-# from the package folder, with no arguments. Results go to stdout and to
-# bench/results/latest.txt; each binary's output to bench/results/NAME.log.
-set -euo pipefail
+# Builds once (the dev profile, what `cargo test` uses). The `cargo test`
+# cases run each test binary the way `cargo test --test NAME` would after
+# that build: directly, from the package folder, with no arguments. The
+# nextest cases run `cargo nextest run --test NAME`. The compile cases come
+# last: they clean and rebuild this package's own crate. Results go to
+# stdout and to bench/results/latest.txt; each run's output to
+# bench/results/NAME.log.
+set -Eeuo pipefail
 
 bench_dir=$(cd "$(dirname "$0")" && pwd)
 cd "$bench_dir"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$bench_dir/target}"
 repeat=${BENCH_REPEAT:-5}
 case $repeat in '' | *[!0-9]* | 0) echo "BENCH_REPEAT must be a positive integer, not '$repeat'" >&2; exit 64 ;; esac
+nextest_repeat=${BENCH_NEXTEST_REPEAT:-3}
+case $nextest_repeat in '' | *[!0-9]* | 0) echo "BENCH_NEXTEST_REPEAT must be a positive integer, not '$nextest_repeat'" >&2; exit 64 ;; esac
+sizes=(250 1000 5000)
 results=$bench_dir/results
 mkdir -p "$results"
 work=$(mktemp -d)
@@ -23,6 +31,10 @@ server_pid=
 run_ids=()
 
 cleanup() {
+    # The compile cases edit two test files; put them back.
+    for f in io_testkit io_tokio; do
+        [[ -f $work/$f.rs.orig ]] && cp "$work/$f.rs.orig" "$bench_dir/tests/$f.rs"
+    done
     if [[ -n $server_pid ]]; then
         kill "$server_pid" 2>/dev/null || true
         wait "$server_pid" 2>/dev/null || true
@@ -32,12 +44,17 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'echo "run.sh: a command failed at line $LINENO" >&2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 for tool in cargo jq; do
     command -v "$tool" >/dev/null || { echo "run.sh needs $tool on PATH" >&2; exit 2; }
 done
+cargo nextest --version >/dev/null 2>&1 || {
+    echo "run.sh needs cargo-nextest: cargo install cargo-nextest --locked" >&2
+    exit 2
+}
 
 # --- build once ---------------------------------------------------------------
 echo "building (dev profile) into $CARGO_TARGET_DIR ..." >&2
@@ -86,13 +103,9 @@ seq_no=0
 measure() {
     local name=$1 log=$2 path var="exe_$1" status=0
     path=${!var}
-    seq_no=$((seq_no + 1))
     # Set as testkit-runner would, only so that this run's records can be
     # removed afterwards; the harness does the same work either way.
-    local id epoch
-    epoch=$(date +%s)
-    printf -v id 'bench%s%02d' "${epoch: -7}" "$seq_no"
-    run_ids+=("$id")
+    new_run_id
     if [[ $timer == gnu ]]; then
         TESTKIT_RUN_ID=$id /usr/bin/time -f '%e %U %S %M' -o "$work/time" "$path" >"$log" 2>&1 || status=$?
         # GNU time prepends a line when the command fails.
@@ -115,10 +128,57 @@ EOF
         exit 1
     fi
     records=-
-    if [[ $name == *testkit ]]; then
-        # One JSON line per test, in one file per test process.
-        records=$(cat "$CARGO_TARGET_DIR/testkit/runs/$id/records"/*/*.jsonl 2>/dev/null | wc -l)
+    if [[ $name == *testkit ]]; then records=$(record_count "$id"); fi
+}
+
+# new_run_id: sets `id` to a fresh run id, remembered for deletion.
+new_run_id() {
+    local epoch
+    seq_no=$((seq_no + 1))
+    epoch=$(date +%s)
+    printf -v id 'bench%s%02d' "${epoch: -7}" "$((seq_no % 100))"
+    run_ids+=("$id")
+}
+
+# record_count ID: the test records a run wrote (one JSON line per test).
+record_count() {
+    local dir=$CARGO_TARGET_DIR/testkit/runs/$1/records
+    if [[ -d $dir ]]; then
+        find "$dir" -name '*.jsonl' -exec cat {} + | wc -l
+    else
+        echo 0
     fi
+}
+
+# nextest NAME LOG ARGS...: `cargo nextest run --test NAME ARGS...`; sets
+# `wall` (s, the whole command), `run_s` (nextest's own run time: the tests,
+# without cargo's build check and the listing) and `records`. Fails unless
+# every test passed and none was skipped.
+nextest() {
+    local name=$1 log=$2 status=0 n
+    shift 2
+    new_run_id
+    local start end
+    start=$(date +%s.%N)
+    TESTKIT_RUN_ID=$id cargo nextest run --test "$name" --no-fail-fast --status-level fail \
+        --final-status-level none --show-progress none "$@" >"$log" 2>&1 || status=$?
+    end=$(date +%s.%N)
+    wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }')
+    if ((status != 0)); then
+        echo "cargo nextest run --test $name failed (exit $status); see $log" >&2
+        exit 1
+    fi
+    # "Summary [   1.234s] 250 tests run: 250 passed, 0 skipped"
+    local summary
+    summary=$(grep -E 'Summary \[ *[0-9.]+s\]' "$log" | tail -n 1)
+    run_s=$(sed -E 's/.*Summary \[ *([0-9.]+)s\].*/\1/' <<<"$summary")
+    n=$(sed -E 's/.*\] ([0-9]+) tests? run: ([0-9]+) passed.*/\1 \2/' <<<"$summary")
+    if [[ $n != "$expect_n $expect_n" ]] || grep -qE '[1-9][0-9]* skipped' <<<"$summary"; then
+        echo "expected ${expect_n} passed and none skipped in $log: $summary" >&2
+        exit 1
+    fi
+    records=-
+    if [[ $name == *testkit* ]]; then records=$(record_count "$id"); fi
 }
 
 # expect_passed LOG N: the binary ran N tests and every one passed (a skipped
@@ -167,9 +227,88 @@ trivial_std_cpu=$(cut -d ' ' -f 3 "$work/trivial_std" | median)
 trivial_testkit_all=$(cut -d ' ' -f 1 "$work/trivial_testkit" | tr '\n' ' ')
 trivial_std_all=$(cut -d ' ' -f 1 "$work/trivial_std" | tr '\n' ' ')
 
+# --- under nextest: one process per test ----------------------------------------
+# Trivial tests at three sizes, both harnesses alternating, nextest's defaults
+# (as many tests at once as CPUs).
+for n in "${sizes[@]}"; do
+    : >"$work/nx_testkit_$n" >"$work/nx_std_$n"
+    for i in $(seq "$nextest_repeat"); do
+        echo "nextest, $n trivial tests: run $i of $nextest_repeat ..." >&2
+        for h in std testkit; do
+            expect_n=$n
+            nextest "sized_${h}_$n" "$results/nextest_${h}_$n.log"
+            echo "$run_s $wall $records" >>"$work/nx_${h}_$n"
+            if [[ $h == testkit ]]; then last_testkit_id=$id; fi
+        done
+    done
+done
+
+# The finishing step a plain nextest run of testkit tests needs for JUnit,
+# timed on the largest size (what used to be done, growing, by every process).
+report_s=-
+runner_exe=$CARGO_TARGET_DIR/debug/testkit-runner
+if [[ -x $runner_exe ]]; then
+    start=$(date +%s.%N)
+    "$runner_exe" report "$CARGO_TARGET_DIR/testkit/runs/$last_testkit_id" >"$results/report_5000.log" 2>&1 || {
+        echo "testkit-runner report failed; see $results/report_5000.log" >&2
+        exit 1
+    }
+    report_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+fi
+
+# 200 x 1 s of I/O, both harnesses with the same settings (-j 256: every test
+# at once), then testkit's with the conformance suite's shipped nextest config.
+expect_n=200
+echo "nextest -j 256: io_testkit ..." >&2
+nextest io_testkit "$results/nextest_io_testkit.log" -j 256
+nx_io_testkit_run=$run_s nx_io_testkit_wall=$wall
+echo "nextest -j 256: io_tokio ..." >&2
+nextest io_tokio "$results/nextest_io_tokio.log" -j 256
+nx_io_tokio_run=$run_s nx_io_tokio_wall=$wall
+shipped=$bench_dir/../suites/conformance/.config/nextest.toml
+echo "nextest, the suites' shipped config: io_testkit ..." >&2
+nextest io_testkit "$results/nextest_io_shipped.log" --config-file "$shipped"
+nx_io_shipped_run=$run_s nx_io_shipped_wall=$wall
+shipped_threads=$(sed -nE 's/^test-threads *= *([0-9]+).*/\1/p' "$shipped" | head -n 1)
+
+# --- compile times --------------------------------------------------------------
+# The 200-test suites: this package's own crate from clean (its dependencies,
+# testkit included, stay built), then an edit of one test: a test added to
+# the file, built once, then its body changed and the rebuild timed.
+build_time() {
+    local start
+    start=$(date +%s.%N)
+    cargo test --no-run --test "$1" >>"$results/compile.log" 2>&1 || {
+        echo "building $1 failed; see $results/compile.log" >&2
+        exit 1
+    }
+    awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
+}
+edited_test() {
+    if [[ $1 == io_testkit ]]; then
+        printf '\n/// Edited.\n#[testkit::test]\nasync fn edited(_cx: &mut Cx) -> testkit::Result {\n    std::hint::black_box("%s");\n    Ok(())\n}\n' "$2"
+    else
+        printf '\n/// Edited.\n#[tokio::test]\nasync fn edited() {\n    std::hint::black_box("%s");\n}\n' "$2"
+    fi
+}
+: >"$results/compile.log"
+for name in io_testkit io_tokio; do
+    echo "compile: $name from clean, then one test edited ..." >&2
+    cargo clean -p testkit-bench >>"$results/compile.log" 2>&1
+    printf -v "clean_$name" '%s' "$(build_time "$name")"
+    cp "tests/$name.rs" "$work/$name.rs.orig"
+    { cat "$work/$name.rs.orig"; edited_test "$name" one; } >"tests/$name.rs"
+    build_time "$name" >/dev/null
+    { cat "$work/$name.rs.orig"; edited_test "$name" two; } >"tests/$name.rs"
+    printf -v "edit_$name" '%s' "$(build_time "$name")"
+    cp "$work/$name.rs.orig" "tests/$name.rs"
+    rm "$work/$name.rs.orig"
+done
+
 load_after=$(cut -d ' ' -f 1-3 /proc/loadavg)
 
 # --- report ---------------------------------------------------------------------
+per_test() { awk -v s="$1" -v n="$2" 'BEGIN { printf "%.2f", s * 1000 / n }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "n/a" }'; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 {
@@ -191,5 +330,40 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
     echo "io_testkit / 1 s critical path:     $(ratio "$io_testkit_wall" 1)   (target: within 2x)"
     echo "io_tokio / io_testkit:              $(ratio "$io_tokio_wall" "$io_testkit_wall")"
     echo "trivial_testkit / trivial_std:      $(ratio "$trivial_testkit_wall" "$trivial_std_wall")   (target: within 1.5x)"
-    echo "peak RSS with 200 tests waiting:    $(mib "$io_testkit_rss") MiB (io_testkit)"
+    echo "peak RSS with 200 tests waiting:    $(mib "$io_testkit_rss") MiB (io_testkit; target: at most 40 MiB)"
+    echo
+    echo "under cargo nextest run ($nextest_repeat runs of each size, medians; run = nextest's own time for the tests)"
+    nrow() { printf '%-8s %10s %10s %12s %10s %10s %12s %8s %8s\n' "$@"; }
+    nrow tests 'std run' 'std wall' 'std /test' 'tk run' 'tk wall' 'tk /test' ratio records
+    for n in "${sizes[@]}"; do
+        sr=$(cut -d ' ' -f 1 "$work/nx_std_$n" | median)
+        sw=$(cut -d ' ' -f 2 "$work/nx_std_$n" | median)
+        tr=$(cut -d ' ' -f 1 "$work/nx_testkit_$n" | median)
+        tw=$(cut -d ' ' -f 2 "$work/nx_testkit_$n" | median)
+        rec=$(cut -d ' ' -f 3 "$work/nx_testkit_$n" | tail -n 1)
+        printf -v "per_std_$n" '%s' "$(per_test "$sr" "$n")"
+        printf -v "per_tk_$n" '%s' "$(per_test "$tr" "$n")"
+        ps_var="per_std_$n" pt_var="per_tk_$n"
+        nrow "$n" "${sr}s" "${sw}s" "${!ps_var} ms" "${tr}s" "${tw}s" "${!pt_var} ms" "$(ratio "$tr" "$sr")" "$rec"
+    done
+    echo "  runs (nextest's time, s):"
+    for n in "${sizes[@]}"; do
+        echo "    $n std:     $(cut -d ' ' -f 1 "$work/nx_std_$n" | tr '\n' ' ')"
+        echo "    $n testkit: $(cut -d ' ' -f 1 "$work/nx_testkit_$n" | tr '\n' ' ')"
+    done
+    echo "testkit at 1000 / std at 1000:          $(ratio "$(cut -d ' ' -f 1 "$work/nx_testkit_1000" | median)" "$(cut -d ' ' -f 1 "$work/nx_std_1000" | median)")   (target: within 1.5x)"
+    echo "testkit per test, 5000 / 250:           $(ratio "$per_tk_5000" "$per_tk_250")   (target: within 1.2x; std: $(ratio "$per_std_5000" "$per_std_250"))"
+    echo "testkit-runner report, 5000 records:    ${report_s} s (JUnit and summary, once, after the run)"
+    echo
+    echo "200 x 1 s I/O under nextest         run (s)  wall (s)"
+    printf '  %-32s %7s %9s\n' "io_tokio, -j 256" "$nx_io_tokio_run" "$nx_io_tokio_wall"
+    printf '  %-32s %7s %9s\n' "io_testkit, -j 256" "$nx_io_testkit_run" "$nx_io_testkit_wall"
+    printf '  %-32s %7s %9s\n' "io_testkit, shipped config (-j $shipped_threads)" "$nx_io_shipped_run" "$nx_io_shipped_wall"
+    echo "io_testkit / io_tokio, -j 256:          $(ratio "$nx_io_testkit_run" "$nx_io_tokio_run")   (target: within 1.2x)"
+    echo "shipped config / 1 s critical path:     $(ratio "$nx_io_shipped_run" 1)   (target: within 2x)"
+    echo
+    echo "compile, 200-test suite (s)         testkit  tokio::test  ratio"
+    printf '  %-32s %7s %12s %6s\n' "this crate from clean" "$clean_io_testkit" "$clean_io_tokio" "$(ratio "$clean_io_testkit" "$clean_io_tokio")"
+    printf '  %-32s %7s %12s %6s\n' "one test edited" "$edit_io_testkit" "$edit_io_tokio" "$(ratio "$edit_io_testkit" "$edit_io_tokio")"
+    echo "  (targets: within 1.15x from clean, 1.2x edited)"
 } | tee "$results/latest.txt"

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::errors::ExpectedError;
-use crate::{exit, html, janitor, known_issues, merge, pod_cmd, run};
+use crate::{exit, janitor, known_issues, merge, pod_cmd, report_cmd, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,10 +33,11 @@ enum Command {
     /// one report.html and one summary.
     #[command(after_help = exit::help(exit::MERGE))]
     Merge(merge::MergeArgs),
-    /// Write report.html for a results folder (of a plain `cargo test` or
-    /// `cargo nextest run`, or of a run), or one for several merged.
+    /// Build junit.xml, the summary and report.html for a results folder (of
+    /// a plain `cargo test` or `cargo nextest run`, or of a run), or one
+    /// report.html for several merged.
     #[command(after_help = exit::help(exit::REPORT))]
-    Report(html::ReportArgs),
+    Report(report_cmd::ReportArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.
     #[command(after_help = exit::help(exit::CHECK_KNOWN_ISSUES))]
     CheckKnownIssues(known_issues::CheckArgs),
@@ -64,7 +65,7 @@ pub(crate) fn main_impl() -> u8 {
         Command::Run(args) => block_on(run::run(*args)),
         Command::Janitor(args) => block_on(janitor::run(args)),
         Command::Merge(args) => merge::run(args),
-        Command::Report(args) => html::run(args),
+        Command::Report(args) => report_cmd::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
         Command::Pod(cmd) => pod_cmd::run(cmd),
     };

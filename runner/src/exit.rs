@@ -62,14 +62,14 @@ pub(crate) const MERGE: &[Row] = &[
 ];
 
 pub(crate) const REPORT: &[Row] = &[
-    (OK, "report.html is written"),
+    (OK, "junit.xml and report.html are written"),
     (
         INCOMPLETE,
-        "a results folder could not be read, or report.html could not be written",
+        "a results folder holds no records or could not be read, or junit.xml or report.html could not be written",
     ),
     (
         BAD_ARGS,
-        "bad arguments, or a folder that is not a results folder",
+        "bad arguments, a folder that is not a results folder, or an unreadable KNOWN-ISSUES.md",
     ),
 ];
 

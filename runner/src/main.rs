@@ -9,6 +9,7 @@ mod janitor;
 mod known_issues;
 mod merge;
 mod pod_cmd;
+mod report_cmd;
 mod run;
 mod summary;
 

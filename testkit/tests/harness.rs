@@ -20,8 +20,22 @@ use checks::{assert_no_secret, check_junit, check_records, check_with_junitparse
 use fixture::{fixture, nextest_available, results_dir};
 use testkit::report::{
     check_known_issues, junit_from_records, merge_results, read_records, write_junit,
-    KnownIssueState, KnownIssues, Summary,
+    write_results_junit, KnownIssueState, KnownIssues, Summary,
 };
+
+/// The record lines in a results folder, whoever wrote them.
+fn record_lines(results: &Path) -> usize {
+    let mut lines = 0;
+    for binary in std::fs::read_dir(results.join("records")).unwrap() {
+        for file in std::fs::read_dir(binary.unwrap().path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                lines += std::fs::read_to_string(&path).unwrap().lines().count();
+            }
+        }
+    }
+    lines
+}
 
 const BINARIES: &[&str] = &["basic", "green"];
 
@@ -64,6 +78,8 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
     let fx = fixture("basic");
     let (results, run_id) = run_cargo_test("cargotest");
     let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
+    // Each binary's one process wrote its own JUnit file; the run's
+    // junit.xml is built on demand, as `testkit-runner report` does.
     for binary in BINARIES {
         check_junit(
             &results.path().join(format!("junit/{binary}.xml")),
@@ -72,6 +88,12 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
         );
     }
     let run_junit = results.path().join("junit.xml");
+    assert!(
+        !run_junit.exists(),
+        "a test process built the run's junit.xml"
+    );
+    let built = write_results_junit(results.path()).unwrap();
+    assert_eq!(built.len(), records.len());
     check_junit(&run_junit, &records, BINARIES);
     check_with_junitparser(&run_junit, 15, 7, 6);
     assert_no_secret(results.path());
@@ -126,6 +148,14 @@ fn nextest_gives_the_same_records_as_cargo_test() {
         out.describe()
     );
     let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
+    // One record per test, each written once: every process wrote its own
+    // test's, and one process per binary the ignored tests'.
+    assert_eq!(record_lines(results.path()), records.len());
+    // Test processes build no JUnit (that would grow with the run): it is
+    // built once, at the end, as `testkit-runner report` does.
+    assert!(!results.path().join("junit").exists());
+    assert!(!results.path().join("junit.xml").exists());
+    write_results_junit(results.path()).unwrap();
     for binary in BINARIES {
         check_junit(
             &results.path().join(format!("junit/{binary}.xml")),
@@ -294,6 +324,8 @@ fn known_issue_against_sandboxd_drop_exec_env() {
                 summary.is_green(),
                 outcome == testkit::report::Outcome::ExpectedFailure
             );
+            // JUnit is built once, after the run, as `testkit-runner report` does.
+            write_results_junit(results.path()).unwrap();
             for file in [
                 results.path().join("junit.xml"),
                 results.path().join("records/exec_env"),

@@ -17,10 +17,8 @@ pub(crate) mod source;
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
 use testkit::report::{KnownIssues, ReportError, Summary};
 
-use crate::errors::ExpectedError;
 use model::Part;
 use source::Source;
 
@@ -41,7 +39,7 @@ pub(crate) fn write_merged(out_dir: &Path, inputs: &[PathBuf]) -> Result<PathBuf
 
 /// [`write_merged`], with the suite to ask git for folders that do not
 /// record what they tested.
-fn write_with(
+pub(crate) fn write_with(
     out_dir: &Path,
     inputs: &[PathBuf],
     suite: Option<&Path>,
@@ -133,59 +131,4 @@ pub(crate) fn write_for_run(results_dir: &Path, suite_dir: &Path) -> Option<Path
             None
         }
     }
-}
-
-/// `testkit-runner report`.
-#[derive(Debug, Args)]
-pub(crate) struct ReportArgs {
-    /// Results folders: of a plain `cargo test` / `cargo nextest run`
-    /// (`TESTKIT_RESULTS_DIR`, else `<target>/testkit/runs/<run id>`), of a
-    /// `testkit-runner run`, or several partitions to merge.
-    #[arg(required = true, value_name = "DIR")]
-    dirs: Vec<PathBuf>,
-    /// Where `report.html` is written (default: the one DIR given; required
-    /// with several).
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// The suite the results are of: its commit, and the titles in its
-    /// KNOWN-ISSUES.md, when the results folder does not record them.
-    #[arg(long, value_name = "DIR")]
-    suite: Option<PathBuf>,
-}
-
-pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
-    for dir in &args.dirs {
-        if !dir.is_dir() {
-            return Err(ExpectedError::bad_args(format_args!(
-                "report: {} is not a folder: give a results folder (the TESTKIT_RESULTS_DIR of a \
-                 cargo test run, or the `results:` folder a testkit-runner run printed)",
-                dir.display()
-            )));
-        }
-        if !dir.join("records").is_dir() && !dir.join("verdict.jsonl").is_file() {
-            return Err(ExpectedError::bad_args(format_args!(
-                "report: {} holds neither records/ nor verdict.jsonl: it is not a results \
-                 folder of testkit tests",
-                dir.display()
-            )));
-        }
-    }
-    let out =
-        match (&args.out, args.dirs.as_slice()) {
-            (Some(out), _) => out.clone(),
-            (None, [one]) => one.clone(),
-            (None, _) => return Err(ExpectedError::bad_args(
-                "report: several results folders need --out DIR, where the merged report.html goes",
-            )),
-        };
-    if let Some(suite) = args.suite.as_ref().filter(|s| !s.is_dir()) {
-        return Err(ExpectedError::bad_args(format_args!(
-            "report: --suite {} is not a folder",
-            suite.display()
-        )));
-    }
-    let path = write_with(&out, &args.dirs, args.suite.as_deref())
-        .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
-    println!("report: {}", path.display());
-    Ok(())
 }

@@ -176,3 +176,35 @@ fn merge_of_a_missing_input_is_64() {
     );
     assert_eq!(ran.code, 64);
 }
+
+#[test]
+fn report_of_a_missing_or_foreign_folder_is_64_and_of_one_without_records_2() {
+    let ran = Ran::from(
+        runner()
+            .args(["report", "/nonexistent/results"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("/nonexistent/results"),
+        "{}",
+        ran.stderr
+    );
+    // A folder that is not a results folder is bad input…
+    let empty = tempfile::tempdir().unwrap();
+    let ran = Ran::from(runner().arg("report").arg(empty.path()).output().unwrap());
+    assert_eq!(ran.code, 64, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("neither records/ nor verdict.jsonl"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!empty.path().join("junit.xml").exists());
+    // …and one whose tests recorded nothing could not be reported on.
+    std::fs::create_dir(empty.path().join("records")).unwrap();
+    let ran = Ran::from(runner().arg("report").arg(empty.path()).output().unwrap());
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("no test records"), "{}", ran.stderr);
+    assert!(!empty.path().join("junit.xml").exists());
+}

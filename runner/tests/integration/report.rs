@@ -324,7 +324,17 @@ fn the_report_verb_renders_a_plain_nextest_run_and_refuses_other_folders() {
     let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
     assert_eq!(ran.code, 0);
     let page = results.path().join("report.html");
-    assert_eq!(ran.stdout.trim(), format!("report: {}", page.display()));
+    // The summary, then where to look, last.
+    let last: Vec<&str> = ran.stdout.lines().rev().take(2).collect();
+    assert_eq!(
+        last,
+        [
+            format!("report: {}", page.display()),
+            format!("junit: {}", results.path().join("junit.xml").display())
+        ],
+        "{}",
+        ran.stdout
+    );
     let dom = &render(&page, "report_verb", "plain-nextest-run");
     assert!(section(dom, "id=\"verdict\"", "</span>").ends_with("PASSED"));
     assert!(

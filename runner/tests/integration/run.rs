@@ -319,6 +319,37 @@ fn two_partitions_merge_into_the_counts_of_the_whole_run() {
     let suite = fixture("suite");
     let whole = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
     assert_eq!(whole.code, 0);
+    // The runner built each binary's JUnit and the run's; `report` rebuilds
+    // the same from the records alone, as after a plain nextest run.
+    let junit_dir = whole.results().join("junit");
+    let binaries = std::fs::read_dir(&junit_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", junit_dir.display()))
+        .count();
+    assert!(
+        binaries > 0,
+        "no JUnit file per binary in {}",
+        junit_dir.display()
+    );
+    let copy = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(whole.results().join("records"))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let reported = Ran::from(runner().arg("report").arg(copy.path()).output().unwrap());
+    assert_eq!(reported.code, 0, "{}", reported.stderr);
+    assert_eq!(
+        junit_counts(&copy.path().join("junit.xml")),
+        junit_counts(&whole.results().join("junit.xml"))
+    );
+    assert_eq!(
+        std::fs::read_dir(copy.path().join("junit"))
+            .unwrap()
+            .count(),
+        binaries
+    );
     let mut shards = Vec::new();
     for k in ["1/2", "2/2"] {
         let ran = Ran::from(

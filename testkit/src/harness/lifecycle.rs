@@ -12,7 +12,7 @@ use crate::cx::Cx;
 use crate::redact::redact;
 use crate::report::{FailureKind, Outcome, TestRecord};
 use crate::resource::CleanupSummary;
-use crate::runtime::runtime;
+use crate::runtime::block_on;
 use crate::settings::Settings;
 use crate::Skip;
 
@@ -49,8 +49,8 @@ pub(super) fn run_test(
     };
     let body_failed = matches!(body, Body::Failed { .. });
     #[cfg(feature = "browser")]
-    let browsers = runtime().block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
-    let cleanup = runtime().block_on(cx.finish(settings.keep, body_failed));
+    let browsers = block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
+    let cleanup = block_on(cx.finish(settings.keep, body_failed));
 
     let mut record = def.record(run);
     record.started_at_ms = started_at
@@ -179,7 +179,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
         // The timer must be created inside the runtime's context.
-        runtime().block_on(async move { tokio::time::timeout(timeout, body).await })
+        block_on(async move { tokio::time::timeout(timeout, body).await })
     }));
     panics::in_test(false);
     match result {

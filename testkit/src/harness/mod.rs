@@ -1,7 +1,8 @@
 //! The harness, on top of everything: turns the binary's registered tests
-//! into libtest-mimic trials, sets up the process (settings, pod, signal
-//! handler), runs each test's lifecycle ([`lifecycle`]), and hands the
-//! records down to reporting when the tests are done.
+//! into libtest-mimic trials, sets up the process (settings, signal handler;
+//! the pod and the reaper start on first use), runs each test's lifecycle
+//! ([`lifecycle`]), and hands the records down to reporting when the tests
+//! are done.
 
 mod lifecycle;
 mod panics;
@@ -14,7 +15,6 @@ use libtest_mimic::{Arguments, FormatSetting, Trial};
 
 use crate::report::{Outcome, TestRecord};
 use crate::run::Run;
-use crate::runtime::runtime;
 use crate::settings::{RunAs, Settings};
 
 /// Concurrency when neither `--test-threads` nor `TESTKIT_TEST_THREADS` is
@@ -63,6 +63,13 @@ impl TestDef {
         format!("{}::{}", self.module_path, self.name)
     }
 
+    /// Whether `name` is [`full_name`](Self::full_name), without building it.
+    fn is_named(&self, name: &str) -> bool {
+        name.strip_prefix(self.module_path)
+            .and_then(|rest| rest.strip_prefix("::"))
+            == Some(self.name)
+    }
+
     /// A record of this test with its static facts filled in.
     fn record(&self, run: &Run) -> TestRecord {
         let mut record = TestRecord::new(&run.id, &run.binary, &self.full_name());
@@ -95,12 +102,11 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
             return crate::resource::reaper_main(journal.clone(), parent)
         }
         Ok(RunAs::Sweeper { kinds }) => {
-            return runtime().block_on(crate::resource::sweeper_main(kinds))
+            return crate::runtime::block_on(crate::resource::sweeper_main(kinds))
         }
         Ok(RunAs::Harness) | Err(_) => {}
     }
-    let mut tests: Vec<&'static TestDef> = inventory::iter::<TestDef>.into_iter().collect();
-    tests.sort_by_key(|def| (def.module_path, def.name));
+    let tests = selected(&args);
 
     if args.list {
         let trials = tests.iter().map(|&def| trial(def, None)).collect();
@@ -118,47 +124,70 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     // Unusable settings fail every test with the reason (see `trial`).
     let settings = settings.ok();
     crate::log::set_echo(args.nocapture);
-    if args.test_threads.is_none() {
-        args.test_threads = Some(
-            settings
-                .and_then(|s| s.test_threads)
-                .unwrap_or(DEFAULT_TEST_THREADS),
-        );
+    let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
+    // Statically ignored tests never reach their runner; record them here so
+    // reports still say why they were skipped.
+    let mut not_run: Vec<&'static TestDef> = Vec::new();
+    let mut to_run = 0;
+    for (&def, t) in tests.iter().zip(&trials) {
+        if args.is_filtered_out(t) {
+            continue;
+        }
+        if args.is_ignored(t) {
+            not_run.push(def);
+        } else {
+            to_run += 1;
+        }
     }
+    // libtest-mimic starts every thread it is given, whatever the number of
+    // tests: under nextest, where a process runs one test, 256 threads were
+    // most of what a trivial test cost.
+    let threads = args
+        .test_threads
+        .or(settings.and_then(|s| s.test_threads))
+        .unwrap_or(DEFAULT_TEST_THREADS);
+    args.test_threads = Some(threads.clamp(1, to_run.max(1)));
     panics::install_hook();
     if let Some(settings) = settings {
-        // Validate the pod handle and open its session once, before any
-        // test: tests then reach the pod without waiting on each other.
-        runtime().block_on(crate::pod::init());
         // Ctrl-C and nextest's timeout clean up what the running tests created.
         crate::resource::install_signal_handler(settings.grace);
     }
 
-    let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
-    // Statically ignored tests never reach their runner; record them here so
-    // reports still say why they were skipped.
-    let not_run: Vec<&'static TestDef> = tests
-        .iter()
-        .zip(&trials)
-        .filter(|(_, t)| !args.is_filtered_out(t) && args.is_ignored(t))
-        .map(|(&def, _)| def)
-        .collect();
     let conclusion = libtest_mimic::run(&args, trials);
     if let (Some(settings), Ok(run)) = (settings, crate::run::current()) {
         for def in not_run {
             crate::report::write_record(run, &def.ignored_record(run));
         }
-        let ignored: Vec<TestRecord> = tests
-            .iter()
-            .filter(|def| def.ignore.is_some())
-            .map(|def| def.ignored_record(run))
-            .collect();
-        crate::report::finish_binary(run, settings.under_nextest, &ignored);
+        let ignored = || {
+            inventory::iter::<TestDef>
+                .into_iter()
+                .filter(|def| def.ignore.is_some())
+                .map(|def| def.ignored_record(run))
+                .collect()
+        };
+        crate::report::finish_binary(run, settings.under_nextest, ignored);
     }
     crate::pod::finish();
     // Every test's cleanup ran: the reaper has nothing to do.
     crate::resource::finish_process();
     conclusion.exit_code()
+}
+
+/// The tests this process may run. With `--exact NAME`, which is how
+/// nextest starts each test's process, only the test of that name, found
+/// without building every test's name: what a process does under nextest
+/// must not grow with the number of tests in its binary. Otherwise every
+/// test, sorted; libtest-mimic applies the filters.
+fn selected(args: &Arguments) -> Vec<&'static TestDef> {
+    let all = inventory::iter::<TestDef>.into_iter();
+    match &args.filter {
+        Some(name) if args.exact && !args.list => all.filter(|def| def.is_named(name)).collect(),
+        _ => {
+            let mut tests: Vec<&'static TestDef> = all.collect();
+            tests.sort_by_key(|def| (def.module_path, def.name));
+            tests
+        }
+    }
 }
 
 fn trial(def: &'static TestDef, settings: Option<&'static Settings>) -> Trial {

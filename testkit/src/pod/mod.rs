@@ -3,7 +3,9 @@
 //! A test process finds its pod through a handle file (`TESTKIT_POD_HANDLE`,
 //! else `[pod] handle` of the suite's `testkit.toml`), validates it
 //! ([`PodHandle::parse`]), registers the token as a secret, and opens one
-//! session before any test runs. Tests get [`Pod`] from `cx.pod()`.
+//! session, when a test first needs the pod (`cx.pod()`, `requires`, a
+//! resource); every test of the process then shares it. A process whose
+//! tests never touch the pod does none of it.
 //!
 //! # Session hand-off
 //!
@@ -220,6 +222,26 @@ pub(crate) async fn init() {
     let _ = POD.set(result);
 }
 
+/// The pod, loaded on first use: a test process none of whose tests touch
+/// the pod never reads the handle, never opens a session and never starts
+/// the redaction of its output. Every caller waits for the one load.
+fn loaded() -> &'static Result<Pod, PodUnavailable> {
+    POD.get_or_init(|| {
+        // The caller may be a test body, inside the runtime, where blocking
+        // on it again is refused: a thread outside it drives the load.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| crate::runtime::runtime().block_on(load()))
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(PodUnavailable::Invalid(
+                        "loading the pod handle panicked".to_owned(),
+                    ))
+                })
+        })
+    })
+}
+
 async fn load() -> Result<Pod, PodUnavailable> {
     let settings =
         crate::settings::current().map_err(|e| PodUnavailable::Invalid(e.to_string()))?;
@@ -295,12 +317,11 @@ fn redact_tree(dir: &Path) {
     }
 }
 
-/// The pod of this process.
+/// The pod of this process, loaded on first use.
 pub(crate) fn current() -> Result<&'static Pod, PodUnavailable> {
-    match POD.get() {
-        Some(Ok(pod)) => Ok(pod),
-        Some(Err(e)) => Err(e.clone()),
-        None => Err(PodUnavailable::NotConfigured),
+    match loaded() {
+        Ok(pod) => Ok(pod),
+        Err(e) => Err(e.clone()),
     }
 }
 

@@ -3,18 +3,23 @@
 //! # The results folder
 //!
 //! ```text
-//! <results>/records/<binary>/<pid>-<n>.jsonl   one TestRecord per line, one line per test, one file per test process
-//! <results>/junit/<binary>.xml             one JUnit report per test binary
-//! <results>/junit.xml                      every binary of the run
+//! <results>/records/<binary>/<pid>-<n>.jsonl       one TestRecord per line, one line per test, one file per test process
+//! <results>/records/<binary>/ignored-<run>.jsonl   under nextest: the binary's statically ignored tests
+//! <results>/junit/<binary>.xml                     one JUnit report per test binary
+//! <results>/junit.xml                              every binary of the run
 //! ```
 //!
 //! `<results>` is `TESTKIT_RESULTS_DIR`, else `<target>/testkit/runs/<run id>`.
-//! Every test process writes its records when each test ends, then rebuilds
-//! its binary's JUnit file and the run's `junit.xml` from every record in the
-//! folder (under a lock, written atomically). Under nextest each test is a
-//! process of its own, so the last process to finish leaves complete files;
-//! under `cargo test` the binary's one process does. Nothing else is needed:
-//! a plain `cargo test` or `cargo nextest run` leaves JUnit behind.
+//! Every test process appends its records as each test ends, and reads no
+//! other process's records: what a test process does costs the same in a
+//! run of 10 tests and of 10,000. JUnit is built once, from the records:
+//!
+//! - `testkit-runner run` builds `junit/<binary>.xml` and `junit.xml` at the
+//!   end of its tests phase ([`write_junit_files`]);
+//! - after a plain `cargo test` or `cargo nextest run`,
+//!   `testkit-runner report DIR` builds them ([`write_results_junit`]);
+//! - under plain `cargo test`, each binary's one process also writes its own
+//!   `junit/<binary>.xml` when its tests are done (it holds those records).
 //!
 //! # The record (schema version 1)
 //!
@@ -121,15 +126,6 @@ pub enum ReportError {
 /// name. A folder without records gives none. When a test has several
 /// records in one run (a nextest retry), the last one counts.
 pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
-    read_records_except(results_dir, None)
-}
-
-/// [`read_records`], leaving out one record file (this process's own, whose
-/// records it holds in memory).
-fn read_records_except(
-    results_dir: &Path,
-    except: Option<&Path>,
-) -> Result<Vec<TestRecord>, ReportError> {
     let root = results_dir.join("records");
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -148,9 +144,6 @@ fn read_records_except(
         }
         for file in std::fs::read_dir(&binary).map_err(io(&binary))? {
             let path = file.map_err(io(&binary))?.path();
-            if except == Some(path.as_path()) {
-                continue;
-            }
             match path.extension().and_then(|e| e.to_str()) {
                 Some("jsonl") => records.extend(read_record_lines(&path)?),
                 Some("json") => records.push(read_record(&path)?),
@@ -233,11 +226,10 @@ fn parse_record(text: &str, path: &Path) -> Result<TestRecord, ReportError> {
 pub fn write_records(results_dir: &Path, records: &[TestRecord]) -> Result<(), ReportError> {
     let mut by_binary: std::collections::BTreeMap<&str, String> = Default::default();
     for record in records {
-        let line = by_binary.entry(&record.binary).or_default();
-        line.push_str(&crate::redact::redact(
-            &serde_json::to_string(record).unwrap_or_default(),
-        ));
-        line.push('\n');
+        by_binary
+            .entry(&record.binary)
+            .or_default()
+            .push_str(&record_line(record));
     }
     for (binary, lines) in by_binary {
         let dir = results_dir.join("records").join(binary);
@@ -277,6 +269,14 @@ pub fn count_records(results_dir: &Path) -> usize {
         .sum()
 }
 
+/// A record as one line of a `.jsonl` file, redacted, with its newline.
+fn record_line(record: &TestRecord) -> String {
+    let mut line =
+        crate::redact::redact(&serde_json::to_string(record).unwrap_or_default()).into_owned();
+    line.push('\n');
+    line
+}
+
 /// This process's record file, opened on first use. One file per process,
 /// one line per test, appended with a single write: no lock, no file per
 /// test (creating a file per test cost more than running a trivial test).
@@ -284,26 +284,22 @@ static RECORD_FILE: Mutex<Option<RecordFile>> = Mutex::new(None);
 
 struct RecordFile {
     file: File,
-    path: PathBuf,
-    /// What this process wrote, so that rebuilding JUnit at its end need
-    /// not read it back.
+    /// What this process wrote, so that building its binary's JUnit at its
+    /// end need not read it back.
     records: Vec<TestRecord>,
 }
 
 /// Appends `record` to `<results>/records/<binary>/<pid>-<nanos>.jsonl` in
 /// one write, so that a reader never sees half a record.
 pub(crate) fn write_record(run: &Run, record: &TestRecord) {
-    let mut line =
-        crate::redact::redact(&serde_json::to_string(record).unwrap_or_default()).into_owned();
-    line.push('\n');
+    let line = record_line(record);
     let mut file = RECORD_FILE.lock().unwrap_or_else(|e| e.into_inner());
     let result = match &mut *file {
         Some(f) => f.file.write_all(line.as_bytes()),
-        None => open_record_file(run).and_then(|(mut f, path)| {
+        None => open_record_file(run).and_then(|mut f| {
             let written = f.write_all(line.as_bytes());
             *file = Some(RecordFile {
                 file: f,
-                path,
                 records: Vec::new(),
             });
             written
@@ -323,7 +319,7 @@ pub(crate) fn write_record(run: &Run, record: &TestRecord) {
     }
 }
 
-fn open_record_file(run: &Run) -> std::io::Result<(File, PathBuf)> {
+fn open_record_file(run: &Run) -> std::io::Result<File> {
     let dir = run.results_dir.join("records").join(&run.binary);
     std::fs::create_dir_all(&dir)?;
     let nanos = std::time::SystemTime::now()
@@ -331,99 +327,128 @@ fn open_record_file(run: &Run) -> std::io::Result<(File, PathBuf)> {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let path = dir.join(format!("{}-{nanos}.jsonl", std::process::id()));
-    let file = File::options().create(true).append(true).open(&path)?;
-    Ok((file, path))
+    File::options().create(true).append(true).open(&path)
 }
 
-/// Serializes rebuilders of the JUnit files across processes.
-fn lock_results(run: &Run) -> std::io::Result<nix::fcntl::Flock<File>> {
-    std::fs::create_dir_all(&run.results_dir)?;
-    let path = run.results_dir.join(".lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, errno)| errno.into())
-}
-
-/// Called once per test process after its tests ran: under nextest, writes
-/// the records of the binary's statically ignored tests (`ignored`: nextest
-/// never starts a process for them) unless they exist, then rebuilds the
-/// binary's JUnit file and the run's `junit.xml` from every record in the
-/// results folder.
-pub(crate) fn finish_binary(run: &Run, under_nextest: bool, ignored: &[TestRecord]) {
-    let result = lock_results(run)
-        .map_err(|source| ReportError::Io {
-            path: run.results_dir.clone(),
-            source,
-        })
-        .and_then(|_lock| {
-            if under_nextest {
-                record_ignored_under_nextest(run, ignored);
-            }
-            rebuild_junit(run)
-        });
-    if let Err(e) = result {
-        eprintln!(
-            "testkit: failed to write JUnit to {}: {e}",
-            run.results_dir.display()
-        );
+/// Called once per test process after its tests ran. Nothing here reads
+/// another process's records, so its cost does not grow with the run:
+///
+/// - under nextest, writes the records of the binary's statically ignored
+///   tests (`ignored` makes them: nextest never starts a process for them), once per
+///   binary and run ([`record_ignored_once`]); JUnit is built at the end of
+///   the run, by `testkit-runner` or [`write_results_junit`];
+/// - under `cargo test`, the binary's one process ran all its tests, and
+///   writes the binary's JUnit file from the records it holds.
+pub(crate) fn finish_binary(
+    run: &Run,
+    under_nextest: bool,
+    ignored: impl FnOnce() -> Vec<TestRecord>,
+) {
+    if under_nextest {
+        if let Err(e) = record_ignored_once(run, ignored) {
+            eprintln!(
+                "testkit: failed to record the ignored tests of {}: {e}",
+                run.binary
+            );
+        }
+        return;
+    }
+    let own = match &mut *RECORD_FILE.lock().unwrap_or_else(|e| e.into_inner()) {
+        Some(f) => std::mem::take(&mut f.records),
+        None => return,
+    };
+    let path = binary_junit_path(&run.results_dir, &run.binary);
+    if let Err(e) = write_junit(&junit_from_records(&run.binary, &own), &path) {
+        eprintln!("testkit: failed to write JUnit to {}: {e}", path.display());
     }
 }
 
 /// Nextest runs each test in its own process with `--exact`, so no process
-/// sees the ignored tests: each process records them as skipped unless a
-/// record exists. Under the results lock, so that a real record (nextest's
-/// `--run-ignored`) is either seen here or written over this one.
-fn record_ignored_under_nextest(run: &Run, ignored: &[TestRecord]) {
-    let existing: std::collections::BTreeSet<String> = read_records(&run.results_dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| r.run_id == run.id && r.binary == run.binary)
-        .map(|r| r.name)
-        .collect();
-    for record in ignored {
-        if !existing.contains(&record.name) {
-            write_record(run, record);
-        }
+/// sees the ignored tests. The first process of the binary to finish records
+/// them, in `ignored-<run id>.jsonl`, created with its content in one step
+/// (a hard link, which fails when the file exists): every later process of
+/// the binary finds it there at the cost of one system call. A record with
+/// `started_at_ms` 0 loses to any real one, so a test nextest runs anyway
+/// (`--run-ignored`) is counted as it ran.
+fn record_ignored_once(
+    run: &Run,
+    ignored: impl FnOnce() -> Vec<TestRecord>,
+) -> Result<(), ReportError> {
+    let dir = run.results_dir.join("records").join(&run.binary);
+    let path = dir.join(format!("ignored-{}.jsonl", run.id));
+    if path.exists() {
+        return Ok(());
+    }
+    let ignored = ignored();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ReportError::Io { path, source }
+    };
+    let lines: String = ignored.iter().map(record_line).collect();
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    // Not `.jsonl`: readers never see the file before it is whole.
+    let tmp = dir.join(format!(".ignored-{}.{}", run.id, std::process::id()));
+    std::fs::write(&tmp, lines).map_err(io(&tmp))?;
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io(&path)(e)),
+        _ => Ok(()),
     }
 }
 
-fn rebuild_junit(run: &Run) -> Result<(), ReportError> {
-    let (own_path, own) = match &*RECORD_FILE.lock().unwrap_or_else(|e| e.into_inner()) {
-        Some(f) => (Some(f.path.clone()), f.records.clone()),
-        None => (None, Vec::new()),
-    };
-    let mut records = read_records_except(&run.results_dir, own_path.as_deref())?;
-    records.extend(own);
-    let (mine, others): (Vec<TestRecord>, Vec<TestRecord>) =
-        latest_run_per_binary(latest_per_test(records), run)
-            .into_iter()
-            .partition(|r| r.binary == run.binary);
-    // Each testsuite is built once and serves both files: building test
-    // cases (every string escaped and checked) is most of a run's reporting.
-    let mine = junit::suites_from_records(&mine);
+/// `<results>/junit/<binary>.xml`.
+fn binary_junit_path(results_dir: &Path, binary: &str) -> PathBuf {
+    results_dir.join("junit").join(format!("{binary}.xml"))
+}
+
+/// Writes the JUnit files of a results folder from `records`: one per
+/// binary (`junit/<binary>.xml`) and `junit.xml` with every binary, named
+/// `report_name`. Each testsuite is built once and serves both files.
+pub fn write_junit_files(
+    results_dir: &Path,
+    report_name: &str,
+    records: &[TestRecord],
+) -> Result<(), ReportError> {
+    let suites = junit::suites_from_records(records);
+    for suite in &suites {
+        write_junit(
+            &junit::report_from_suites(&suite.name, vec![suite.clone()]),
+            &binary_junit_path(results_dir, &suite.name),
+        )?;
+    }
     write_junit(
-        &junit::report_from_suites(&run.binary, mine.clone()),
-        &run.results_dir
-            .join("junit")
-            .join(format!("{}.xml", run.binary)),
-    )?;
-    let mut all = junit::suites_from_records(&others);
-    all.extend(mine);
-    all.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-    write_junit(
-        &junit::report_from_suites(&run.id, all),
-        &run.results_dir.join("junit.xml"),
+        &junit::report_from_suites(report_name, suites),
+        &results_dir.join("junit.xml"),
     )
 }
 
-/// A results folder that outlives one run (a fixed `TESTKIT_RESULTS_DIR`)
-/// holds older records too: keep, for this process's binary, the records of
-/// this run, and for every other binary those of its latest run.
-fn latest_run_per_binary(records: Vec<TestRecord>, run: &Run) -> Vec<TestRecord> {
+/// Builds the JUnit files of a results folder left by a plain `cargo test`
+/// or `cargo nextest run` (what `testkit-runner report` does), and returns
+/// the records they were built from. A folder that outlives one run (a
+/// fixed `TESTKIT_RESULTS_DIR`) holds older records too: each binary's
+/// latest run counts. `junit.xml` is named after the run ids it holds. A
+/// folder without records is left as it is.
+pub fn write_results_junit(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
+    let records = latest_run_per_binary(read_records(results_dir)?);
+    if records.is_empty() {
+        // Not a results folder, or one whose tests never ran: no JUnit
+        // that would pass for an empty, green run.
+        return Ok(records);
+    }
+    let mut ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    write_junit_files(results_dir, &ids.join(","), &records)?;
+    Ok(records)
+}
+
+/// For every binary, the records of its latest run (the run of its most
+/// recently started test).
+fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
     let mut latest: std::collections::BTreeMap<String, (u64, String)> =
         std::collections::BTreeMap::new();
     for record in &records {
@@ -434,7 +459,6 @@ fn latest_run_per_binary(records: Vec<TestRecord>, run: &Run) -> Vec<TestRecord>
             *slot = (record.started_at_ms, record.run_id.clone());
         }
     }
-    latest.insert(run.binary.clone(), (0, run.id.clone()));
     records
         .into_iter()
         .filter(|r| latest.get(&r.binary).is_some_and(|(_, id)| *id == r.run_id))

@@ -100,6 +100,60 @@ fn a_configured_but_invalid_pod_fails_the_tests_that_require_it() {
 }
 
 #[test]
+fn the_pod_is_loaded_only_by_tests_that_use_it_and_an_unusable_one_fails_them() {
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("results");
+    fixture();
+    // A well-formed handle of a pod that is gone: configured, but unusable.
+    let rt = runtime();
+    let launched = rt
+        .block_on(launch(&sandboxd_spec(&work.path().join("pod-logs"), &[])))
+        .unwrap();
+    let handle_path = work.path().join("handle.json");
+    launched.handle.write_file(&handle_path).unwrap();
+    let stopped = rt.block_on(launched.stop(Duration::from_secs(10))).unwrap();
+    assert!(!stopped.removed.exists());
+
+    // A test that never touches the pod passes and the process never reads
+    // the handle nor opens a session (no `<results>/pod`).
+    let quiet = run_fixture(
+        Some(&handle_path),
+        &results,
+        &["--exact", "pod_fixture::touches_nothing"],
+        &[],
+    );
+    assert_eq!(quiet.code, Some(0), "{}", quiet.output);
+    assert_eq!(record(&results, "touches_nothing")["outcome"], "passed");
+    assert!(
+        !secrets_of(&results).exists(),
+        "a process whose tests never touch the pod opened a session"
+    );
+
+    // Tests that use it, or require a capability of it, fail with the reason.
+    let used = run_fixture(Some(&handle_path), &results, &[], &[]);
+    assert_eq!(used.code, Some(101), "{}", used.output);
+    for test in [
+        "uses_pod_and_leaks_token",
+        "panics_with_token",
+        "needs_exec",
+        "needs_teleport",
+        "runs_the_cli",
+    ] {
+        let r = record(&results, test);
+        assert_eq!(r["outcome"], "failed", "{test}: {r}");
+    }
+    let exec = record(&results, "needs_exec");
+    assert!(
+        exec["message"]
+            .as_str()
+            .unwrap()
+            .contains("the pod is unusable"),
+        "{exec}"
+    );
+    assert_eq!(record(&results, "touches_nothing")["outcome"], "passed");
+}
+
+#[test]
 fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
     let work = tempfile::tempdir().unwrap();
     let results = work.path().join("results");

@@ -143,10 +143,8 @@ fn outcome(
     } = *followed;
     let known = KnownIssues::load(spec.suite_dir).ok();
     let summary = Summary::from_records(records, known.as_ref());
-    if let Err(e) = report::write_junit(
-        &report::junit_from_records(spec.run_id, records),
-        &spec.results_dir.join("junit.xml"),
-    ) {
+    // Test processes write records only; JUnit is built here, once.
+    if let Err(e) = report::write_junit_files(spec.results_dir, spec.run_id, records) {
         eprintln!("testkit-runner: {e}");
     }
     let failures: Vec<(String, String)> = records

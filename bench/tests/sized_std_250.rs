@@ -1,0 +1,5 @@
+//! The 250 tests of `sized_testkit_250` as plain `#[test]`.
+
+include!("sized/std.rs");
+
+mods!(t10; m00 m01 m02 m03 m04 m05 m06 m07 m08 m09 m10 m11 m12 m13 m14 m15 m16 m17 m18 m19 m20 m21 m22 m23 m24);

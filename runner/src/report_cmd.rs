@@ -1,0 +1,93 @@
+//! `testkit-runner report DIR…`: what a plain `cargo test` or `cargo
+//! nextest run` leaves is records; this builds the rest from them, once: the
+//! JUnit files (`junit/<binary>.xml` and `junit.xml`; test processes never
+//! build them, so that what each does does not grow with the run), the
+//! summary, and `report.html` (one page for several folders: the
+//! partitions of a fanned-out run). `testkit-runner run` does the same at
+//! the end of every run.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use testkit::report::{self, KnownIssues, Summary};
+
+use crate::errors::ExpectedError;
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Results folders: of a plain `cargo test` / `cargo nextest run`
+    /// (`TESTKIT_RESULTS_DIR`, else `<target>/testkit/runs/<run id>`), of a
+    /// `testkit-runner run`, or several partitions to merge.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Where `report.html` is written (default: the one DIR given; required
+    /// with several).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// The suite the results are of: the `KNOWN-ISSUES.md` the summary
+    /// checks the run against, its commit, and the titles of its known
+    /// issues, when the results folder does not record them.
+    #[arg(long, value_name = "DIR")]
+    suite: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
+    for dir in &args.dirs {
+        if !dir.is_dir() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "report: {} is not a folder: give a results folder (the TESTKIT_RESULTS_DIR of a \
+                 cargo test run, or the `results:` folder a testkit-runner run printed)",
+                dir.display()
+            )));
+        }
+        if !dir.join("records").is_dir() && !dir.join("verdict.jsonl").is_file() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "report: {} holds neither records/ nor verdict.jsonl: it is not a results \
+                 folder of testkit tests",
+                dir.display()
+            )));
+        }
+    }
+    let out =
+        match (&args.out, args.dirs.as_slice()) {
+            (Some(out), _) => out.clone(),
+            (None, [one]) => one.clone(),
+            (None, _) => return Err(ExpectedError::bad_args(
+                "report: several results folders need --out DIR, where the merged report.html goes",
+            )),
+        };
+    let known = match &args.suite {
+        Some(suite) if !suite.is_dir() => {
+            return Err(ExpectedError::bad_args(format_args!(
+                "report: --suite {} is not a folder",
+                suite.display()
+            )))
+        }
+        Some(suite) => Some(KnownIssues::load(suite).map_err(|e| {
+            ExpectedError::bad_args(format_args!("report: --suite {}: {e}", suite.display()))
+        })?),
+        None => None,
+    };
+    let mut all = Vec::new();
+    for dir in &args.dirs {
+        let records = report::write_results_junit(dir)
+            .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
+        if records.is_empty() {
+            return Err(ExpectedError::Incomplete(format!(
+                "report: no test records under {}: give the results folder of a run \
+                 (TESTKIT_RESULTS_DIR, else <target>/testkit/runs/<run id>)",
+                dir.join("records").display()
+            )));
+        }
+        all.extend(records);
+    }
+    print!("{}", Summary::from_records(&all, known.as_ref()));
+    let page = crate::html::write_with(&out, &args.dirs, args.suite.as_deref())
+        .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
+    // Where to look, last.
+    for dir in &args.dirs {
+        println!("junit: {}", dir.join("junit.xml").display());
+    }
+    println!("report: {}", page.display());
+    Ok(())
+}
