@@ -133,22 +133,31 @@ impl<'a> Values<'a> {
     }
 }
 
-/// The placeholders `text` uses, in order.
-pub fn placeholders(text: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open + 1..];
+/// The next placeholder of `text`: the text before it, its key, and the
+/// text after it. `None` when there is none left.
+fn next_placeholder(text: &str) -> Option<(&str, &str, &str)> {
+    let mut from = 0;
+    while let Some(open) = text[from..].find('{').map(|i| from + i) {
+        let after = &text[open + 1..];
         let len = after
             .bytes()
             .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
             .count();
         if len > 0 && after.as_bytes().get(len) == Some(&b'}') {
-            found.push(&after[..len]);
-            rest = &after[len + 1..];
-        } else {
-            rest = after;
+            return Some((&text[..open], &after[..len], &after[len + 1..]));
         }
+        from = open + 1;
+    }
+    None
+}
+
+/// The placeholders `text` uses, in order.
+pub fn placeholders(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some((_, key, after)) = next_placeholder(rest) {
+        found.push(key);
+        rest = after;
     }
     found
 }
@@ -157,29 +166,18 @@ pub fn placeholders(text: &str) -> Vec<&str> {
 pub fn fill(text: &str, values: &Values<'_>, escape: fn(&str) -> String) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let len = after
-            .bytes()
-            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
-            .count();
-        if len > 0 && after.as_bytes().get(len) == Some(&b'}') {
-            let key = &after[..len];
-            match values.get(key) {
-                Some(value) => out.push_str(&escape(value)),
-                None => {
-                    return Err(format!(
-                        "`{{{key}}}` in {text:?} is not a known placeholder (known here: {})",
-                        values.names()
-                    ))
-                }
+    while let Some((before, key, after)) = next_placeholder(rest) {
+        out.push_str(before);
+        match values.get(key) {
+            Some(value) => out.push_str(&escape(value)),
+            None => {
+                return Err(format!(
+                    "`{{{key}}}` in {text:?} is not a known placeholder (known here: {})",
+                    values.names()
+                ))
             }
-            rest = &after[len + 1..];
-        } else {
-            out.push('{');
-            rest = after;
         }
+        rest = after;
     }
     out.push_str(rest);
     Ok(out)

@@ -103,7 +103,12 @@ pub(crate) fn plain_client(timeout: Duration) -> reqwest::Client {
 
 async fn probe(request: reqwest::RequestBuilder) -> Probe {
     let start = Instant::now();
-    match request.send().await {
+    measured(request.send().await, start)
+}
+
+/// The probe of an answer (or of its absence) to a request sent at `start`.
+fn measured(answer: reqwest::Result<reqwest::Response>, start: Instant) -> Probe {
+    match answer {
         Ok(resp) => Probe {
             status: Some(resp.status().as_u16()),
             elapsed: start.elapsed(),
@@ -151,21 +156,11 @@ pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthRepor
     };
     let method = template.method().clone();
     let start = Instant::now();
-    let with_token = match pod
-        .send(|c| c.request(method.clone(), &url).timeout(timeout))
-        .await
-    {
-        Ok(resp) => Probe {
-            status: Some(resp.status().as_u16()),
-            elapsed: start.elapsed(),
-            error: None,
-        },
-        Err(e) => Probe {
-            status: None,
-            elapsed: start.elapsed(),
-            error: Some(crate::redact(&e.to_string()).into_owned()),
-        },
-    };
+    let with_token = measured(
+        pod.send(|c| c.request(method.clone(), &url).timeout(timeout))
+            .await,
+        start,
+    );
     let without_token = probe(plain_client(timeout).request(method, &url)).await;
     Some(AuthReport {
         probe: probe_text,

@@ -392,11 +392,7 @@ async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, Co
     let resp = builder
         .send()
         .await
-        .map_err(|e| ConnectError::Unreachable {
-            name: handle.name().to_owned(),
-            url: url.clone(),
-            message: crate::redact(&e.to_string()).into_owned(),
-        })?;
+        .map_err(|e| unreachable(handle, &url, &e))?;
     let status = resp.status();
     let cookies: Vec<String> = resp
         .headers()
@@ -494,11 +490,7 @@ async fn capabilities(
         .request(template.method().clone(), &url)
         .send()
         .await
-        .map_err(|e| ConnectError::Unreachable {
-            name: handle.name().to_owned(),
-            url: url.clone(),
-            message: crate::redact(&e.to_string()).into_owned(),
-        })?;
+        .map_err(|e| unreachable(handle, &url, &e))?;
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
     if !status.is_success() {
@@ -522,6 +514,14 @@ async fn capabilities(
         .iter()
         .filter_map(|c| c.as_str().map(str::to_owned))
         .collect())
+}
+
+fn unreachable(handle: &PodHandle, url: &str, e: &reqwest::Error) -> ConnectError {
+    ConnectError::Unreachable {
+        name: handle.name().to_owned(),
+        url: url.to_owned(),
+        message: crate::redact(&e.to_string()).into_owned(),
+    }
 }
 
 /// A request of the config, filled from the handle, and its URL.
