@@ -95,6 +95,8 @@ fn a_screenshot_is_in_the_artifacts_the_record_and_junit() {
         png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000,
         "not a PNG"
     );
+    // JUnit is built once, from the records, as `testkit-runner report` does.
+    testkit::report::write_results_junit(&run.results).unwrap();
     let junit = std::fs::read_to_string(run.results.join("junit.xml")).unwrap();
     assert!(
         junit.contains(&format!("[[ATTACHMENT|{}]]", shot.display())),
