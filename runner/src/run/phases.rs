@@ -15,6 +15,7 @@ use super::pod;
 use super::signal::Interrupt;
 use super::suite::{self, TestsOutcome};
 use super::verdict::{PhaseResult, Verdict, VerdictLog};
+use super::watch::{self, Crash, PodWatch};
 use crate::errors::{ExpectedError, RunFailure};
 use crate::summary::RunSummary;
 
@@ -48,6 +49,12 @@ pub(super) struct Run<'a> {
     /// `<results>/pod`: the handle the tests use, the pod's logs.
     pod_dir: PathBuf,
     handle_file: PathBuf,
+    /// The crash watch over a pod the runner started.
+    watch: Option<PodWatch>,
+    /// Its `pod ls` record, removed when it goes down.
+    record_dir: Option<PathBuf>,
+    /// The pod's crash, once noticed (and given its verdict).
+    crash: Option<Crash>,
 }
 
 impl<'a> Run<'a> {
@@ -73,6 +80,9 @@ impl<'a> Run<'a> {
             started: Instant::now(),
             handle_file: pod_dir.join("handle.json"),
             pod_dir,
+            watch: None,
+            record_dir: None,
+            crash: None,
         })
     }
 
@@ -112,8 +122,18 @@ impl<'a> Run<'a> {
                 let logs = self.pod_dir.join("logs");
                 match pod::start(&self.plan.config, &self.plan.suite_dir, &logs).await {
                     Ok(p) => {
+                        if let Err(e) = self.guard(&p) {
+                            let stopped = pod::stop(p).await.1;
+                            self.decide(PhaseResult::new(
+                                "up",
+                                Verdict::Fail,
+                                format!("{e}: a runner killed now would leave it running, so it was stopped ({stopped})"),
+                                started.elapsed(),
+                            ));
+                            return RunPod::NotUp;
+                        }
                         let evidence = format!(
-                            "started pod {} at {} (pid {}) in {}",
+                            "started pod {} at {} (pid {}) in {}, under a watchdog that stops it if the runner dies",
                             p.handle.name(),
                             p.handle.base_url(),
                             p.pid,
@@ -143,6 +163,53 @@ impl<'a> Run<'a> {
             }
         }
         pod
+    }
+
+    /// Puts a pod the runner started under its watchdog and its crash
+    /// watch, and lists it for `pod ls`.
+    fn guard(&mut self, p: &LaunchedPod) -> Result<(), String> {
+        let health = p
+            .handle
+            .health()
+            .unwrap_or(&self.plan.config.pod.health_path)
+            .to_owned();
+        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                // Still stopped by the watchdog; only `pod ls` will not show it.
+                eprintln!(
+                    "testkit-runner: cannot list pod {} for `pod ls`: {e}",
+                    p.handle.name()
+                );
+                None
+            }
+        };
+        if let Err(e) = watch::arm(p, self.record_dir.as_deref()) {
+            if let Some(dir) = self.record_dir.take() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(e);
+        }
+        self.watch = Some(PodWatch::start(p));
+        Ok(())
+    }
+
+    /// Whether the pod crashed; the first time, its own verdict, `pod`.
+    pub(super) fn pod_crashed(&mut self) -> bool {
+        if self.crash.is_some() {
+            return true;
+        }
+        let Some(c) = self.watch.as_ref().and_then(PodWatch::crash) else {
+            return false;
+        };
+        self.decide(PhaseResult::new(
+            "pod",
+            Verdict::Fail,
+            c.describe(),
+            c.after,
+        ));
+        self.crash = Some(c);
+        true
     }
 
     /// health: measured, never assumed. Whether the pod is reachable.
@@ -267,6 +334,7 @@ impl<'a> Run<'a> {
         };
         let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.decide(outcome.result.clone());
+        self.pod_crashed();
         Some(outcome)
     }
 
@@ -284,6 +352,13 @@ impl<'a> Run<'a> {
             ));
             return Vec::new();
         };
+        if self.pod_crashed() {
+            self.decide(PhaseResult::skip(
+                "residue",
+                "the pod crashed (see `pod`): there is nothing to list on it",
+            ));
+            return Vec::new();
+        }
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
         let plan = self.plan;
@@ -329,7 +404,9 @@ impl<'a> Run<'a> {
                 ));
                 None
             }
-            RunPod::Started(p) if self.plan.keep => {
+            RunPod::Started(p) if self.plan.keep && !self.pod_crashed() => {
+                // Kept: the watchdog lets it be, `pod ls` still lists it.
+                watch::disarm();
                 let note = pod::keep_note(&p, &self.handle_file);
                 self.decide(PhaseResult::skip(
                     "down",
@@ -345,7 +422,27 @@ impl<'a> Run<'a> {
             RunPod::Started(p) => {
                 let started = Instant::now();
                 suite::progress_line("down: stopping the pod");
-                let (verdict, evidence) = pod::stop(*p).await;
+                self.pod_crashed();
+                let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
+                let (mut verdict, mut evidence) = pod::stop(*p).await;
+                // What the pod's tree held and outlived it (a crashed pod's
+                // sandbox processes, reparented away from its tree).
+                match watch::end_left_behind(&seen).await {
+                    Ok(0) => {}
+                    Ok(n) => evidence.push_str(&format!(
+                        "; {n} processes the pod had started outlived it: ended, verified gone"
+                    )),
+                    Err(survivors) => {
+                        verdict = Verdict::Fail;
+                        evidence.push_str(&format!(
+                            "; processes the pod had started survived SIGTERM and SIGKILL: {survivors:?}"
+                        ));
+                    }
+                }
+                if let Some(dir) = self.record_dir.take() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                watch::disarm();
                 self.decide(PhaseResult::new(
                     "down",
                     verdict,
@@ -368,7 +465,9 @@ impl<'a> Run<'a> {
     ) -> Result<(), ExpectedError> {
         let interrupted = self.interrupt.requested();
         // Without a session the run never got to test the pod.
-        let incomplete = !authenticated || tests.as_ref().is_some_and(|t| t.incomplete);
+        // Nor did it when the pod crashed under the tests.
+        let incomplete =
+            !authenticated || self.crash.is_some() || tests.as_ref().is_some_and(|t| t.incomplete);
         let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
         let result = if interrupted {
             Err(ExpectedError::Run(RunFailure::Interrupted))

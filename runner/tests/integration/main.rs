@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod commands;
+mod faults;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,8 @@ pub(crate) fn runner_at(exe: &Path) -> Command {
             cmd.env_remove(key);
         }
     }
+    // The pods a run starts are listed there, not in the caller's HOME.
+    cmd.env("TESTKIT_PODS_DIR", shared_target().join("pods"));
     cmd
 }
 
