@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use testkit::settings::var;
 
 use testkit::pod::{LaunchedPod, Pod, PodHandle};
+use testkit::resource::SweepBounds;
 
 use super::plan::Plan;
 use super::pod;
@@ -353,25 +354,57 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         if self.pod_crashed() {
+            // Nothing can be swept, but the journal still says what was left.
+            let entries = testkit::resource::read_journal(&self.plan.results_dir);
+            let leaks: Vec<String> = testkit::resource::outstanding(&entries)
+                .into_iter()
+                .filter(|o| o.run == self.plan.run_id)
+                .map(|o| {
+                    format!(
+                        "{} `{}`: left on the crashed pod (the journal has no verified delete)",
+                        o.kind, o.name
+                    )
+                })
+                .collect();
+            let what = if leaks.is_empty() {
+                "the journal names nothing left".to_owned()
+            } else {
+                format!(
+                    "the journal names {} left: {}",
+                    leaks.len(),
+                    leaks.join("; ")
+                )
+            };
             self.decide(PhaseResult::skip(
                 "residue",
-                "the pod crashed (see `pod`): there is nothing to list on it",
+                format!("the pod crashed (see `pod`): nothing can be listed on it; {what}"),
             ));
-            return Vec::new();
+            return leaks;
         }
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
         let plan = self.plan;
-        let (verdict, evidence, leaks) = pod::residue(
-            p,
-            &plan.kinds,
-            &plan.config.suite.name_prefix,
-            &plan.run_id,
-            binaries
+        // A signal during the sweep cuts it short (one before it, which
+        // stopped the tests, does not: the sweep is the cleanup).
+        let mut interrupt = self.interrupt.clone();
+        let seen = interrupt.count();
+        let bounds = SweepBounds::default().deadline(sweep_deadline()).stop_on(
+            async move {
+                interrupt.more_than(seen).await;
+            },
+            "interrupted (SIGINT/SIGTERM)",
+        );
+        let spec = pod::ResidueSpec {
+            kinds: &plan.kinds,
+            prefix: &plan.config.suite.name_prefix,
+            run_id: &plan.run_id,
+            results_dir: &plan.results_dir,
+            sweeper: binaries
                 .first()
                 .map(|b| (b.as_path(), test_env(plan, &self.handle_file))),
-        )
-        .await;
+            bounds,
+        };
+        let (verdict, evidence, leaks) = pod::residue(p, spec).await;
         self.decide(PhaseResult::new(
             "residue",
             verdict,
@@ -536,6 +569,18 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
     }
     env
 }
+
+/// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
+/// else two minutes.
+fn sweep_deadline() -> Duration {
+    std::env::var(SWEEP_DEADLINE)
+        .ok()
+        .and_then(|t| humantime::parse_duration(t.trim()).ok())
+        .unwrap_or(Duration::from_secs(120))
+}
+
+/// The variable that bounds the residue sweep.
+pub(crate) const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)

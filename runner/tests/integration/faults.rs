@@ -169,9 +169,222 @@ fn a_pod_that_crashes_mid_run_is_named_and_its_processes_end() {
         "{evidence}"
     );
     assert!(ran.stdout.contains("crashed mid-run"), "{}", ran.stdout);
+    // The sandboxes the test created are named, not "leaks: none".
+    let (_, residue) = ran.verdict("residue");
+    assert!(residue.contains("the journal names 2 left"), "{residue}");
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
     let (down, why) = ran.verdict("down");
     assert_eq!(down, "pass", "{why}");
     assert!(why.contains("outlived it: ended"), "{why}");
     assert!(!left, "the sandbox's process {sleeper} outlived teardown");
     assert!(std::fs::read_dir(pods.path()).unwrap().next().is_none());
+}
+
+/// A runner started by a test, killed if the test fails before it ends.
+struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for it at most `limit` (killing it then), with its output.
+    fn finish_within(mut self, limit: Duration) -> Option<Ran> {
+        let mut child = self.0.take().unwrap();
+        let ended = wait_for(limit, || child.try_wait().unwrap().is_some());
+        if !ended {
+            let _ = child.kill();
+        }
+        let ran = Ran::from(child.wait_with_output().unwrap());
+        ended.then_some(ran)
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.0.as_ref().unwrap().id() as i32)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGINT);
+            if !wait_for(Duration::from_secs(60), || c.try_wait().unwrap().is_some()) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A run id no earlier run of this test used (its results folder is new).
+fn fresh_run_id(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{what}{}{nanos:x}", std::process::id() % 1000)
+        .chars()
+        .take(16)
+        .collect()
+}
+
+/// The text of every `.jsonl` file under `dir`.
+fn jsonl_under(dir: &Path) -> Vec<String> {
+    let mut texts = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            texts.extend(jsonl_under(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            texts.push(std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    texts
+}
+
+/// A caller's pod whose deletes all fail, with `n` sandboxes of run `run_id`
+/// planted behind the framework's back.
+fn pod_with_leaks(run_id: &str, n: usize, faults: &[&str]) -> (crate::CallerPod, Vec<String>) {
+    let mut args = vec!["--fault", "delete-fail=1000000"];
+    for f in faults {
+        args.extend(["--fault", f]);
+    }
+    let pod = crate::CallerPod::start_with(&args);
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("ct-{run_id}-plant0-{i:02}"))
+        .collect();
+    for name in &names {
+        let (status, body) = crate::http(
+            "POST",
+            &pod.url("/api/sandboxes"),
+            Some(&token),
+            Some(&serde_json::json!({ "name": name }).to_string()),
+        );
+        assert!(status < 300, "{status} {body}");
+    }
+    (pod, names)
+}
+
+/// A run of one quick test against `pod`, whose sweep has `deadline`.
+fn sweep_of(
+    suite: &Path,
+    run_id: &str,
+    pod: &crate::CallerPod,
+    deadline: &str,
+) -> std::process::Command {
+    let mut cmd = runner();
+    cmd.env("TESTKIT_SWEEP_DEADLINE", deadline)
+        .arg("run")
+        .arg(suite)
+        .args(["--run-id", run_id, "-E", "test(capabilities)"])
+        .arg("--handle-json")
+        .arg(&pod.handle_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// With every delete failing, 40 leaks are swept concurrently under one
+/// deadline: the sweep ends when it passes, names every leak as not deleted
+/// and fails the run (one at a time, the sweep would take 400 s and more).
+#[test]
+fn the_residue_sweep_is_concurrent_and_ends_at_its_deadline() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("dl");
+    let (pod, names) = pod_with_leaks(run_id, 40, &[]);
+    let child = sweep_of(suite.path(), run_id, &pod, "4s").spawn().unwrap();
+    let ran = Running(Some(child))
+        .finish_within(Duration::from_secs(240))
+        .expect("the run ended: the sweep is bounded");
+    assert_eq!(ran.code, 1);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail");
+    assert!(evidence.contains("deadline (4s) passed"), "{evidence}");
+    for name in &names {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+    }
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+}
+
+/// SIGTERM during the residue sweep cuts it short: the run ends at once,
+/// exit 130, and the sweep's verdict says what is left.
+#[test]
+fn sigterm_cuts_the_residue_sweep_short_and_says_what_is_left() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("term");
+    let (pod, names) = pod_with_leaks(run_id, 40, &[]);
+    let results = tempfile::tempdir().unwrap();
+    let child = sweep_of(suite.path(), run_id, &pod, "30m")
+        .arg("--results")
+        .arg(results.path())
+        .spawn()
+        .unwrap();
+    let running = Running(Some(child));
+    let verdicts = results.path().join("verdict.jsonl");
+    let sweeping = wait_for(Duration::from_secs(240), || {
+        std::fs::read_to_string(&verdicts).is_ok_and(|t| t.contains("\"phase\":\"tests\""))
+    });
+    assert!(sweeping, "the run reached the residue sweep");
+    // The planted sandboxes are being deleted (each try answers 503).
+    std::thread::sleep(Duration::from_secs(1));
+    kill(running.pid(), Signal::SIGTERM).unwrap();
+    let ran = running
+        .finish_within(Duration::from_secs(60))
+        .expect("SIGTERM ended the sweep");
+    assert_eq!(ran.code, 130);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail");
+    assert!(evidence.contains("cut short (interrupted"), "{evidence}");
+    for name in &names {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+    }
+}
+
+/// With a listing 60 s behind and deletes failing, what the tests' records
+/// say leaked is named by the residue sweep (from the journal) and in the
+/// summary: a lagging listing cannot make it say "nothing left".
+#[test]
+fn a_lagging_listing_cannot_hide_what_the_records_say_leaked() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("lag");
+    let (pod, _) = pod_with_leaks(run_id, 0, &["list-lag=60s"]);
+    let child = runner()
+        .env("TESTKIT_SWEEP_DEADLINE", "5s")
+        .arg("run")
+        .arg(suite.path())
+        .args(["--run-id", run_id, "--handle-json"])
+        .arg(&pod.handle_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = Running(Some(child))
+        .finish_within(Duration::from_secs(300))
+        .expect("the run ended");
+    let mut leaked = Vec::new();
+    for text in jsonl_under(&ran.results().join("records")) {
+        for line in text.lines() {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            for r in record["resources"].as_array().into_iter().flatten() {
+                if r["state"] == "leaked" {
+                    leaked.push(r["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    assert!(!leaked.is_empty(), "the tests' records name leaks");
+    assert_eq!(ran.code, 1);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+    for name in &leaked {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+        assert!(ran.stdout.contains(name.as_str()), "summary names {name}");
+    }
 }
