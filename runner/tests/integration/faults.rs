@@ -388,3 +388,34 @@ fn a_lagging_listing_cannot_hide_what_the_records_say_leaked() {
         assert!(ran.stdout.contains(name.as_str()), "summary names {name}");
     }
 }
+
+/// After Ctrl-C, a test that was running is reported as interrupted (not as
+/// a crash), with what the journal knows of its resources: its two
+/// sandboxes created, deleted and verified gone.
+#[test]
+fn an_interrupted_test_is_reported_interrupted_with_its_journaled_resources() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run(suite.path(), pods.path());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let ran = Running(Some(child))
+        .finish_within(Duration::from_secs(120))
+        .expect("the interrupted run ended");
+    assert_eq!(ran.code, 130);
+    let record = jsonl_under(&ran.results().join("records"))
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+        .find(|r| r["name"] == "sandboxes::create_two")
+        .expect("a record of the interrupted test");
+    let message = record["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("interrupted"), "{record:#}");
+    assert!(!message.contains("crashed or was killed"), "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2, "{record:#}");
+    for r in resources {
+        assert_eq!(r["state"], "deleted", "{record:#}");
+    }
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    assert!(!ran.stdout.contains("crashed or killed"), "{}", ran.stdout);
+}
