@@ -21,7 +21,7 @@ fn running(pid: i32) -> bool {
 
 /// Starts `run` on the fixture suite in slow mode with its own pods dir,
 /// and waits until a test is running.
-fn slow_run(suite: &Path, pods: &Path) -> Child {
+fn slow_run(suite: &Path, pods: &Path) -> Running {
     let flag = suite.join("running.flag");
     let mut child = runner()
         .env("TESTKIT_PODS_DIR", pods)
@@ -38,7 +38,7 @@ fn slow_run(suite: &Path, pods: &Path) -> Child {
         let _ = child.kill();
     }
     assert!(started, "the slow test started");
-    child
+    Running(Some(child))
 }
 
 /// The one pod under `pods`: (name, its `pod.json`).
@@ -62,7 +62,7 @@ fn the_pod(pods: &Path) -> (String, serde_json::Value, PathBuf) {
 fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let suite = fixture("suite");
     let pods = tempfile::tempdir().unwrap();
-    let mut child = slow_run(suite.path(), pods.path());
+    let child = slow_run(suite.path(), pods.path());
     let (name, record, record_dir) = the_pod(pods.path());
     let ls = Ran::from(
         runner()
@@ -82,8 +82,8 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let pid = record["pid"].as_i64().unwrap() as i32;
     let private = PathBuf::from(record["private_dir"].as_str().unwrap());
     assert!(running(pid) && private.is_dir());
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
-    child.wait().unwrap();
+    kill(child.pid(), Signal::SIGKILL).unwrap();
+    child.finish_within(Duration::from_secs(10));
     let gone = wait_for(Duration::from_secs(20), || {
         !running(pid) && !private.exists() && !record_dir.exists()
     });
@@ -115,8 +115,10 @@ fn pod_down_takes_a_runs_pod_down_by_name() {
             .unwrap(),
     );
     let pid = record["pid"].as_i64().unwrap() as i32;
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
-    let ran = Ran::from(child.wait_with_output().unwrap());
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(down.stdout.contains(&format!("pod {name} is down")));
     assert!(!running(pid) && !record_dir.exists());
@@ -397,8 +399,8 @@ fn an_interrupted_test_is_reported_interrupted_with_its_journaled_resources() {
     let suite = fixture("suite");
     let pods = tempfile::tempdir().unwrap();
     let child = slow_run(suite.path(), pods.path());
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
-    let ran = Running(Some(child))
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
         .finish_within(Duration::from_secs(120))
         .expect("the interrupted run ended");
     assert_eq!(ran.code, 130);
@@ -418,4 +420,74 @@ fn an_interrupted_test_is_reported_interrupted_with_its_journaled_resources() {
     }
     assert_eq!(record["cleanup"], "verified", "{record:#}");
     assert!(!ran.stdout.contains("crashed or killed"), "{}", ran.stdout);
+}
+
+/// The files of the results folder that hold the live credentials today;
+/// the only bytes of a run allowed to, until they move out of it.
+const CREDENTIAL_FILES: &[&str] = &["pod/handle.json", "pod/session.json"];
+
+/// Every byte a run writes (its output, every file of its results folder,
+/// the pod's logs among them, failing tests' logs included) is free of the
+/// pod's token and of the session cookie, but for the credential files.
+#[test]
+fn no_byte_a_run_writes_holds_the_token_or_the_session() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .env("FIXTURE_MODE", "fail")
+            .arg("run")
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "a failing test, so that its log is printed");
+    let results = ran.results();
+    let handle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join("pod/handle.json")).unwrap()).unwrap();
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(results.join("pod/session.json")).unwrap()).unwrap();
+    let token = handle["token"].as_str().unwrap().to_owned();
+    let cookie = session["credential"]["value"].as_str().unwrap();
+    let cookie = cookie.split_once('=').map_or(cookie, |(_, v)| v).to_owned();
+    assert!(token.len() >= 16 && cookie.len() >= 16, "real secrets");
+    let mut files = Vec::new();
+    all_files(&results, &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("pod/logs/pod.stderr.log")),
+        "{files:?}"
+    );
+    let mut scanned = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&results).unwrap();
+        if CREDENTIAL_FILES.iter().any(|c| rel == Path::new(c)) {
+            continue;
+        }
+        let bytes = std::fs::read(file).unwrap();
+        for (what, secret) in [("token", &token), ("session", &cookie)] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds the {what}",
+                rel.display()
+            );
+        }
+        scanned += 1;
+    }
+    assert!(scanned > 10, "{files:?}");
+    for (what, secret) in [("token", &token), ("session", &cookie)] {
+        assert!(
+            !ran.stdout.contains(secret.as_str()) && !ran.stderr.contains(secret.as_str()),
+            "the runner's output holds the {what}"
+        );
+    }
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
