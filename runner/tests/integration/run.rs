@@ -353,7 +353,11 @@ fn keep_leaves_the_pod_running_and_says_how_to_stop_it() {
     let health = format!("{}/api/health", handle["base_url"].as_str().unwrap());
     let alive = crate::http("GET", &health, None, None).0;
     let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    // `pod ls` lists the kept pod: `pod down` reclaims its private dir.
+    let name = handle["name"].as_str().unwrap();
+    let down = Ran::from(runner().args(["pod", "down", name]).output().unwrap());
     assert_eq!(alive, 200, "the kept pod answers");
+    assert_eq!(down.code, 0, "{}", down.stderr);
     assert_eq!(ran.verdict("tests").0, "pass");
 }
 
