@@ -44,6 +44,9 @@ enum Command {
     /// Start, inspect and stop pods by hand.
     #[command(subcommand, after_help = exit::help(exit::POD))]
     Pod(pod_cmd::PodCommand),
+    /// The dead-man's switch of a pod `run` started (internal).
+    #[command(hide = true)]
+    WatchPod(run::WatchArgs),
 }
 
 /// Parses the arguments and runs the verb; the exit code of the process.
@@ -68,6 +71,7 @@ pub(crate) fn main_impl() -> u8 {
         Command::Report(args) => report_cmd::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
         Command::Pod(cmd) => pod_cmd::run(cmd),
+        Command::WatchPod(args) => return run::watchdog(args),
     };
     if let Err(e) = &result {
         e.display_to_stderr();

@@ -5,7 +5,8 @@
 //! time, private dir, logs) and `logs/`. The pods dir is `TESTKIT_PODS_DIR`,
 //! else `$XDG_STATE_HOME/testkit/pods`, else `~/.local/state/testkit/pods`.
 //! A pod that went away without `down` (a crash, `kill -9`, a reboot) shows
-//! as dead in `ls`, and `down` reclaims what it left.
+//! as dead in `ls`, and `down` reclaims what it left. A pod `run` started
+//! is listed too, while the run goes on (its folder has `pod.json` only).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -134,26 +135,8 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         std::fs::rename(&staging, &dir)?;
         let handle_path = dir.join("handle.json");
         launched.handle.write_file(&handle_path)?;
-        let record = PodRecord {
-            name: name.clone(),
-            base_url: launched.handle.base_url().to_owned(),
-            pid: launched.pid,
-            pgid: launched.pgid,
-            start_ticks: launched.start_ticks,
-            private_dir: launched.private_dir.clone(),
-            home: launched.home.clone(),
-            logs_dir: dir.join("logs"),
-            health_path: launched
-                .handle
-                .health()
-                .unwrap_or(&config.pod.health_path)
-                .to_owned(),
-            started_at: now(),
-        };
-        std::fs::write(
-            dir.join("pod.json"),
-            serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
-        )?;
+        let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
+        write_record(&dir, &launched, health_path, dir.join("logs"))?;
         Ok(handle_path)
     })();
     let handle_path = match result {
@@ -202,6 +185,53 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     // Leave it running: its output goes to files, not to this process.
     std::mem::forget(launched);
     Ok(())
+}
+
+/// Records a pod `run` started under `<pods dir>/<name>/pod.json`, so that
+/// `pod ls` lists it and `pod down NAME` stops it while the run goes on (or
+/// after its runner died, until the watchdog took it down). No handle is
+/// written there: the run's credential stays where the run keeps it.
+/// Returns the record's folder, removed when the pod goes down.
+pub(crate) fn record_run_pod(
+    launched: &testkit::pod::LaunchedPod,
+    health_path: &str,
+) -> std::io::Result<PathBuf> {
+    let name = launched.handle.name();
+    let dir = pods_dir().join(name);
+    if dir.exists() {
+        return Err(std::io::Error::other(format!(
+            "{} already exists",
+            dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&dir)?;
+    write_record(&dir, launched, health_path, launched.logs_dir.clone())?;
+    Ok(dir)
+}
+
+/// Writes `<dir>/pod.json`.
+fn write_record(
+    dir: &std::path::Path,
+    launched: &testkit::pod::LaunchedPod,
+    health_path: &str,
+    logs_dir: PathBuf,
+) -> std::io::Result<()> {
+    let record = PodRecord {
+        name: launched.handle.name().to_owned(),
+        base_url: launched.handle.base_url().to_owned(),
+        pid: launched.pid,
+        pgid: launched.pgid,
+        start_ticks: launched.start_ticks,
+        private_dir: launched.private_dir.clone(),
+        home: launched.home.clone(),
+        logs_dir,
+        health_path: health_path.to_owned(),
+        started_at: now(),
+    };
+    std::fs::write(
+        dir.join("pod.json"),
+        serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?,
+    )
 }
 
 fn now() -> u64 {

@@ -13,6 +13,7 @@ mod pod;
 mod signal;
 mod suite;
 pub(crate) mod verdict;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -23,6 +24,7 @@ use phases::Run;
 pub(crate) use plan::default_results_root;
 use plan::Plan;
 pub(crate) use suite::Engine;
+pub(crate) use watch::{watchdog, WatchArgs};
 
 /// `testkit-runner run`.
 #[derive(Debug, Args)]

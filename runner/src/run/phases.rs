@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 use testkit::settings::var;
 
 use testkit::pod::{LaunchedPod, Pod, PodHandle};
+use testkit::resource::SweepBounds;
 
 use super::plan::Plan;
 use super::pod;
 use super::signal::Interrupt;
 use super::suite::{self, TestsOutcome};
 use super::verdict::{PhaseResult, Verdict, VerdictLog};
+use super::watch::{self, Crash, PodWatch};
 use crate::errors::{ExpectedError, RunFailure};
 use crate::summary::RunSummary;
 
@@ -51,6 +53,12 @@ pub(super) struct Run<'a> {
     /// tests use and their session. Removed when the run ends.
     secrets_dir: PathBuf,
     handle_file: PathBuf,
+    /// The crash watch over a pod the runner started.
+    watch: Option<PodWatch>,
+    /// Its `pod ls` record, removed when it goes down.
+    record_dir: Option<PathBuf>,
+    /// The pod's crash, once noticed (and given its verdict).
+    crash: Option<Crash>,
 }
 
 impl<'a> Run<'a> {
@@ -83,6 +91,9 @@ impl<'a> Run<'a> {
             handle_file: secrets_dir.join("handle.json"),
             secrets_dir,
             pod_dir,
+            watch: None,
+            record_dir: None,
+            crash: None,
         })
     }
 
@@ -122,8 +133,18 @@ impl<'a> Run<'a> {
                 let logs = self.pod_dir.join("logs");
                 match pod::start(&self.plan.config, &self.plan.suite_dir, &logs).await {
                     Ok(p) => {
+                        if let Err(e) = self.guard(&p) {
+                            let stopped = pod::stop(p).await.1;
+                            self.decide(PhaseResult::new(
+                                "up",
+                                Verdict::Fail,
+                                format!("{e}: a runner killed now would leave it running, so it was stopped ({stopped})"),
+                                started.elapsed(),
+                            ));
+                            return RunPod::NotUp;
+                        }
                         let evidence = format!(
-                            "started pod {} at {} (pid {}) in {}",
+                            "started pod {} at {} (pid {}) in {}, under a watchdog that stops it if the runner dies",
                             p.handle.name(),
                             p.handle.base_url(),
                             p.pid,
@@ -158,6 +179,53 @@ impl<'a> Run<'a> {
             }
         }
         pod
+    }
+
+    /// Puts a pod the runner started under its watchdog and its crash
+    /// watch, and lists it for `pod ls`.
+    fn guard(&mut self, p: &LaunchedPod) -> Result<(), String> {
+        let health = p
+            .handle
+            .health()
+            .unwrap_or(&self.plan.config.pod.health_path)
+            .to_owned();
+        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                // Still stopped by the watchdog; only `pod ls` will not show it.
+                eprintln!(
+                    "testkit-runner: cannot list pod {} for `pod ls`: {e}",
+                    p.handle.name()
+                );
+                None
+            }
+        };
+        if let Err(e) = watch::arm(p, self.record_dir.as_deref()) {
+            if let Some(dir) = self.record_dir.take() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(e);
+        }
+        self.watch = Some(PodWatch::start(p));
+        Ok(())
+    }
+
+    /// Whether the pod crashed; the first time, its own verdict, `pod`.
+    pub(super) fn pod_crashed(&mut self) -> bool {
+        if self.crash.is_some() {
+            return true;
+        }
+        let Some(c) = self.watch.as_ref().and_then(PodWatch::crash) else {
+            return false;
+        };
+        self.decide(PhaseResult::new(
+            "pod",
+            Verdict::Fail,
+            c.describe(),
+            c.after,
+        ));
+        self.crash = Some(c);
+        true
     }
 
     /// health: measured, never assumed. Whether the pod is reachable.
@@ -281,6 +349,7 @@ impl<'a> Run<'a> {
         };
         let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.decide(outcome.result.clone());
+        self.pod_crashed();
         Some(outcome)
     }
 
@@ -298,19 +367,58 @@ impl<'a> Run<'a> {
             ));
             return Vec::new();
         };
+        if self.pod_crashed() {
+            // Nothing can be swept, but the journal still says what was left.
+            let entries = testkit::resource::read_journal(&self.plan.results_dir);
+            let leaks: Vec<String> = testkit::resource::outstanding(&entries)
+                .into_iter()
+                .filter(|o| o.run == self.plan.run_id)
+                .map(|o| {
+                    format!(
+                        "{} `{}`: left on the crashed pod (the journal has no verified delete)",
+                        o.kind, o.name
+                    )
+                })
+                .collect();
+            let what = if leaks.is_empty() {
+                "the journal names nothing left".to_owned()
+            } else {
+                format!(
+                    "the journal names {} left: {}",
+                    leaks.len(),
+                    leaks.join("; ")
+                )
+            };
+            self.decide(PhaseResult::skip(
+                "residue",
+                format!("the pod crashed (see `pod`): nothing can be listed on it; {what}"),
+            ));
+            return leaks;
+        }
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
         let plan = self.plan;
-        let (verdict, evidence, leaks) = pod::residue(
-            p,
-            &plan.kinds,
-            &plan.config.suite.name_prefix,
-            &plan.run_id,
-            binaries
+        // A signal during the sweep cuts it short (one before it, which
+        // stopped the tests, does not: the sweep is the cleanup).
+        let mut interrupt = self.interrupt.clone();
+        let seen = interrupt.count();
+        let bounds = SweepBounds::default().deadline(sweep_deadline()).stop_on(
+            async move {
+                interrupt.more_than(seen).await;
+            },
+            "interrupted (SIGINT/SIGTERM)",
+        );
+        let spec = pod::ResidueSpec {
+            kinds: &plan.kinds,
+            prefix: &plan.config.suite.name_prefix,
+            run_id: &plan.run_id,
+            results_dir: &plan.results_dir,
+            sweeper: binaries
                 .first()
                 .map(|b| (b.as_path(), test_env(plan, &self.handle_file))),
-        )
-        .await;
+            bounds,
+        };
+        let (verdict, evidence, leaks) = pod::residue(p, spec).await;
         self.decide(PhaseResult::new(
             "residue",
             verdict,
@@ -343,7 +451,9 @@ impl<'a> Run<'a> {
                 ));
                 None
             }
-            RunPod::Started(p) if self.plan.keep => {
+            RunPod::Started(p) if self.plan.keep && !self.pod_crashed() => {
+                // Kept: the watchdog lets it be, `pod ls` still lists it.
+                watch::disarm();
                 let note = pod::keep_note(&p, &self.handle_file, &self.plan.run_id);
                 self.decide(PhaseResult::skip(
                     "down",
@@ -359,7 +469,27 @@ impl<'a> Run<'a> {
             RunPod::Started(p) => {
                 let started = Instant::now();
                 suite::progress_line("down: stopping the pod");
-                let (verdict, evidence) = pod::stop(*p).await;
+                self.pod_crashed();
+                let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
+                let (mut verdict, mut evidence) = pod::stop(*p).await;
+                // What the pod's tree held and outlived it (a crashed pod's
+                // sandbox processes, reparented away from its tree).
+                match watch::end_left_behind(&seen).await {
+                    Ok(0) => {}
+                    Ok(n) => evidence.push_str(&format!(
+                        "; {n} processes the pod had started outlived it: ended, verified gone"
+                    )),
+                    Err(survivors) => {
+                        verdict = Verdict::Fail;
+                        evidence.push_str(&format!(
+                            "; processes the pod had started survived SIGTERM and SIGKILL: {survivors:?}"
+                        ));
+                    }
+                }
+                if let Some(dir) = self.record_dir.take() {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                watch::disarm();
                 self.decide(PhaseResult::new(
                     "down",
                     verdict,
@@ -394,7 +524,9 @@ impl<'a> Run<'a> {
             }
         }
         // Without a session the run never got to test the pod.
-        let incomplete = !authenticated || tests.as_ref().is_some_and(|t| t.incomplete);
+        // Nor did it when the pod crashed under the tests.
+        let incomplete =
+            !authenticated || self.crash.is_some() || tests.as_ref().is_some_and(|t| t.incomplete);
         let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
         let result = if interrupted {
             Err(ExpectedError::Run(RunFailure::Interrupted))
@@ -471,6 +603,18 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
     }
     env
 }
+
+/// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
+/// else two minutes.
+fn sweep_deadline() -> Duration {
+    std::env::var(SWEEP_DEADLINE)
+        .ok()
+        .and_then(|t| humantime::parse_duration(t.trim()).ok())
+        .unwrap_or(Duration::from_secs(120))
+}
+
+/// The variable that bounds the residue sweep.
+pub(crate) const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)

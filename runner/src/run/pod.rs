@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use testkit::config::SuiteConfig;
 use testkit::pod::{HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
-use testkit::resource::Kinds;
+use testkit::resource::{Kinds, SweepBounds};
 
 use super::verdict::Verdict;
 
@@ -149,16 +149,32 @@ pub(crate) async fn measure_health(handle: &PodHandle, path: &str) -> HealthRepo
     report
 }
 
-/// Lists every kind by `<prefix>-<run id>-`: anything found is a leak,
-/// named, deleted and verified gone. Returns the verdict, its evidence and
-/// the leaks (`kind name: what became of it`).
-pub(crate) async fn residue(
-    pod: &Pod,
-    kinds: &Kinds,
-    prefix: &str,
-    run_id: &str,
-    sweeper: Option<(&Path, Vec<(String, std::ffi::OsString)>)>,
-) -> (Verdict, String, Vec<String>) {
+/// What the residue sweep goes after, and within which bounds.
+pub(crate) struct ResidueSpec<'a> {
+    pub(crate) kinds: &'a Kinds,
+    pub(crate) prefix: &'a str,
+    pub(crate) run_id: &'a str,
+    /// The results folder, whose journal names what the tests created.
+    pub(crate) results_dir: &'a Path,
+    /// A test binary that sweeps the Rust kinds, with its environment.
+    pub(crate) sweeper: Option<(&'a Path, Vec<(String, std::ffi::OsString)>)>,
+    pub(crate) bounds: SweepBounds<'a>,
+}
+
+/// Deletes by exact name what the journal says may still exist (a lagging
+/// listing cannot hide it), then lists every kind by `<prefix>-<run id>-`:
+/// anything found is a leak, named, deleted and verified gone, concurrently
+/// and within the bounds. Returns the verdict, its evidence and the leaks
+/// (`kind name: what became of it`).
+pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, String, Vec<String>) {
+    let ResidueSpec {
+        kinds,
+        prefix,
+        run_id,
+        results_dir,
+        sweeper,
+        bounds,
+    } = spec;
     let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     if names.is_empty() {
         return (
@@ -188,7 +204,11 @@ pub(crate) async fn residue(
             )),
         }
     }
-    report.merge(testkit::resource::sweep(pod, kinds, prefix, run_id).await);
+    // Then the journal's exact names and the listing of every other kind,
+    // bounded.
+    report.merge(
+        testkit::resource::sweep_run(pod, kinds, prefix, run_id, Some(results_dir), bounds).await,
+    );
     let mut leaks = Vec::new();
     for item in &report.found {
         let fate = if report.deleted.contains(item) {
@@ -200,7 +220,17 @@ pub(crate) async fn residue(
         };
         leaks.push(format!("{} `{}`: {fate}", item.kind, item.name));
     }
-    let listed = format!("listed {} by the run id `{run_id}`", names.join(", "));
+    let listed = match &report.cut_short {
+        Some(why) => format!(
+            "cut short ({why}) with {} not done; the journal's names and the listing of {} by the run id `{run_id}`",
+            report.leaked.len(),
+            names.join(", ")
+        ),
+        None => format!(
+            "the journal's names and the listing of {} by the run id `{run_id}`",
+            names.join(", ")
+        ),
+    };
     if report.found.is_empty() && report.is_clean() {
         return (Verdict::Pass, format!("{listed}: nothing left"), leaks);
     }

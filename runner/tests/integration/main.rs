@@ -5,6 +5,7 @@
 
 mod commands;
 mod fanout;
+mod faults;
 mod report;
 mod run;
 
@@ -110,6 +111,8 @@ pub(crate) fn runner_at(exe: &Path) -> Command {
             cmd.env_remove(key);
         }
     }
+    // The pods a run starts are listed there, not in the caller's HOME.
+    cmd.env("TESTKIT_PODS_DIR", shared_target().join("pods"));
     cmd
 }
 

@@ -412,8 +412,19 @@ fn keep_leaves_the_pod_running_and_says_how_to_stop_it() {
     let health = format!("{}/api/health", handle["base_url"].as_str().unwrap());
     let alive = crate::http("GET", &health, None, None).0;
     let _ = nix::sys::signal::killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    // `pod ls` lists the kept pod: `pod down` reclaims its private dir.
+    let name = handle["name"].as_str().unwrap();
+    let down = Ran::from(runner().args(["pod", "down", name]).output().unwrap());
     assert_eq!(alive, 200, "the kept pod answers");
+    assert_eq!(down.code, 0, "{}", down.stderr);
     assert_eq!(ran.verdict("tests").0, "pass");
+    // A kept pod keeps the run's credentials to reach it; gone with it.
+    let secrets = testkit::run::secrets_dir(&ran.run_id());
+    assert!(
+        secrets.join("handle.json").is_file(),
+        "the kept pod cannot be reached"
+    );
+    std::fs::remove_dir_all(&secrets).unwrap();
 }
 
 /// Ctrl-C during the tests: the tests stop, cleanup and the residue sweep

@@ -2,8 +2,13 @@
 //! prefix; [`janitor`] also deletes by exact name what a run's journals say
 //! may still exist. Neither ever touches a name that does not carry a run id.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::delete;
 use super::journal::{self, Event, Journal, JournalEntry};
@@ -51,6 +56,103 @@ pub struct SweepReport {
     /// Kinds this sweep listed.
     #[serde(default)]
     pub swept: Vec<String>,
+    /// Why the sweep stopped before it was done (its deadline passed, it
+    /// was interrupted); what it did not do is in `leaked` and `errors`.
+    #[serde(default)]
+    pub cut_short: Option<String>,
+}
+
+/// What stops a sweep early.
+type Stop<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// How many deletes run at once, unless [`SweepBounds::concurrency`] says.
+pub const DEFAULT_SWEEP_CONCURRENCY: usize = 16;
+
+/// The bounds of a sweep: deletes run concurrently (bounded), under one
+/// deadline for the whole sweep, and a stop signal cuts it short. A sweep cut
+/// short says what it did not do: never an empty report for work not done.
+#[non_exhaustive]
+pub struct SweepBounds<'a> {
+    concurrency: usize,
+    deadline: Option<(Instant, Duration)>,
+    stop: Option<(Stop<'a>, String)>,
+    cut_short: Option<String>,
+}
+
+impl Default for SweepBounds<'_> {
+    fn default() -> Self {
+        SweepBounds {
+            concurrency: DEFAULT_SWEEP_CONCURRENCY,
+            deadline: None,
+            stop: None,
+            cut_short: None,
+        }
+    }
+}
+
+impl<'a> SweepBounds<'a> {
+    /// At most `n` deletes at once (at least one).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    /// The whole sweep ends within `limit` from now.
+    pub fn deadline(mut self, limit: Duration) -> Self {
+        self.deadline = Some((Instant::now() + limit, limit));
+        self
+    }
+
+    /// The sweep stops when `stop` completes; `why` says what stopped it
+    /// (`interrupted by SIGTERM`).
+    pub fn stop_on(
+        mut self,
+        stop: impl Future<Output = ()> + Send + 'a,
+        why: impl Into<String>,
+    ) -> Self {
+        self.stop = Some((Box::pin(stop), why.into()));
+        self
+    }
+
+    /// Completes, with the reason, when the sweep must stop; at once when it
+    /// already had to.
+    async fn cut(&mut self) -> String {
+        if let Some(why) = &self.cut_short {
+            return why.clone();
+        }
+        let limit = self.deadline;
+        let deadline = async move {
+            match limit {
+                Some((at, limit)) => {
+                    tokio::time::sleep_until(at).await;
+                    format!(
+                        "the sweep's deadline ({}) passed",
+                        humantime::format_duration(limit)
+                    )
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let stop = async {
+            match &mut self.stop {
+                Some((fut, why)) => {
+                    fut.as_mut().await;
+                    why.clone()
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let why = tokio::select! {
+            why = deadline => why,
+            why = stop => why,
+        };
+        self.cut_short = Some(why.clone());
+        why
+    }
+
+    fn is_cut(&self) -> bool {
+        self.cut_short.is_some() || self.deadline.is_some_and(|(at, _)| Instant::now() >= at)
+    }
 }
 
 /// Sweeps the kinds of `kinds` (Rust kinds the caller does not link) in
@@ -170,7 +272,10 @@ async fn sweeper_report(kinds_wanted: &[String]) -> (SweepReport, std::process::
 impl SweepReport {
     /// Nothing leaked and every listing worked.
     pub fn is_clean(&self) -> bool {
-        self.leaked.is_empty() && self.errors.is_empty() && self.delegated.is_empty()
+        self.leaked.is_empty()
+            && self.errors.is_empty()
+            && self.delegated.is_empty()
+            && self.cut_short.is_none()
     }
 
     /// Adds what `other` found and did.
@@ -186,12 +291,25 @@ impl SweepReport {
         self.leaked.extend(other.leaked);
         self.refused.extend(other.refused);
         self.errors.extend(other.errors);
+        if self.cut_short.is_none() {
+            self.cut_short = other.cut_short;
+        }
     }
 }
 
 /// Lists every kind by `<prefix>-<run id>-`, deletes what it finds and
-/// verifies it gone.
+/// verifies it gone (concurrently, within the default bounds).
 pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> SweepReport {
+    sweep_within(pod, kinds, prefix, run_id, &mut SweepBounds::default()).await
+}
+
+async fn sweep_within(
+    pod: &Pod,
+    kinds: &Kinds,
+    prefix: &str,
+    run_id: &str,
+    bounds: &mut SweepBounds<'_>,
+) -> SweepReport {
     let mut report = SweepReport::default();
     if crate::run::validate_run_id(run_id).is_err() {
         report
@@ -204,9 +322,19 @@ pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> Swee
             report.delegated.push(spec.name().to_owned());
             continue;
         }
-        report.swept.push(spec.name().to_owned());
         let list_prefix = spec.naming().run_prefix(prefix, run_id);
-        match spec.list(pod, &list_prefix).await {
+        let listed = tokio::select! {
+            listed = spec.list(pod, &list_prefix) => listed,
+            why = bounds.cut() => {
+                report.errors.push(format!(
+                    "{} was not listed by `{list_prefix}`: {why}",
+                    spec.name()
+                ));
+                continue;
+            }
+        };
+        report.swept.push(spec.name().to_owned());
+        match listed {
             Ok(listed) => {
                 for r in listed {
                     let item = Resource {
@@ -228,7 +356,8 @@ pub async fn sweep(pod: &Pod, kinds: &Kinds, prefix: &str, run_id: &str) -> Swee
         }
     }
     let found = report.found.clone();
-    remove(pod, kinds, found, None, &mut report).await;
+    remove(pod, kinds, found, None, &mut report, bounds).await;
+    report.cut_short = bounds.cut_short.clone();
     report
 }
 
@@ -269,7 +398,17 @@ pub async fn janitor(
             run_id,
             results_dir,
         } => {
-            report.merge(janitor_run(pod, kinds, prefix, run_id, results_dir.as_deref()).await);
+            report.merge(
+                sweep_run(
+                    pod,
+                    kinds,
+                    prefix,
+                    run_id,
+                    results_dir.as_deref(),
+                    SweepBounds::default(),
+                )
+                .await,
+            );
         }
         JanitorTarget::OlderThan { results_root, age } => {
             let cutoff = journal::now_ms().saturating_sub(age.as_millis() as u64);
@@ -293,7 +432,17 @@ pub async fn janitor(
                 runs.sort();
                 runs.dedup();
                 for run_id in runs {
-                    report.merge(janitor_run(pod, kinds, prefix, run_id, Some(&dir)).await);
+                    report.merge(
+                        sweep_run(
+                            pod,
+                            kinds,
+                            prefix,
+                            run_id,
+                            Some(&dir),
+                            SweepBounds::default(),
+                        )
+                        .await,
+                    );
                 }
             }
         }
@@ -301,12 +450,17 @@ pub async fn janitor(
     report
 }
 
-async fn janitor_run(
+/// The residue of one run: first by exact name what its journals (in
+/// `results_dir`) say may still exist, whatever a listing shows, then by
+/// listing each kind by the run's prefix; all within `bounds`. Outcomes are
+/// appended to the run's journal.
+pub async fn sweep_run(
     pod: &Pod,
     kinds: &Kinds,
     prefix: &str,
     run_id: &str,
     results_dir: Option<&Path>,
+    mut bounds: SweepBounds<'_>,
 ) -> SweepReport {
     let mut report = SweepReport::default();
     if crate::run::validate_run_id(run_id).is_err() {
@@ -324,6 +478,13 @@ async fn janitor_run(
         for journal::Outstanding { kind, name, id, .. } in
             journal::outstanding(&entries).into_iter().rev()
         {
+            if kinds.get(&kind).is_some_and(|k| k.is_elsewhere()) {
+                // Rust code this binary does not link: its sweeper's work.
+                if !report.delegated.contains(&kind) {
+                    report.delegated.push(kind);
+                }
+                continue;
+            }
             let naming = kinds.get(&kind).map(|k| k.naming()).unwrap_or_default();
             let item = Resource { kind, name, id };
             if naming.carries_run_id(&item.name, prefix, run_id) {
@@ -335,21 +496,34 @@ async fn janitor_run(
         }
         let journal =
             Journal::at(journal::dir(dir).join(format!("janitor-{}.jsonl", std::process::id())));
-        remove(pod, kinds, todo, Some((&journal, run_id)), &mut report).await;
+        remove(
+            pod,
+            kinds,
+            todo,
+            Some((&journal, run_id)),
+            &mut report,
+            &mut bounds,
+        )
+        .await;
     }
-    let swept = sweep(pod, kinds, prefix, run_id).await;
+    let swept = sweep_within(pod, kinds, prefix, run_id, &mut bounds).await;
     report.merge(swept);
     report.found.sort();
     report.found.dedup();
     report
 }
 
+type Deleting<'f> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'f>>;
+
+/// Deletes `items` and verifies each gone, at most `bounds.concurrency` at
+/// once; when the bounds cut it short, what was not done is leaked, saying why.
 async fn remove(
     pod: &Pod,
     kinds: &Kinds,
     items: Vec<Resource>,
     journal: Option<(&Journal, &str)>,
     report: &mut SweepReport,
+    bounds: &mut SweepBounds<'_>,
 ) {
     let note = |item: &Resource, event: Event, detail: Option<String>| {
         if let Some((journal, run)) = journal {
@@ -358,31 +532,78 @@ async fn remove(
             ));
         }
     };
-    for item in items {
-        let Some(spec) = kinds.get(&item.kind) else {
-            report
-                .leaked
-                .push((item, "its kind is not declared in testkit.toml".to_owned()));
-            continue;
+    let delete_one = |item: Resource| -> Deleting<'_> {
+        Box::pin(async move {
+            let Some(spec) = kinds.get(&item.kind) else {
+                return Err("its kind is not declared in testkit.toml".to_owned());
+            };
+            let log = |_: String| {};
+            delete::delete_and_verify(
+                pod,
+                spec,
+                &item.to_ref(),
+                || note(&item, Event::Deleted, None),
+                &log,
+            )
+            .await
+            .map_err(|delete::Leak(why)| why)
+        })
+    };
+    let mut queue = items.into_iter();
+    let mut running: Vec<(Resource, Deleting<'_>)> = Vec::new();
+    loop {
+        while running.len() < bounds.concurrency && !bounds.is_cut() {
+            let Some(item) = queue.next() else { break };
+            running.push((item.clone(), delete_one(item)));
+        }
+        if running.is_empty() {
+            break;
+        }
+        let done = tokio::select! {
+            done = next_done(&mut running) => done,
+            _ = bounds.cut() => break,
         };
-        let log = |_: String| {};
-        match delete::delete_and_verify(
-            pod,
-            spec,
-            &item.to_ref(),
-            || note(&item, Event::Deleted, None),
-            &log,
-        )
-        .await
-        {
-            Ok(()) => {
+        match done {
+            (item, Ok(())) => {
                 note(&item, Event::Reaped, None);
                 report.deleted.push(item);
             }
-            Err(delete::Leak(why)) => {
+            (item, Err(why)) => {
                 note(&item, Event::Leaked, Some(why.clone()));
                 report.leaked.push((item, why));
             }
         }
     }
+    if queue.len() == 0 && running.is_empty() {
+        return;
+    }
+    // Cut short: by the stop, or by the deadline between two deletes.
+    let why = bounds
+        .cut_short
+        .get_or_insert_with(|| "the sweep's deadline passed".to_owned())
+        .clone();
+    for (item, _) in running.drain(..) {
+        let why = format!("not verified gone: {why} while it was being deleted");
+        note(&item, Event::Leaked, Some(why.clone()));
+        report.leaked.push((item, why));
+    }
+    for item in queue {
+        let why = format!("not deleted: {why}");
+        note(&item, Event::Leaked, Some(why.clone()));
+        report.leaked.push((item, why));
+    }
+}
+
+/// The first of `running` to finish, taken out of it.
+async fn next_done(running: &mut Vec<(Resource, Deleting<'_>)>) -> (Resource, Result<(), String>) {
+    std::future::poll_fn(|cx| {
+        for i in 0..running.len() {
+            if let Poll::Ready(result) = running[i].1.as_mut().poll(cx) {
+                let (item, _) = running.swap_remove(i);
+                return Poll::Ready((item, result));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }

@@ -35,7 +35,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use janitor::sweeper_main;
-pub use janitor::{janitor, sweep, sweep_in_binary, JanitorTarget, Resource, SweepReport};
+pub use janitor::{
+    janitor, sweep, sweep_in_binary, sweep_run, JanitorTarget, Resource, SweepBounds, SweepReport,
+    DEFAULT_SWEEP_CONCURRENCY,
+};
 pub use journal::{outstanding, read_journal, Event, JournalEntry, Outstanding};
 pub use kind::{
     KindError, KindFuture, KindSpec, Kinds, OpError, Presence, ResourceKind, ResourceRef, RustKind,

@@ -159,9 +159,11 @@ pub(super) fn start(
     } else {
         cmd.stderr(log);
     }
-    process::spawn_in_group(&mut cmd)
-        .map(|(child, _)| child)
-        .map_err(|e| format!("failed to start the test command: {e}"))
+    let (child, pgid) = process::spawn_in_group(&mut cmd)
+        .map_err(|e| format!("failed to start the test command: {e}"))?;
+    // A runner that dies leaves no test process behind either.
+    super::super::watch::also_end(pgid);
+    Ok(child)
 }
 
 /// The tests `cargo nextest list --message-format json` selects.
@@ -213,6 +215,7 @@ async fn capture(
     let file = std::fs::File::create(log)?;
     cmd.stdout(Stdio::piped()).stderr(file);
     let (mut child, pgid) = process::spawn_in_group(&mut cmd)?;
+    super::super::watch::also_end(pgid);
     let mut stdout = child.stdout.take().expect("piped");
     let reader = tokio::spawn(async move {
         use tokio::io::AsyncReadExt;

@@ -6,7 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use testkit::report::{self, FailureKind, Outcome, TestRecord};
+use testkit::report::{
+    self, CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
+};
+use testkit::resource::{Event, JournalEntry};
 
 use super::{Listed, TestsSpec};
 
@@ -35,12 +38,24 @@ pub(super) fn complete(
         .collect();
     let mut crashed = Vec::new();
     let mut written = Vec::new();
+    let journal: Vec<JournalEntry> = if interrupted {
+        testkit::resource::read_journal(spec.results_dir)
+            .into_iter()
+            .filter(|e| e.run == spec.run_id)
+            .collect()
+    } else {
+        Vec::new()
+    };
     for t in listed {
         if have.contains(&(t.binary.clone(), t.name.clone())) {
             continue;
         }
-        let synthetic = synthesize(spec, t, interrupted);
-        if synthetic.outcome == Outcome::Failed {
+        let synthetic = if interrupted {
+            interrupted_record(spec, t, &journal)
+        } else {
+            synthesize(spec, t, interrupted)
+        };
+        if synthetic.outcome == Outcome::Failed && !interrupted {
             crashed.push(format!("{}::{}", t.binary, t.name));
         }
         written.push(synthetic);
@@ -87,6 +102,88 @@ fn synthesize(spec: &TestsSpec<'_>, t: &Listed, interrupted: bool) -> TestRecord
     }
     record.skip_reason = skip;
     record
+}
+
+/// The record of a listed test that wrote none in an interrupted run: one
+/// that was running (nextest reported it, or the journal has its resources)
+/// was interrupted, with what the journal knows of its resources; one that
+/// never started was not run.
+fn interrupted_record(spec: &TestsSpec<'_>, t: &Listed, journal: &[JournalEntry]) -> TestRecord {
+    let resources = journaled(journal, &t.name);
+    let ran = resources.is_some() || t.event.as_deref().is_some_and(|e| e != "ignored");
+    if !ran || t.event.as_deref() == Some("ok") {
+        return synthesize(spec, t, true);
+    }
+    let (resources, cleanup) = resources.unwrap_or_default();
+    let count = |state: ResourceState| resources.iter().filter(|r| r.state == state).count();
+    let known = if resources.is_empty() {
+        "the journal has no resource of it".to_owned()
+    } else {
+        format!(
+            "the journal has {} resource(s) of it: {} deleted and verified gone, {} left (created or pending), {} leaked, {} kept",
+            resources.len(),
+            count(ResourceState::Deleted),
+            count(ResourceState::Created) + count(ResourceState::Pending),
+            count(ResourceState::Leaked),
+            count(ResourceState::Kept),
+        )
+    };
+    let seen = t
+        .event
+        .as_deref()
+        .map(|e| format!(" (nextest: {e})"))
+        .unwrap_or_default();
+    let mut record = TestRecord::new(spec.run_id, &t.binary, &t.name);
+    record.fail(
+        FailureKind::Error,
+        format!("interrupted: the run was interrupted while the test ran{seen}; {known}"),
+    );
+    record.resources = resources;
+    record.cleanup = cleanup;
+    record
+}
+
+/// What the journal knows of the resources of the test `name`: each with
+/// the state its last entry (the test's, or a reaper's) gives it, and the
+/// cleanup as a whole. `None` when the journal has nothing of the test.
+fn journaled(journal: &[JournalEntry], name: &str) -> Option<(Vec<ResourceRecord>, CleanupState)> {
+    let mut resources: Vec<ResourceRecord> = Vec::new();
+    for e in journal.iter().filter(|e| e.test == name) {
+        if !resources
+            .iter()
+            .any(|r| r.kind == e.kind && r.name == e.name)
+        {
+            resources.push(ResourceRecord {
+                kind: e.kind.clone(),
+                name: e.name.clone(),
+                state: ResourceState::Pending,
+            });
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    for r in &mut resources {
+        let last = journal
+            .iter()
+            .filter(|e| e.kind == r.kind && e.name == r.name)
+            .max_by_key(|e| e.time);
+        r.state = match last.map(|e| e.event) {
+            Some(Event::Verified | Event::Reaped | Event::Forgotten) => ResourceState::Deleted,
+            Some(Event::Kept) => ResourceState::Kept,
+            Some(Event::Leaked) => ResourceState::Leaked,
+            Some(Event::Created | Event::Deleted) => ResourceState::Created,
+            _ => ResourceState::Pending,
+        };
+    }
+    let cleanup = if resources.iter().all(|r| r.state == ResourceState::Deleted) {
+        CleanupState::Verified
+    } else if resources.iter().all(|r| r.state == ResourceState::Kept) {
+        CleanupState::Kept
+    } else {
+        CleanupState::Failed
+    };
+    Some((resources, cleanup))
 }
 
 /// Tests recorded so far.

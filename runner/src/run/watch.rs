@@ -1,0 +1,335 @@
+//! Watching a pod the runner started.
+//!
+//! The dead-man's switch: the pod is put under a watchdog, this same binary
+//! in a hidden mode (`testkit-runner watch-pod`), in a process group of its
+//! own, whose stdin is a pipe only the runner holds the write end of (it is
+//! close-on-exec, so no test process inherits it). The runner tells the
+//! watchdog, a line at a time, of other groups to end with it (the test
+//! engine's) and, once it has stopped or kept the pod itself, `release`.
+//! When the pipe closes without `release` (the runner died, SIGKILL
+//! included), the watchdog ends the groups and the pod's tree, verifies it
+//! drained, and removes the pod's private dir and its `pod ls` record.
+//!
+//! The crash watch: while the run goes on, the pod's process is polled; an
+//! exit nobody asked for is a verdict of its own, and what the pod's tree
+//! held is remembered, so that teardown ends what outlived the pod.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::Args;
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use testkit::pod::LaunchedPod;
+use testkit::process;
+
+/// How long the watchdog gives each group to end after SIGTERM.
+const WATCHDOG_GRACE: Duration = Duration::from_secs(3);
+
+/// The write end of the watchdog's pipe: process-wide, because the test
+/// engine's group is registered from deep inside the tests phase.
+static SWITCH: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
+/// `testkit-runner watch-pod` (hidden): the watchdog.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    #[arg(long)]
+    pgid: i32,
+    #[arg(long)]
+    ticks: Option<u64>,
+    #[arg(long)]
+    private_dir: PathBuf,
+    #[arg(long)]
+    logs_dir: PathBuf,
+    /// The pod's `pod ls` record folder, removed with the pod.
+    #[arg(long)]
+    record: Option<PathBuf>,
+}
+
+/// The watchdog's life: read the runner's lines until the pipe closes, then
+/// end what the runner did not.
+pub(crate) fn watchdog(args: WatchArgs) -> u8 {
+    let mut groups: Vec<(i32, Option<u64>)> = Vec::new();
+    let mut released = false;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["release"] => released = true,
+            ["group", pgid, ticks] => {
+                if let Ok(pgid) = pgid.parse() {
+                    groups.push((pgid, ticks.parse().ok()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return 1;
+    };
+    rt.block_on(async {
+        for (pgid, ticks) in groups {
+            if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
+                eprintln!("watchdog: group {pgid} survived: {survivors:?}");
+            }
+        }
+        if released {
+            return 0;
+        }
+        eprintln!(
+            "watchdog: the runner is gone; stopping pod group {}",
+            args.pgid
+        );
+        match testkit::pod::stop_recorded(
+            args.pgid,
+            args.ticks,
+            &args.private_dir,
+            Some(&args.logs_dir),
+            WATCHDOG_GRACE,
+        )
+        .await
+        {
+            Ok(r) => {
+                eprintln!(
+                    "watchdog: {} processes ended; {} deleted",
+                    r.processes,
+                    r.removed.display()
+                );
+                if let Some(record) = &args.record {
+                    let _ = std::fs::remove_dir_all(record);
+                }
+                0
+            }
+            Err(e) => {
+                eprintln!("watchdog: {e}");
+                1
+            }
+        }
+    })
+}
+
+/// Puts `pod` under a watchdog. Its output goes to `watchdog.log` in the
+/// pod's logs.
+pub(crate) fn arm(pod: &LaunchedPod, record: Option<&Path>) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the runner: {e}"))?;
+    let log_path = pod.logs_dir.join("watchdog.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("watch-pod")
+        .arg("--pgid")
+        .arg(pod.pgid.to_string())
+        .arg("--private-dir")
+        .arg(&pod.private_dir)
+        .arg("--logs-dir")
+        .arg(&pod.logs_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(false);
+    if let Some(t) = pod.start_ticks {
+        cmd.arg("--ticks").arg(t.to_string());
+    }
+    if let Some(r) = record {
+        cmd.arg("--record").arg(r);
+    }
+    let (mut child, _) = process::spawn_in_group(&mut cmd)
+        .map_err(|e| format!("cannot start the pod's watchdog: {e}"))?;
+    let stdin = child.stdin.take().ok_or("the watchdog has no stdin")?;
+    let fd: OwnedFd = stdin
+        .into_owned_fd()
+        .map_err(|e| format!("the watchdog's pipe: {e}"))?;
+    // Writes are a few bytes into an empty pipe: they never wait.
+    *SWITCH.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::fs::File::from(fd));
+    // Reaped whenever it ends; the runner never waits for it.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
+    Ok(())
+}
+
+fn send(line: &str) {
+    if let Some(f) = SWITCH.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// The group `pgid` (the test engine's) ends with the runner.
+pub(crate) fn also_end(pgid: i32) {
+    if let Some(ticks) = process::start_ticks(pgid) {
+        send(&format!("group {pgid} {ticks}"));
+    }
+}
+
+/// The runner has stopped (or keeps) the pod itself: the watchdog leaves
+/// it alone, and exits.
+pub(crate) fn disarm() {
+    send("release");
+    SWITCH.lock().unwrap_or_else(|e| e.into_inner()).take();
+}
+
+/// An exit of the pod nobody asked for.
+#[derive(Debug, Clone)]
+pub(crate) struct Crash {
+    /// `exit status 134`, `killed by SIGABRT`.
+    pub(crate) status: String,
+    pub(crate) at: SystemTime,
+    /// How long after it was up.
+    pub(crate) after: Duration,
+    /// The last lines of its stderr, redacted.
+    pub(crate) last_lines: Vec<String>,
+}
+
+impl Crash {
+    pub(crate) fn describe(&self) -> String {
+        let at = humantime::format_rfc3339_seconds(self.at);
+        let lines = if self.last_lines.is_empty() {
+            "it printed nothing on stderr".to_owned()
+        } else {
+            format!("its last lines: {}", self.last_lines.join(" | "))
+        };
+        format!(
+            "the pod crashed mid-run: {} at {at}, {} after it was up; {lines}",
+            self.status,
+            humantime::format_duration(Duration::from_secs(self.after.as_secs())),
+        )
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    crash: Option<Crash>,
+    tree: BTreeSet<(i32, u64)>,
+}
+
+/// Watches the pod's process until [`PodWatch::stop`].
+pub(crate) struct PodWatch {
+    seen: Arc<Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PodWatch {
+    pub(crate) fn start(pod: &LaunchedPod) -> PodWatch {
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (pid, pgid) = (pod.pid as i32, pod.pgid);
+        let stderr_log = pod.logs_dir.join("pod.stderr.log");
+        let up = Instant::now();
+        let shared = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                // WNOWAIT: the status is read, the child left for its owner to reap.
+                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+                let status = match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+                    Ok(WaitStatus::Exited(_, code)) => Some(format!("exit status {code}")),
+                    Ok(WaitStatus::Signaled(_, sig, _)) => Some(format!("killed by {sig}")),
+                    Ok(_) => None,
+                    Err(e) => Some(format!("gone ({e})")),
+                };
+                {
+                    let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    match status {
+                        Some(status) => {
+                            s.crash = Some(Crash {
+                                status,
+                                at: SystemTime::now(),
+                                after: up.elapsed(),
+                                last_lines: last_lines(&stderr_log, 5),
+                            });
+                            return;
+                        }
+                        None => s.tree.extend(process::tree_of(pgid)),
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        PodWatch { seen, task }
+    }
+
+    /// The crash, if the pod exited.
+    pub(crate) fn crash(&self) -> Option<Crash> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .crash
+            .clone()
+    }
+
+    /// Stops watching (the runner is about to stop the pod); returns every
+    /// process the pod's tree was seen to hold.
+    pub(crate) fn stop(self) -> Vec<(i32, u64)> {
+        self.task.abort();
+        let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        s.tree.iter().copied().collect()
+    }
+}
+
+/// Ends the processes of `seen` still alive (the same pid with the same
+/// start time): what a crashed pod left behind, outside its tree now.
+/// SIGTERM, a grace, SIGKILL, verified. Returns how many there were, or the
+/// survivors with their command lines.
+pub(crate) async fn end_left_behind(seen: &[(i32, u64)]) -> Result<usize, Vec<(i32, String)>> {
+    use nix::sys::signal::{kill, Signal};
+    let alive = |set: &[(i32, u64)]| -> Vec<(i32, u64)> {
+        set.iter()
+            .copied()
+            .filter(|&(p, t)| running(p, t))
+            .collect()
+    };
+    let left = alive(seen);
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        for &(pid, t) in &alive(&left) {
+            if running(pid, t) {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
+        }
+        let deadline = Instant::now() + WATCHDOG_GRACE;
+        while !alive(&left).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let still = alive(&left);
+    if still.is_empty() {
+        Ok(left.len())
+    } else {
+        Err(still
+            .into_iter()
+            .map(|(p, _)| (p, process::command_of(p)))
+            .collect())
+    }
+}
+
+/// `pid` runs (not a zombie) and started at `ticks`.
+fn running(pid: i32, ticks: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    !matches!(f.first(), Some(&"Z") | Some(&"X"))
+        && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+}
+
+fn last_lines(path: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let mut lines: Vec<String> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .map(|l| testkit::redact(l).into_owned())
+        .collect();
+    lines.reverse();
+    lines
+}

@@ -1,0 +1,494 @@
+//! A run under faults: a runner killed with SIGKILL, a pod that crashes
+//! mid-run. Real processes, real signals, `sandboxd`'s `--fault` switches.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::{fixture, runner, wait_for, Ran};
+
+/// `pid` is a live process (not a zombie waiting for a reaper).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Starts `run` on the fixture suite in slow mode with its own pods dir,
+/// and waits until a test is running.
+fn slow_run(suite: &Path, pods: &Path) -> Running {
+    let flag = suite.join("running.flag");
+    let mut child = runner()
+        .env("TESTKIT_PODS_DIR", pods)
+        .env("FIXTURE_MODE", "slow")
+        .env("FIXTURE_FLAG", &flag)
+        .arg("run")
+        .arg(suite)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = wait_for(Duration::from_secs(240), || flag.exists());
+    if !started {
+        let _ = child.kill();
+    }
+    assert!(started, "the slow test started");
+    Running(Some(child))
+}
+
+/// The one pod under `pods`: (name, its `pod.json`).
+fn the_pod(pods: &Path) -> (String, serde_json::Value, PathBuf) {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(pods)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("pod.json").is_file())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one pod recorded: {dirs:?}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dirs[0].join("pod.json")).unwrap()).unwrap();
+    let name = record["name"].as_str().unwrap().to_owned();
+    (name, record, dirs[0].clone())
+}
+
+/// A SIGKILLed runner leaves no pod behind: until it dies the pod is listed
+/// by `pod ls`; within seconds of its death the pod's processes are gone,
+/// its private dir (token inside) deleted, its record removed.
+#[test]
+fn a_sigkilled_runner_does_not_orphan_its_pod() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run(suite.path(), pods.path());
+    let (name, record, record_dir) = the_pod(pods.path());
+    let ls = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "ls"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ls.code, 0);
+    assert!(
+        ls.stdout
+            .lines()
+            .any(|l| l.starts_with(&name) && l.contains("alive")),
+        "{}",
+        ls.stdout
+    );
+    let pid = record["pid"].as_i64().unwrap() as i32;
+    let private = PathBuf::from(record["private_dir"].as_str().unwrap());
+    assert!(running(pid) && private.is_dir());
+    kill(child.pid(), Signal::SIGKILL).unwrap();
+    child.finish_within(Duration::from_secs(10));
+    let gone = wait_for(Duration::from_secs(20), || {
+        !running(pid) && !private.exists() && !record_dir.exists()
+    });
+    if running(pid) {
+        let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    assert!(
+        gone,
+        "pod {name}: running {}, private dir left {}, record left {}",
+        running(pid),
+        private.exists(),
+        record_dir.exists()
+    );
+}
+
+/// While a run goes on, `pod down NAME` takes its pod down by the name
+/// `pod ls` shows; the run then ends without leaving anything running.
+#[test]
+fn pod_down_takes_a_runs_pod_down_by_name() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run(suite.path(), pods.path());
+    let (name, record, record_dir) = the_pod(pods.path());
+    let down = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "down", &name])
+            .output()
+            .unwrap(),
+    );
+    let pid = record["pid"].as_i64().unwrap() as i32;
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(down.stdout.contains(&format!("pod {name} is down")));
+    assert!(!running(pid) && !record_dir.exists());
+    assert_ne!(ran.code, 0);
+}
+
+/// A pod that crashes mid-run (`--fault crash-after=N`) is named by a
+/// verdict of its own (how it ended, when, its last lines), the run exits 2,
+/// and teardown ends the sandbox process that outlived the pod.
+#[test]
+fn a_pod_that_crashes_mid_run_is_named_and_its_processes_end() {
+    let suite = fixture("suite");
+    let toml = suite.path().join("testkit.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(
+        "\n[pod]\ncommand = [\"sandboxd\", \"serve\", \"--fault\", \"crash-after=25\"]\n",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let flag = suite.path().join("pid.flag");
+    let pods = tempfile::tempdir().unwrap();
+    let ran = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("FIXTURE_MODE", "crash")
+            .env("FIXTURE_FLAG", &flag)
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "test(create_two)"])
+            .output()
+            .unwrap(),
+    );
+    let sleeper: i32 = std::fs::read_to_string(&flag)
+        .expect("the test started a process in a sandbox")
+        .trim()
+        .parse()
+        .unwrap();
+    let left = running(sleeper);
+    if left {
+        let _ = kill(Pid::from_raw(sleeper), Signal::SIGKILL);
+    }
+    assert_eq!(ran.code, 2, "the run could not complete");
+    let (verdict, evidence) = ran.verdict("pod");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains("crashed mid-run") && evidence.contains("after it was up"),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains("killed by SIGABRT") || evidence.contains("exit status"),
+        "{evidence}"
+    );
+    assert!(ran.stdout.contains("crashed mid-run"), "{}", ran.stdout);
+    // The sandboxes the test created are named, not "leaks: none".
+    let (_, residue) = ran.verdict("residue");
+    assert!(residue.contains("the journal names 2 left"), "{residue}");
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+    let (down, why) = ran.verdict("down");
+    assert_eq!(down, "pass", "{why}");
+    assert!(why.contains("outlived it: ended"), "{why}");
+    assert!(!left, "the sandbox's process {sleeper} outlived teardown");
+    assert!(std::fs::read_dir(pods.path()).unwrap().next().is_none());
+}
+
+/// A runner started by a test, killed if the test fails before it ends.
+struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for it at most `limit` (killing it then), with its output.
+    fn finish_within(mut self, limit: Duration) -> Option<Ran> {
+        let mut child = self.0.take().unwrap();
+        let ended = wait_for(limit, || child.try_wait().unwrap().is_some());
+        if !ended {
+            let _ = child.kill();
+        }
+        let ran = Ran::from(child.wait_with_output().unwrap());
+        ended.then_some(ran)
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.0.as_ref().unwrap().id() as i32)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGINT);
+            if !wait_for(Duration::from_secs(60), || c.try_wait().unwrap().is_some()) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A run id no earlier run of this test used (its results folder is new).
+fn fresh_run_id(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{what}{}{nanos:x}", std::process::id() % 1000)
+        .chars()
+        .take(16)
+        .collect()
+}
+
+/// The text of every `.jsonl` file under `dir`.
+fn jsonl_under(dir: &Path) -> Vec<String> {
+    let mut texts = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            texts.extend(jsonl_under(&path));
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            texts.push(std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    texts
+}
+
+/// A caller's pod whose deletes all fail, with `n` sandboxes of run `run_id`
+/// planted behind the framework's back.
+fn pod_with_leaks(run_id: &str, n: usize, faults: &[&str]) -> (crate::CallerPod, Vec<String>) {
+    let mut args = vec!["--fault", "delete-fail=1000000"];
+    for f in faults {
+        args.extend(["--fault", f]);
+    }
+    let pod = crate::CallerPod::start_with(&args);
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let names: Vec<String> = (0..n)
+        .map(|i| format!("ct-{run_id}-plant0-{i:02}"))
+        .collect();
+    for name in &names {
+        let (status, body) = crate::http(
+            "POST",
+            &pod.url("/api/sandboxes"),
+            Some(&token),
+            Some(&serde_json::json!({ "name": name }).to_string()),
+        );
+        assert!(status < 300, "{status} {body}");
+    }
+    (pod, names)
+}
+
+/// A run of one quick test against `pod`, whose sweep has `deadline`.
+fn sweep_of(
+    suite: &Path,
+    run_id: &str,
+    pod: &crate::CallerPod,
+    deadline: &str,
+) -> std::process::Command {
+    let mut cmd = runner();
+    cmd.env("TESTKIT_SWEEP_DEADLINE", deadline)
+        .arg("run")
+        .arg(suite)
+        .args(["--run-id", run_id, "-E", "test(capabilities)"])
+        .arg("--handle-json")
+        .arg(&pod.handle_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// With every delete failing, 40 leaks are swept concurrently under one
+/// deadline: the sweep ends when it passes, names every leak as not deleted
+/// and fails the run (one at a time, the sweep would take 400 s and more).
+#[test]
+fn the_residue_sweep_is_concurrent_and_ends_at_its_deadline() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("dl");
+    let (pod, names) = pod_with_leaks(run_id, 40, &[]);
+    let child = sweep_of(suite.path(), run_id, &pod, "4s").spawn().unwrap();
+    let ran = Running(Some(child))
+        .finish_within(Duration::from_secs(240))
+        .expect("the run ended: the sweep is bounded");
+    assert_eq!(ran.code, 1);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail");
+    assert!(evidence.contains("deadline (4s) passed"), "{evidence}");
+    for name in &names {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+    }
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+}
+
+/// SIGTERM during the residue sweep cuts it short: the run ends at once,
+/// exit 130, and the sweep's verdict says what is left.
+#[test]
+fn sigterm_cuts_the_residue_sweep_short_and_says_what_is_left() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("term");
+    let (pod, names) = pod_with_leaks(run_id, 40, &[]);
+    let results = tempfile::tempdir().unwrap();
+    let child = sweep_of(suite.path(), run_id, &pod, "30m")
+        .arg("--results")
+        .arg(results.path())
+        .spawn()
+        .unwrap();
+    let running = Running(Some(child));
+    let verdicts = results.path().join("verdict.jsonl");
+    let sweeping = wait_for(Duration::from_secs(240), || {
+        std::fs::read_to_string(&verdicts).is_ok_and(|t| t.contains("\"phase\":\"tests\""))
+    });
+    assert!(sweeping, "the run reached the residue sweep");
+    // The planted sandboxes are being deleted (each try answers 503).
+    std::thread::sleep(Duration::from_secs(1));
+    kill(running.pid(), Signal::SIGTERM).unwrap();
+    let ran = running
+        .finish_within(Duration::from_secs(60))
+        .expect("SIGTERM ended the sweep");
+    assert_eq!(ran.code, 130);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail");
+    assert!(evidence.contains("cut short (interrupted"), "{evidence}");
+    for name in &names {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+    }
+}
+
+/// With a listing 60 s behind and deletes failing, what the tests' records
+/// say leaked is named by the residue sweep (from the journal) and in the
+/// summary: a lagging listing cannot make it say "nothing left".
+#[test]
+fn a_lagging_listing_cannot_hide_what_the_records_say_leaked() {
+    let suite = fixture("suite");
+    let run_id = &fresh_run_id("lag");
+    let (pod, _) = pod_with_leaks(run_id, 0, &["list-lag=60s"]);
+    let child = runner()
+        .env("TESTKIT_SWEEP_DEADLINE", "5s")
+        .arg("run")
+        .arg(suite.path())
+        .args(["--run-id", run_id, "--handle-json"])
+        .arg(&pod.handle_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = Running(Some(child))
+        .finish_within(Duration::from_secs(300))
+        .expect("the run ended");
+    let mut leaked = Vec::new();
+    for text in jsonl_under(&ran.results().join("records")) {
+        for line in text.lines() {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            for r in record["resources"].as_array().into_iter().flatten() {
+                if r["state"] == "leaked" {
+                    leaked.push(r["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+    }
+    assert!(!leaked.is_empty(), "the tests' records name leaks");
+    assert_eq!(ran.code, 1);
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+    for name in &leaked {
+        assert!(
+            evidence.contains(&format!("`{name}`")),
+            "{name}: {evidence}"
+        );
+        assert!(ran.stdout.contains(name.as_str()), "summary names {name}");
+    }
+}
+
+/// After Ctrl-C, a test that was running is reported as interrupted (not as
+/// a crash), with what the journal knows of its resources: its two
+/// sandboxes created, deleted and verified gone.
+#[test]
+fn an_interrupted_test_is_reported_interrupted_with_its_journaled_resources() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run(suite.path(), pods.path());
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
+        .finish_within(Duration::from_secs(120))
+        .expect("the interrupted run ended");
+    assert_eq!(ran.code, 130);
+    let record = jsonl_under(&ran.results().join("records"))
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+        .find(|r| r["name"] == "sandboxes::create_two")
+        .expect("a record of the interrupted test");
+    let message = record["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("interrupted"), "{record:#}");
+    assert!(!message.contains("crashed or was killed"), "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2, "{record:#}");
+    for r in resources {
+        assert_eq!(r["state"], "deleted", "{record:#}");
+    }
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    assert!(!ran.stdout.contains("crashed or killed"), "{}", ran.stdout);
+}
+
+/// Every byte a run writes (its output, every file of its results folder,
+/// the pod's logs among them, failing tests' logs included) is free of the
+/// pod's token and of the session cookie. The pod is kept (`--keep`) so that
+/// the run's secrets dir, outside the results folder, is still there to tell
+/// this test what the secrets are; then the pod is taken down.
+#[test]
+fn no_byte_a_run_writes_holds_the_token_or_the_session() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .env("FIXTURE_MODE", "fail")
+            .arg("run")
+            .arg(suite.path())
+            .arg("--keep")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "a failing test, so that its log is printed");
+    let results = ran.results();
+    let secrets = testkit::run::secrets_dir(&ran.run_id());
+    let handle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(secrets.join("handle.json")).unwrap()).unwrap();
+    let session: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(secrets.join("session.json")).unwrap()).unwrap();
+    let name = handle["name"].as_str().unwrap().to_owned();
+    let down = Ran::from(runner().args(["pod", "down", &name]).output().unwrap());
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    std::fs::remove_dir_all(&secrets).unwrap();
+    let token = handle["token"].as_str().unwrap().to_owned();
+    let cookie = session["credential"]["value"].as_str().unwrap();
+    let cookie = cookie.split_once('=').map_or(cookie, |(_, v)| v).to_owned();
+    assert!(token.len() >= 16 && cookie.len() >= 16, "real secrets");
+    let mut files = Vec::new();
+    all_files(&results, &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("pod/logs/pod.stderr.log")),
+        "{files:?}"
+    );
+    let mut scanned = 0;
+    for file in &files {
+        let rel = file.strip_prefix(&results).unwrap();
+        let bytes = std::fs::read(file).unwrap();
+        for (what, secret) in [("token", &token), ("session", &cookie)] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds the {what}",
+                rel.display()
+            );
+        }
+        scanned += 1;
+    }
+    assert!(scanned > 10, "{files:?}");
+    for (what, secret) in [("token", &token), ("session", &cookie)] {
+        assert!(
+            !ran.stdout.contains(secret.as_str()) && !ran.stderr.contains(secret.as_str()),
+            "the runner's output holds the {what}"
+        );
+    }
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            all_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
