@@ -29,12 +29,16 @@ impl Interrupt {
                     _ = term.recv() => "SIGTERM",
                 };
                 let n = *tx.borrow() + 1;
-                if n == 1 {
-                    eprintln!("\ntestkit-runner: {name}: stopping the tests, then cleanup, residue sweep and teardown (again to hurry)");
-                } else {
-                    eprintln!("\ntestkit-runner: {name} again: killing the tests; the residue sweep and teardown still run");
-                }
+                // Counted before it is said: a closed stderr (eprintln!
+                // would panic and end this listener) must not lose a signal.
                 let _ = tx.send(n);
+                let said = if n == 1 {
+                    format!("\ntestkit-runner: {name}: stopping the tests, then cleanup, residue sweep and teardown (again to hurry)\n")
+                } else {
+                    format!("\ntestkit-runner: {name} again: killing the tests; the residue sweep and teardown still run\n")
+                };
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(said.as_bytes());
             }
         });
         Interrupt { rx }
