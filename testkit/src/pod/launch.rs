@@ -675,6 +675,25 @@ async fn stop_group(
 fn keep_logs(stdout_raw: &Path, logs_dir: &Path, stderr_log: &Path) {
     if let Ok(text) = std::fs::read(stdout_raw) {
         let text = String::from_utf8_lossy(&text);
+        // The process that stops a pod may not be the one that read its
+        // handle (`pod down` of a kept pod): the handle the pod printed is
+        // in this very output, so its secrets are registered from there.
+        for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
+            let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(line.trim()) else {
+                continue;
+            };
+            if !obj.contains_key("token") {
+                continue;
+            }
+            for (key, value) in &obj {
+                if let (false, Some(v)) = (
+                    matches!(key.as_str(), "name" | "base_url" | "health"),
+                    value.as_str(),
+                ) {
+                    crate::register_secret(v);
+                }
+            }
+        }
         let _ = std::fs::write(
             logs_dir.join("pod.stdout.log"),
             crate::redact(&text).as_bytes(),
