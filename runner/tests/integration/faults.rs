@@ -22,17 +22,27 @@ fn running(pid: i32) -> bool {
 /// Starts `run` on the fixture suite in slow mode with its own pods dir,
 /// and waits until a test is running.
 fn slow_run(suite: &Path, pods: &Path) -> Running {
+    slow_run_with(suite, pods, |_| {})
+}
+
+/// [`slow_run`], with `adjust` applied to the runner's command last.
+fn slow_run_with(
+    suite: &Path,
+    pods: &Path,
+    adjust: impl FnOnce(&mut std::process::Command),
+) -> Running {
     let flag = suite.join("running.flag");
-    let mut child = runner()
+    let mut command = runner();
+    command
         .env("TESTKIT_PODS_DIR", pods)
         .env("FIXTURE_MODE", "slow")
         .env("FIXTURE_FLAG", &flag)
         .arg("run")
         .arg(suite)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    adjust(&mut command);
+    let mut child = command.spawn().unwrap();
     let started = wait_for(Duration::from_secs(240), || flag.exists());
     if !started {
         let _ = child.kill();
@@ -491,4 +501,23 @@ fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// A runner whose stderr nobody reads any more (the shell or CI step that
+/// started it went away, so writing there fails with EPIPE) still hears
+/// Ctrl-C: saying so on stderr must not decide whether the interrupt counts.
+#[test]
+fn ctrl_c_reaches_a_runner_whose_stderr_is_gone() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let (read, write) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let child = slow_run_with(suite.path(), pods.path(), |cmd| {
+        cmd.stderr(Stdio::from(write));
+    });
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
+        .finish_within(Duration::from_secs(120))
+        .expect("the interrupted run ended (the slow test waits 300 s otherwise)");
+    assert_eq!(ran.code, 130, "{}", ran.stdout);
 }
