@@ -48,8 +48,6 @@ pub use launch::{
 };
 pub use session::{connect, ConnectError};
 
-pub use crate::process::is_alive;
-
 /// The environment variable that names a pod handle file.
 pub const HANDLE_ENV: &str = crate::settings::var::POD_HANDLE;
 

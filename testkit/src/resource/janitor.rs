@@ -392,23 +392,27 @@ pub async fn janitor(
     prefix: &str,
     target: &JanitorTarget,
 ) -> SweepReport {
+    let of_run = |run_id: &str, dir: Option<&Path>| {
+        let (run_id, dir) = (run_id.to_owned(), dir.map(Path::to_owned));
+        async move {
+            sweep_run(
+                pod,
+                kinds,
+                prefix,
+                &run_id,
+                dir.as_deref(),
+                SweepBounds::default(),
+            )
+            .await
+        }
+    };
     let mut report = SweepReport::default();
     match target {
         JanitorTarget::Run {
             run_id,
             results_dir,
         } => {
-            report.merge(
-                sweep_run(
-                    pod,
-                    kinds,
-                    prefix,
-                    run_id,
-                    results_dir.as_deref(),
-                    SweepBounds::default(),
-                )
-                .await,
-            );
+            report.merge(of_run(run_id, results_dir.as_deref()).await);
         }
         JanitorTarget::OlderThan { results_root, age } => {
             let cutoff = journal::now_ms().saturating_sub(age.as_millis() as u64);
@@ -432,17 +436,7 @@ pub async fn janitor(
                 runs.sort();
                 runs.dedup();
                 for run_id in runs {
-                    report.merge(
-                        sweep_run(
-                            pod,
-                            kinds,
-                            prefix,
-                            run_id,
-                            Some(&dir),
-                            SweepBounds::default(),
-                        )
-                        .await,
-                    );
+                    report.merge(of_run(run_id, Some(&dir)).await);
                 }
             }
         }

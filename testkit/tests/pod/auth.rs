@@ -13,6 +13,13 @@ fn suite(toml: &str) -> SuiteConfig {
     SuiteConfig::parse(toml, std::path::Path::new("/suite/testkit.toml")).unwrap()
 }
 
+/// What connecting to `handle` with `config` fails with.
+fn connect_error(rt: &tokio::runtime::Runtime, handle: &PodHandle, config: &SuiteConfig) -> String {
+    rt.block_on(connect(handle.clone(), config, None))
+        .unwrap_err()
+        .to_string()
+}
+
 /// A sandboxd with a long token window, stopped when dropped (so that a
 /// failed assertion leaves nothing running), and its validated handle.
 struct Started {
@@ -79,10 +86,7 @@ fn a_probe_the_service_does_not_have_is_named_with_its_url() {
     );
     // A header the service ignores: the capabilities endpoint says so…
     let ignored = "[auth]\nsend = \"header\"\nheader = \"X-Token\"\nprobe = \"GET /api/sandboxes\"";
-    let err = rt
-        .block_on(connect(pod.handle.clone(), &suite(ignored), None))
-        .unwrap_err()
-        .to_string();
+    let err = connect_error(&rt, &pod.handle, &suite(ignored));
     assert!(
         err.contains("[capabilities] GET /api/capabilities") && err.contains("answered 401"),
         "{err}"
@@ -113,10 +117,7 @@ fn a_refused_login_names_the_request_and_what_to_check() {
         "[auth]\nprobe = \"GET /api/sandboxes\"\n[auth.login]\nrequest = \"POST /api/login/{user}\"\nbody = '{\"u\": \"{user}\"}'\nsend = \"none\"\ncookie = true",
     );
     // The handle has no `user`: the placeholder is named with those there are.
-    let err = rt
-        .block_on(connect(pod.handle.clone(), &config, None))
-        .unwrap_err()
-        .to_string();
+    let err = connect_error(&rt, &pod.handle, &config);
     assert!(
         err.contains("`{user}`") && err.contains("{base_url}"),
         "{err}"
@@ -124,10 +125,7 @@ fn a_refused_login_names_the_request_and_what_to_check() {
     let config = suite(
         "[auth]\nprobe = \"GET /api/sandboxes\"\n[auth.login]\nrequest = \"GET /api/nope\"\ncookie = true",
     );
-    let err = rt
-        .block_on(connect(pod.handle.clone(), &config, None))
-        .unwrap_err()
-        .to_string();
+    let err = connect_error(&rt, &pod.handle, &config);
     assert!(
         err.contains("[auth.login] GET /api/nope answered 404") && err.contains("testkit.toml"),
         "{err}"
