@@ -17,9 +17,11 @@
 //! - `testkit-runner run` builds `junit/<binary>.xml` and `junit.xml` at the
 //!   end of its tests phase ([`write_junit_files`]);
 //! - after a plain `cargo test` or `cargo nextest run`,
-//!   `testkit-runner report DIR` builds them ([`write_results_junit`]);
-//! - under plain `cargo test`, each binary's one process also writes its own
-//!   `junit/<binary>.xml` when its tests are done (it holds those records).
+//!   `testkit-runner report DIR` builds them ([`write_results_junit`]).
+//!
+//! No test process builds JUnit: under `cargo test` that was a third of
+//! what a binary of 1,000 trivial tests cost (quick-junit strips ANSI
+//! escapes from every string it is given).
 //!
 //! # The record (schema version 1)
 //!
@@ -280,14 +282,8 @@ fn record_line(record: &TestRecord) -> String {
 /// This process's record file, opened on first use. One file per process,
 /// one line per test, appended with a single write: no lock, no file per
 /// test (creating a file per test cost more than running a trivial test).
-static RECORD_FILE: Mutex<Option<RecordFile>> = Mutex::new(None);
+static RECORD_FILE: Mutex<Option<File>> = Mutex::new(None);
 
-struct RecordFile {
-    file: File,
-    /// What this process wrote, so that building its binary's JUnit at its
-    /// end need not read it back.
-    records: Vec<TestRecord>,
-}
 
 /// Appends `record` to `<results>/records/<binary>/<pid>-<nanos>.jsonl` in
 /// one write, so that a reader never sees half a record.
@@ -295,22 +291,15 @@ pub(crate) fn write_record(run: &Run, record: &TestRecord) {
     let line = record_line(record);
     let mut file = RECORD_FILE.lock().unwrap_or_else(|e| e.into_inner());
     let result = match &mut *file {
-        Some(f) => f.file.write_all(line.as_bytes()),
+        Some(f) => f.write_all(line.as_bytes()),
         None => open_record_file(run).and_then(|mut f| {
             let written = f.write_all(line.as_bytes());
-            *file = Some(RecordFile {
-                file: f,
-                records: Vec::new(),
-            });
+            *file = Some(f);
             written
         }),
     };
     match result {
-        Ok(()) => {
-            if let Some(f) = &mut *file {
-                f.records.push(record.clone());
-            }
-        }
+        Ok(()) => {}
         Err(e) => eprintln!(
             "testkit: failed to write the record of {} under {}: {e}",
             record.name,
@@ -330,36 +319,28 @@ fn open_record_file(run: &Run) -> std::io::Result<File> {
     File::options().create(true).append(true).open(&path)
 }
 
-/// Called once per test process after its tests ran. Nothing here reads
-/// another process's records, so its cost does not grow with the run:
+/// Called once per test process after its tests ran. No test process
+/// builds JUnit, under nextest or `cargo test`: that is done once, from the
+/// records, by `testkit-runner` or [`write_results_junit`]. Nothing here
+/// reads another process's records, so its cost does not grow with the run.
 ///
-/// - under nextest, writes the records of the binary's statically ignored
-///   tests (`ignored` makes them: nextest never starts a process for them), once per
-///   binary and run ([`record_ignored_once`]); JUnit is built at the end of
-///   the run, by `testkit-runner` or [`write_results_junit`];
-/// - under `cargo test`, the binary's one process ran all its tests, and
-///   writes the binary's JUnit file from the records it holds.
+/// Under nextest it writes the records of the binary's statically ignored
+/// tests (`ignored` makes them: nextest never starts a process for them),
+/// once per binary and run ([`record_ignored_once`]). Under `cargo test` the
+/// binary's one process has recorded them already.
 pub(crate) fn finish_binary(
     run: &Run,
     under_nextest: bool,
     ignored: impl FnOnce() -> Vec<TestRecord>,
 ) {
-    if under_nextest {
-        if let Err(e) = record_ignored_once(run, ignored) {
-            eprintln!(
-                "testkit: failed to record the ignored tests of {}: {e}",
-                run.binary
-            );
-        }
+    if !under_nextest {
         return;
     }
-    let own = match &mut *RECORD_FILE.lock().unwrap_or_else(|e| e.into_inner()) {
-        Some(f) => std::mem::take(&mut f.records),
-        None => return,
-    };
-    let path = binary_junit_path(&run.results_dir, &run.binary);
-    if let Err(e) = write_junit(&junit_from_records(&run.binary, &own), &path) {
-        eprintln!("testkit: failed to write JUnit to {}: {e}", path.display());
+    if let Err(e) = record_ignored_once(run, ignored) {
+        eprintln!(
+            "testkit: failed to record the ignored tests of {}: {e}",
+            run.binary
+        );
     }
 }
 
