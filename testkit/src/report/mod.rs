@@ -284,7 +284,6 @@ fn record_line(record: &TestRecord) -> String {
 /// test (creating a file per test cost more than running a trivial test).
 static RECORD_FILE: Mutex<Option<File>> = Mutex::new(None);
 
-
 /// Appends `record` to `<results>/records/<binary>/<pid>-<nanos>.jsonl` in
 /// one write, so that a reader never sees half a record.
 pub(crate) fn write_record(run: &Run, record: &TestRecord) {
@@ -360,10 +359,9 @@ fn record_ignored_once(
     if path.exists() {
         return Ok(());
     }
+    // Written even when empty: its being there is what spares every later
+    // process of the binary a pass over all of its tests.
     let ignored = ignored();
-    if ignored.is_empty() {
-        return Ok(());
-    }
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| ReportError::Io { path, source }
