@@ -200,7 +200,7 @@ impl<'a> Run<'a> {
                 None
             }
         };
-        if let Err(e) = watch::arm(p, self.record_dir.as_deref()) {
+        if let Err(e) = watch::arm(p, self.record_dir.as_deref(), &self.secrets_dir) {
             if let Some(dir) = self.record_dir.take() {
                 let _ = std::fs::remove_dir_all(dir);
             }

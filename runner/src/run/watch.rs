@@ -49,6 +49,9 @@ pub(crate) struct WatchArgs {
     /// The pod's `pod ls` record folder, removed with the pod.
     #[arg(long)]
     record: Option<PathBuf>,
+    /// The run's secrets dir, removed with the pod.
+    #[arg(long)]
+    secrets_dir: Option<PathBuf>,
 }
 
 /// The watchdog's life: read the runner's lines until the pipe closes, then
@@ -103,8 +106,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
                     r.processes,
                     r.removed.display()
                 );
-                if let Some(record) = &args.record {
-                    let _ = std::fs::remove_dir_all(record);
+                for dir in [&args.record, &args.secrets_dir].into_iter().flatten() {
+                    if let Err(e) = std::fs::remove_dir_all(dir) {
+                        if e.kind() != std::io::ErrorKind::NotFound {
+                            eprintln!("watchdog: cannot remove {}: {e}", dir.display());
+                        }
+                    }
                 }
                 0
             }
@@ -116,9 +123,13 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
     })
 }
 
-/// Puts `pod` under a watchdog. Its output goes to `watchdog.log` in the
-/// pod's logs.
-pub(crate) fn arm(pod: &LaunchedPod, record: Option<&Path>) -> Result<(), String> {
+/// Puts `pod` under a watchdog, which removes `secrets_dir` with it. Its
+/// output goes to `watchdog.log` in the pod's logs.
+pub(crate) fn arm(
+    pod: &LaunchedPod,
+    record: Option<&Path>,
+    secrets_dir: &Path,
+) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the runner: {e}"))?;
     let log_path = pod.logs_dir.join("watchdog.log");
     let log = std::fs::File::create(&log_path)
@@ -141,6 +152,7 @@ pub(crate) fn arm(pod: &LaunchedPod, record: Option<&Path>) -> Result<(), String
     if let Some(r) = record {
         cmd.arg("--record").arg(r);
     }
+    cmd.arg("--secrets-dir").arg(secrets_dir);
     let (mut child, _) = process::spawn_in_group(&mut cmd)
         .map_err(|e| format!("cannot start the pod's watchdog: {e}"))?;
     let stdin = child.stdin.take().ok_or("the watchdog has no stdin")?;

@@ -67,12 +67,17 @@ fn the_pod(pods: &Path) -> (String, serde_json::Value, PathBuf) {
 
 /// A SIGKILLed runner leaves no pod behind: until it dies the pod is listed
 /// by `pod ls`; within seconds of its death the pod's processes are gone,
-/// its private dir (token inside) deleted, its record removed.
+/// its private dir (token inside) deleted, its record removed, and the
+/// run's secrets dir (handle and session) with them.
 #[test]
 fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let suite = fixture("suite");
     let pods = tempfile::tempdir().unwrap();
-    let child = slow_run(suite.path(), pods.path());
+    let scratch = tempfile::tempdir().unwrap();
+    let secrets = scratch.path().join("secrets");
+    let child = slow_run_with(suite.path(), pods.path(), |c| {
+        c.env("TESTKIT_SECRETS_DIR", &secrets);
+    });
     let (name, record, record_dir) = the_pod(pods.path());
     let ls = Ran::from(
         runner()
@@ -92,20 +97,22 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let pid = record["pid"].as_i64().unwrap() as i32;
     let private = PathBuf::from(record["private_dir"].as_str().unwrap());
     assert!(running(pid) && private.is_dir());
+    assert!(secrets.join("handle.json").is_file());
     kill(child.pid(), Signal::SIGKILL).unwrap();
     child.finish_within(Duration::from_secs(10));
     let gone = wait_for(Duration::from_secs(20), || {
-        !running(pid) && !private.exists() && !record_dir.exists()
+        !running(pid) && !private.exists() && !record_dir.exists() && !secrets.exists()
     });
     if running(pid) {
         let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }
     assert!(
         gone,
-        "pod {name}: running {}, private dir left {}, record left {}",
+        "pod {name}: running {}, private dir left {}, record left {}, secrets left {}",
         running(pid),
         private.exists(),
-        record_dir.exists()
+        record_dir.exists(),
+        secrets.exists()
     );
 }
 

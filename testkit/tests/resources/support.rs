@@ -169,6 +169,9 @@ pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 pub struct Run {
     pub id: String,
     pub results: PathBuf,
+    /// The run's secrets dir (its session), gone with the run, as the
+    /// runner's is.
+    pub secrets: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -178,6 +181,7 @@ impl Run {
         Run {
             id: id.to_owned(),
             results: dir.path().join("results"),
+            secrets: dir.path().join("secrets"),
             _dir: dir,
         }
     }
@@ -196,6 +200,7 @@ impl Run {
             .env("TESTKIT_POD_HANDLE", &pod.handle_file)
             .env("TESTKIT_RUN_ID", &self.id)
             .env("TESTKIT_RESULTS_DIR", &self.results)
+            .env("TESTKIT_SECRETS_DIR", &self.secrets)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
