@@ -6,6 +6,7 @@
 #   bench/run.sh                          # everything, about ten minutes on 2 cores
 #   BENCH_REPEAT=9 bench/run.sh           # more runs of the short cargo-test binaries (default 5)
 #   BENCH_NEXTEST_REPEAT=3 bench/run.sh   # runs of each nextest size (default 3)
+#   BENCH_COMPILE_REPEAT=5 bench/run.sh   # rounds of the compile cases (default 3)
 #
 # Builds once (the dev profile, what `cargo test` uses). The `cargo test`
 # cases run each test binary the way `cargo test --test NAME` would after
@@ -23,6 +24,8 @@ repeat=${BENCH_REPEAT:-5}
 case $repeat in '' | *[!0-9]* | 0) echo "BENCH_REPEAT must be a positive integer, not '$repeat'" >&2; exit 64 ;; esac
 nextest_repeat=${BENCH_NEXTEST_REPEAT:-3}
 case $nextest_repeat in '' | *[!0-9]* | 0) echo "BENCH_NEXTEST_REPEAT must be a positive integer, not '$nextest_repeat'" >&2; exit 64 ;; esac
+compile_repeat=${BENCH_COMPILE_REPEAT:-3}
+case $compile_repeat in '' | *[!0-9]* | 0) echo "BENCH_COMPILE_REPEAT must be a positive integer, not '$compile_repeat'" >&2; exit 64 ;; esac
 sizes=(250 1000 5000)
 results=$bench_dir/results
 mkdir -p "$results"
@@ -274,7 +277,8 @@ shipped_threads=$(sed -nE 's/^test-threads *= *([0-9]+).*/\1/p' "$shipped" | hea
 # --- compile times --------------------------------------------------------------
 # The 200-test suites: this package's own crate from clean (its dependencies,
 # testkit included, stay built), then an edit of one test: a test added to
-# the file, built once, then its body changed and the rebuild timed.
+# the file, built once, then its body changed and the rebuild timed. Both
+# suites alternate, BENCH_COMPILE_REPEAT rounds; the medians are reported.
 build_time() {
     local start
     start=$(date +%s.%N)
@@ -292,17 +296,26 @@ edited_test() {
     fi
 }
 : >"$results/compile.log"
+: >"$work/compile_io_testkit" >"$work/compile_io_tokio"
+for i in $(seq "$compile_repeat"); do
+    for name in io_testkit io_tokio; do
+        echo "compile: $name from clean, then one test edited (round $i of $compile_repeat) ..." >&2
+        cargo clean -p testkit-bench >>"$results/compile.log" 2>&1
+        clean_s=$(build_time "$name")
+        cp "tests/$name.rs" "$work/$name.rs.orig"
+        { cat "$work/$name.rs.orig"; edited_test "$name" one; } >"tests/$name.rs"
+        build_time "$name" >/dev/null
+        { cat "$work/$name.rs.orig"; edited_test "$name" two; } >"tests/$name.rs"
+        edit_s=$(build_time "$name")
+        cp "$work/$name.rs.orig" "tests/$name.rs"
+        rm "$work/$name.rs.orig"
+        echo "$clean_s $edit_s" >>"$work/compile_$name"
+    done
+done
 for name in io_testkit io_tokio; do
-    echo "compile: $name from clean, then one test edited ..." >&2
-    cargo clean -p testkit-bench >>"$results/compile.log" 2>&1
-    printf -v "clean_$name" '%s' "$(build_time "$name")"
-    cp "tests/$name.rs" "$work/$name.rs.orig"
-    { cat "$work/$name.rs.orig"; edited_test "$name" one; } >"tests/$name.rs"
-    build_time "$name" >/dev/null
-    { cat "$work/$name.rs.orig"; edited_test "$name" two; } >"tests/$name.rs"
-    printf -v "edit_$name" '%s' "$(build_time "$name")"
-    cp "$work/$name.rs.orig" "tests/$name.rs"
-    rm "$work/$name.rs.orig"
+    printf -v "clean_$name" '%s' "$(cut -d ' ' -f 1 "$work/compile_$name" | median)"
+    printf -v "edit_$name" '%s' "$(cut -d ' ' -f 2 "$work/compile_$name" | median)"
+    printf -v "compile_all_$name" '%s' "$(tr '\n' ' ' <"$work/compile_$name")"
 done
 
 load_after=$(cut -d ' ' -f 1-3 /proc/loadavg)
@@ -362,8 +375,11 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
     echo "io_testkit / io_tokio, -j 256:          $(ratio "$nx_io_testkit_run" "$nx_io_tokio_run")   (target: within 1.2x)"
     echo "shipped config / 1 s critical path:     $(ratio "$nx_io_shipped_run" 1)   (target: within 2x)"
     echo
-    echo "compile, 200-test suite (s)         testkit  tokio::test  ratio"
+    echo "compile, 200-test suite (s, medians of $compile_repeat rounds; dependencies with line tables only)"
+    echo "                                    testkit  tokio::test  ratio"
     printf '  %-32s %7s %12s %6s\n' "this crate from clean" "$clean_io_testkit" "$clean_io_tokio" "$(ratio "$clean_io_testkit" "$clean_io_tokio")"
     printf '  %-32s %7s %12s %6s\n' "one test edited" "$edit_io_testkit" "$edit_io_tokio" "$(ratio "$edit_io_testkit" "$edit_io_tokio")"
     echo "  (targets: within 1.15x from clean, 1.2x edited)"
+    echo "  rounds (clean edit), testkit: ${compile_all_io_testkit}"
+    echo "  rounds (clean edit), tokio:   ${compile_all_io_tokio}"
 } | tee "$results/latest.txt"

@@ -3,6 +3,7 @@
 //! workspace to versions the root's lockfile holds. A drift means two builds of one crate in
 //! a shared target dir, and a suite tested against other dependencies than
 //! the framework was: this test names the crate, both versions and the file.
+//! Their manifests set the root's profiles, for the same reason.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -178,4 +179,53 @@ version = "0.1.0"
     let versions = read_lock(&path);
     assert_eq!(versions.len(), 1, "path packages are skipped: {versions:?}");
     assert_eq!(join(&versions["toml"]), "0.9.12 and 1.2.2");
+}
+
+/// The `[profile]` table of the manifest beside `lock`, empty when it has
+/// none.
+fn profiles_beside(lock: &Path) -> toml::Table {
+    let manifest = lock.with_file_name("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap_or_else(|e| panic!("failed to read {}: {e}", manifest.display()));
+    let doc: toml::Table = toml::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid TOML: {e}", manifest.display()));
+    doc.get("profile")
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Profiles are part of what makes a build of a crate the one another
+/// workspace can reuse: every workspace that shares the target dir sets the
+/// root's.
+#[test]
+fn every_workspace_has_the_root_manifests_profiles() {
+    let root = repo_root();
+    let ours = profiles_beside(&root.join("Cargo.lock"));
+    assert!(
+        !ours.is_empty(),
+        "the root Cargo.toml sets no [profile]: this test compares nothing"
+    );
+    let mut problems = Vec::new();
+    for lock in other_locks(&root) {
+        let theirs = profiles_beside(&lock);
+        if theirs != ours {
+            let shown = lock.with_file_name("Cargo.toml");
+            let shown = shown.strip_prefix(&root).unwrap_or(&shown).display().to_string();
+            let theirs = if theirs.is_empty() {
+                "none".to_owned()
+            } else {
+                theirs.to_string()
+            };
+            problems.push(format!(
+                "{shown}: its [profile] tables are\n{theirs}\n  the root's are\n{ours}"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "workspaces build their crates with other profiles than the root, so a shared target \
+         dir builds those crates twice:\n  {}\nCopy the root Cargo.toml's [profile] tables into them.",
+        problems.join("\n  ")
+    );
 }
