@@ -266,19 +266,69 @@ if [[ -x $runner_exe ]]; then
 fi
 
 # 200 x 1 s of I/O, both harnesses with the same settings (-j 256: every test
-# at once), then testkit's with the conformance suite's shipped nextest config.
+# at once), then testkit's with the conformance suite's shipped nextest config;
+# alternating, BENCH_NEXTEST_REPEAT rounds, medians.
 expect_n=200
-echo "nextest -j 256: io_testkit ..." >&2
-nextest io_testkit "$results/nextest_io_testkit.log" -j 256
-nx_io_testkit_run=$run_s nx_io_testkit_wall=$wall
-echo "nextest -j 256: io_tokio ..." >&2
-nextest io_tokio "$results/nextest_io_tokio.log" -j 256
-nx_io_tokio_run=$run_s nx_io_tokio_wall=$wall
 shipped=$bench_dir/../suites/conformance/.config/nextest.toml
-echo "nextest, the suites' shipped config: io_testkit ..." >&2
-nextest io_testkit "$results/nextest_io_shipped.log" --config-file "$shipped"
-nx_io_shipped_run=$run_s nx_io_shipped_wall=$wall
 shipped_threads=$(sed -nE 's/^test-threads *= *([0-9]+).*/\1/p' "$shipped" | head -n 1)
+: >"$work/nx_io_testkit" >"$work/nx_io_tokio" >"$work/nx_io_shipped"
+for i in $(seq "$nextest_repeat"); do
+    echo "nextest, 200 x 1 s I/O: run $i of $nextest_repeat ..." >&2
+    nextest io_tokio "$results/nextest_io_tokio.log" -j 256
+    echo "$run_s $wall" >>"$work/nx_io_tokio"
+    nextest io_testkit "$results/nextest_io_testkit.log" -j 256
+    echo "$run_s $wall" >>"$work/nx_io_testkit"
+    nextest io_testkit "$results/nextest_io_shipped.log" --config-file "$shipped"
+    echo "$run_s $wall" >>"$work/nx_io_shipped"
+done
+for v in testkit tokio shipped; do
+    printf -v "nx_io_${v}_run" '%s' "$(cut -d ' ' -f 1 "$work/nx_io_$v" | median)"
+    printf -v "nx_io_${v}_wall" '%s' "$(cut -d ' ' -f 2 "$work/nx_io_$v" | median)"
+    printf -v "nx_io_${v}_all" '%s' "$(cut -d ' ' -f 1 "$work/nx_io_$v" | tr '\n' ' ')"
+done
+
+# One test process, started the way nextest starts it (`--exact NAME`,
+# NEXTEST set), in a binary of 250 tests and in one of 5,000: what a process
+# does before and after its one test must not grow with its binary. The mean
+# of 100 sequential starts, three rounds alternating, the median round.
+process_ms() {
+    local path=$1 name=$2 start end
+    start=$(date +%s.%N)
+    for _ in $(seq 100); do
+        NEXTEST=1 TESTKIT_RUN_ID=$id "$path" --exact "$name" >/dev/null 2>&1 || {
+            echo "$path --exact $name failed" >&2
+            exit 1
+        }
+    done
+    end=$(date +%s.%N)
+    awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", (b - a) * 10 }'
+}
+new_run_id
+for h in std testkit; do
+    for n in 250 5000; do
+        path=$(exe "sized_${h}_$n" test)
+        first=$("$path" --list 2>/dev/null | sed -n 's/: test$//p' | head -n 1)
+        [[ -n $first ]] || { echo "sized_${h}_$n lists no test" >&2; exit 1; }
+        printf -v "proc_path_${h}_$n" '%s' "$path"
+        printf -v "proc_name_${h}_$n" '%s' "$first"
+        : >"$work/proc_${h}_$n"
+    done
+done
+for i in 1 2 3; do
+    echo "one test process at a time: round $i of 3 ..." >&2
+    for n in 250 5000; do
+        for h in std testkit; do
+            pv="proc_path_${h}_$n" nv="proc_name_${h}_$n"
+            process_ms "${!pv}" "${!nv}" >>"$work/proc_${h}_$n"
+            echo >>"$work/proc_${h}_$n"
+        done
+    done
+done
+for h in std testkit; do
+    for n in 250 5000; do
+        printf -v "proc_${h}_$n" '%s' "$(median <"$work/proc_${h}_$n")"
+    done
+done
 
 # --- compile times --------------------------------------------------------------
 # The 200-test suites: this package's own crate from clean (its dependencies,
@@ -374,12 +424,22 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
     echo "testkit per test, 5000 / 250:           $(ratio "$per_tk_5000" "$per_tk_250")   (target: within 1.2x; std: $(ratio "$per_std_5000" "$per_std_250"))"
     echo "testkit-runner report, 5000 records:    ${report_s} s (JUnit and summary, once, after the run)"
     echo
-    echo "200 x 1 s I/O under nextest         run (s)  wall (s)"
+    echo "200 x 1 s I/O under nextest ($nextest_repeat runs each, medians)   run (s)  wall (s)"
     printf '  %-32s %7s %9s\n' "io_tokio, -j 256" "$nx_io_tokio_run" "$nx_io_tokio_wall"
     printf '  %-32s %7s %9s\n' "io_testkit, -j 256" "$nx_io_testkit_run" "$nx_io_testkit_wall"
     printf '  %-32s %7s %9s\n' "io_testkit, shipped config (-j $shipped_threads)" "$nx_io_shipped_run" "$nx_io_shipped_wall"
     echo "io_testkit / io_tokio, -j 256:          $(ratio "$nx_io_testkit_run" "$nx_io_tokio_run")   (target: within 1.2x)"
     echo "shipped config / 1 s critical path:     $(ratio "$nx_io_shipped_run" 1)   (target: within 2x)"
+    echo "  runs (nextest's time, s):"
+    echo "    io_tokio:   ${nx_io_tokio_all}"
+    echo "    io_testkit: ${nx_io_testkit_all}"
+    echo "    shipped:    ${nx_io_shipped_all}"
+    echo
+    echo "one test process, started as nextest starts it (ms, mean of 100, median of 3 rounds)"
+    printf '  %-10s %10s %10s %8s\n' harness "250 tests" "5000 tests" growth
+    printf '  %-10s %10s %10s %8s\n' '#[test]' "$proc_std_250" "$proc_std_5000" "$(ratio "$proc_std_5000" "$proc_std_250")"
+    printf '  %-10s %10s %10s %8s\n' testkit "$proc_testkit_250" "$proc_testkit_5000" "$(ratio "$proc_testkit_5000" "$proc_testkit_250")"
+    echo "  testkit's own share (testkit - #[test]): $(awk -v a="$proc_testkit_250" -v b="$proc_std_250" 'BEGIN { printf "%.2f", a - b }') ms at 250, $(awk -v a="$proc_testkit_5000" -v b="$proc_std_5000" 'BEGIN { printf "%.2f", a - b }') ms at 5000"
     echo
     echo "compile, 200-test suite (s, medians of $compile_repeat rounds; dependencies with line tables only)"
     echo "                                    testkit  tokio::test  ratio"
