@@ -307,7 +307,9 @@ new_run_id
 for h in std testkit; do
     for n in 250 5000; do
         path=$(exe "sized_${h}_$n" test)
-        first=$("$path" --list 2>/dev/null | sed -n 's/: test$//p' | head -n 1)
+        # The whole list first: a reader that stops early breaks the pipe.
+        "$path" --list >"$work/list" 2>/dev/null
+        first=$(sed -n 's/: test$//p' "$work/list" | sed -n 1p)
         [[ -n $first ]] || { echo "sized_${h}_$n lists no test" >&2; exit 1; }
         printf -v "proc_path_${h}_$n" '%s' "$path"
         printf -v "proc_name_${h}_$n" '%s' "$first"
