@@ -29,7 +29,10 @@ Exit codes:
 (128+N when it was killed by signal N, 124 when it timed out).
 
 Connection: --handle FILE (the JSON line `sandboxd serve` prints), or
---url/SANDBOXD_URL and --token/SANDBOXD_TOKEN (these override the handle).";
+--url/SANDBOXD_URL and --token/SANDBOXD_TOKEN (these override the handle).
+The token is accepted only in its window after the server started; a session
+opened by an earlier request keeps working after it: pass its cookie with
+--cookie/SANDBOXD_COOKIE (`sandboxd_session=ID`, as the server set it).";
 
 /// `sandboxctl`: drive a sandboxd instance.
 #[derive(Debug, Parser)]
@@ -50,6 +53,15 @@ pub struct Ctl {
         value_name = "TOKEN"
     )]
     token: Option<String>,
+    /// Session cookie(s) to send, `name=value[; name=value]` (never printed).
+    #[arg(
+        long,
+        global = true,
+        env = "SANDBOXD_COOKIE",
+        hide_env_values = true,
+        value_name = "COOKIE"
+    )]
+    cookie: Option<String>,
     /// Output format.
     #[arg(long, global = true, value_enum, default_value = "table")]
     output: Output,
@@ -173,7 +185,8 @@ impl CtlError {
 struct Client {
     http: reqwest::Client,
     base: String,
-    token: String,
+    token: Option<String>,
+    cookie: Option<String>,
 }
 
 impl Client {
@@ -184,7 +197,13 @@ impl Client {
         body: Option<Value>,
     ) -> Result<T, CtlError> {
         let url = format!("{}{}", self.base, path);
-        let mut req = self.http.request(method, &url).bearer_auth(&self.token);
+        let mut req = self.http.request(method, &url);
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(cookie) = &self.cookie {
+            req = req.header(reqwest::header::COOKIE, cookie);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }
@@ -242,11 +261,22 @@ fn connect(ctl: &Ctl) -> Result<Client, CtlError> {
             "no server: pass --handle FILE or --url / SANDBOXD_URL".into(),
         ));
     };
-    let Some(token) = token else {
+    // An empty value is no value: a caller that fills the variable from
+    // something it may not have (a session) need not unset it.
+    let token = token.filter(|t| !t.is_empty());
+    let cookie = ctl.cookie.clone().filter(|c| !c.is_empty());
+    if token.is_none() && cookie.is_none() {
         return Err(CtlError::Usage(
-            "no token: pass --handle FILE or --token / SANDBOXD_TOKEN".into(),
+            "no token: pass --handle FILE or --token / SANDBOXD_TOKEN (or a session's --cookie / SANDBOXD_COOKIE)".into(),
         ));
-    };
+    }
+    if let Some(c) = &cookie {
+        if reqwest::header::HeaderValue::from_str(c).is_err() {
+            return Err(CtlError::Usage(
+                "--cookie / SANDBOXD_COOKIE is not a valid header value: pass `name=value`, as the server set it".into(),
+            ));
+        }
+    }
     let http = reqwest::Client::builder()
         .cookie_store(true)
         .connect_timeout(Duration::from_secs(10))
@@ -256,6 +286,7 @@ fn connect(ctl: &Ctl) -> Result<Client, CtlError> {
         http,
         base: base.trim_end_matches('/').to_string(),
         token,
+        cookie,
     })
 }
 

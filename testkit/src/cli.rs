@@ -2,8 +2,9 @@
 //!
 //! The program is `TESTKIT_CLI`, else `[cli] program` of `testkit.toml`; its
 //! environment gets `[cli] env` filled from the pod handle's fields (by
-//! default `SANDBOXD_URL` and `SANDBOXD_TOKEN`; any extra field, such as
-//! `{user}`, too). It runs in its own process group,
+//! default `SANDBOXD_URL`, `SANDBOXD_TOKEN` and `SANDBOXD_COOKIE`; any extra
+//! field, such as `{user}`, too) and `{session_cookie}`, the `Cookie` header
+//! the tests' client sends at that moment. It runs in its own process group,
 //! killed as a group on timeout; its output is captured and redacted.
 
 use std::collections::BTreeMap;
@@ -85,7 +86,16 @@ impl<'a> CliCommand<'a> {
             .map_err(|_| anyhow::anyhow!("CLI program `{program}` not found next to the test binary, in the target dir, or on PATH"))?;
         let handle = pod.handle();
         let port = handle.port().to_string();
-        let values = handle.values(&port);
+        // The session of the moment, so that a CLI outlives a token that is
+        // only good for a login (sandboxd's window): empty when the
+        // credential is no cookie.
+        let cookie = pod
+            .credential_headers()
+            .into_iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("cookie"))
+            .map(|(_, value)| value)
+            .unwrap_or_default();
+        let values = handle.values(&port).with("session_cookie", &cookie);
         let mut env = Vec::with_capacity(config.cli.env.len());
         for (key, value) in &config.cli.env {
             let value = crate::template::fill(value, &values, crate::template::verbatim)

@@ -42,7 +42,7 @@
 //!
 //! [cli]
 //! program = "sandboxctl"
-//! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}" }
+//! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}", SANDBOXD_COOKIE = "{session_cookie}" }
 //!
 //! [resources.sandbox]                # kept raw for the resource module
 //! ```
@@ -348,8 +348,10 @@ pub struct CliSection {
     pub program: Option<String>,
     /// Environment of the CLI: values may use every field of the pod
     /// handle: `{base_url}`, `{token}`, `{port}`, `{name}` and extra ones
-    /// such as `{user}`. Default:
-    /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`.
+    /// such as `{user}`, and `{session_cookie}` (the `Cookie` header of the
+    /// tests' session at that moment, empty when there is none). Default:
+    /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`,
+    /// `SANDBOXD_COOKIE = "{session_cookie}"`.
     #[serde(default = "default_cli_env")]
     pub env: BTreeMap<String, String>,
 }
@@ -370,6 +372,7 @@ fn default_cli_env() -> BTreeMap<String, String> {
     [
         ("SANDBOXD_URL", "{base_url}"),
         ("SANDBOXD_TOKEN", "{token}"),
+        ("SANDBOXD_COOKIE", "{session_cookie}"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

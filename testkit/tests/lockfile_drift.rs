@@ -211,7 +211,11 @@ fn every_workspace_has_the_root_manifests_profiles() {
         let theirs = profiles_beside(&lock);
         if theirs != ours {
             let shown = lock.with_file_name("Cargo.toml");
-            let shown = shown.strip_prefix(&root).unwrap_or(&shown).display().to_string();
+            let shown = shown
+                .strip_prefix(&root)
+                .unwrap_or(&shown)
+                .display()
+                .to_string();
             let theirs = if theirs.is_empty() {
                 "none".to_owned()
             } else {

@@ -11,7 +11,8 @@ fn ctl(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(test_support::sandboxctl_bin());
     cmd.args(args)
         .env_remove("SANDBOXD_URL")
-        .env_remove("SANDBOXD_TOKEN");
+        .env_remove("SANDBOXD_TOKEN")
+        .env_remove("SANDBOXD_COOKIE");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -184,6 +185,50 @@ fn sandboxctl_exit_codes() {
         &[],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandboxctl_keeps_working_after_the_token_window_with_a_session_cookie() {
+    let s = Server::start(&["--token-window", "1s"]);
+    let token = s.handle.token.clone();
+    // A request inside the window opens a session.
+    let opened = reqwest::Client::new()
+        .get(s.url("/api/sandboxes"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert!(opened.status().is_success());
+    let set_cookie = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let url = ("SANDBOXD_URL", s.handle.base_url.as_str());
+    let o = ctl(&["sandbox", "list"], &[url, ("SANDBOXD_TOKEN", &token)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("token_expired"), "{}", text(&o));
+    // The cookie, with or without the (expired) token beside it.
+    for env in [
+        vec![url, ("SANDBOXD_COOKIE", cookie.as_str())],
+        vec![
+            url,
+            ("SANDBOXD_TOKEN", &token),
+            ("SANDBOXD_COOKIE", &cookie),
+        ],
+    ] {
+        let o = ctl(&["sandbox", "list"], &env);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            !text(&o).contains(&cookie[cookie.len() - 8..]),
+            "{}",
+            text(&o)
+        );
+    }
+    // Neither: a usage error that names both ways in.
+    let o = ctl(&["sandbox", "list"], &[url, ("SANDBOXD_COOKIE", "")]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
+    assert!(text(&o).contains("SANDBOXD_COOKIE"), "{}", text(&o));
+    let o = ctl(&["sandbox", "list"], &[url, ("SANDBOXD_COOKIE", "a\nb")]);
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o));
 }
 
 #[test]

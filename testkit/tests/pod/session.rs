@@ -183,8 +183,6 @@ fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
     );
 
     // The first process exchanges the token and hands the session on.
-    // The CLI gets the raw token (sandboxctl has no session option), so it
-    // runs here, inside the window.
     let first = run_fixture(Some(&handle_path), &results, &[], &[]);
     assert_eq!(first.code, Some(0), "{}", first.output);
     assert_eq!(record(&results, "runs_the_cli")["outcome"], "passed");
@@ -215,14 +213,18 @@ fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    // Later processes (as under nextest) reuse the session: everything works.
-    let later = run_fixture(
-        Some(&handle_path),
-        &results,
-        &["--skip", "runs_the_cli"],
-        &[],
-    );
+    // Later processes (as under nextest) reuse the session: everything
+    // works, the CLI too (it gets the session's cookie, not only the token).
+    let later = run_fixture(Some(&handle_path), &results, &[], &[]);
     assert_eq!(later.code, Some(0), "{}", later.output);
+    assert!(
+        later
+            .output
+            .lines()
+            .any(|l| l.starts_with("test pod_fixture::runs_the_cli ") && l.ends_with("... ok")),
+        "{}",
+        later.output
+    );
     assert_eq!(
         record(&results, "uses_pod_and_leaks_token")["outcome"],
         "passed"

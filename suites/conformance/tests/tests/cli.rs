@@ -219,11 +219,12 @@ async fn cli_exit_codes_for_unreachable_and_usage(cx: &mut Cx) -> testkit::Resul
     let out = cx
         .cli_command(&["sandbox", "list"])
         .env("SANDBOXD_TOKEN", "")
+        .env("SANDBOXD_COOKIE", "")
         .run()
         .await?;
     ensure!(
         out.exit_code == Some(64) || out.exit_code == Some(1),
-        "an empty token exited {:?}: {}",
+        "an empty token and no session exited {:?}: {}",
         out.exit_code,
         out.stderr
     );
