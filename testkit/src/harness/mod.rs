@@ -65,7 +65,7 @@ impl TestDef {
 
     /// Whether `name` is [`full_name`](Self::full_name), without building
     /// it. Called for every test of the binary in every process nextest
-    /// starts: the length rejects most at the cost of an addition.
+    /// starts: the lengths first, the cheapest comparison.
     fn is_named(&self, name: &str) -> bool {
         let (name, module, own) = (
             name.as_bytes(),
