@@ -292,6 +292,8 @@ fn known_issue_against_sandboxd_drop_exec_env() {
         let mut outcomes = Vec::new();
         for (runner, exit) in [("test", cargo_exit), ("nextest", nextest_exit)] {
             let (results, run_id) = results_dir("sbx");
+            // The run's session cache goes with the test.
+            let secrets = tempfile::tempdir().unwrap();
             let args: &[&str] = if runner == "test" {
                 &["test"]
             } else {
@@ -300,6 +302,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             let mut cmd = fx.cargo(args);
             cmd.env("TESTKIT_RESULTS_DIR", results.path())
                 .env("TESTKIT_RUN_ID", &run_id)
+                .env("TESTKIT_SECRETS_DIR", secrets.path())
                 .env("TESTKIT_POD_HANDLE", handle);
             let out = fixture::run_bounded(cmd, std::time::Duration::from_secs(20 * 60));
             assert_eq!(

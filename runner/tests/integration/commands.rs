@@ -133,8 +133,11 @@ fn janitor_deletes_a_runs_leftovers_and_never_other_names() {
         let (status, answer) = http("POST", &pod.url("/api/sandboxes"), Some(token), Some(&body));
         assert_eq!(status, 201, "{answer}");
     }
+    // The session it opens goes with the test, not under the runtime dir.
+    let secrets = tempfile::tempdir().unwrap();
     let ran = Ran::from(
         runner()
+            .env("TESTKIT_SECRETS_DIR", secrets.path())
             .arg("janitor")
             .arg("--suite")
             .arg(suite.path())
