@@ -136,7 +136,7 @@ impl Browsers {
             anyhow::anyhow!("failed to start {}: {e}", program.display())
         })?;
         let what = format!("Chromium of {}", self.log_name());
-        if let Err(e) = crate::resource::groups::own_group(
+        if let Err(e) = crate::resource::own_group(
             run,
             &what,
             started.pgid,

@@ -61,11 +61,11 @@ fn append(path: &Path, entry: &GroupEntry) -> std::io::Result<()> {
 }
 
 /// Puts the group `pgid` (its leader started at `start_ticks`) on record for
-/// this process's reaper, and starts the reaper if it is not running yet.
-/// `dir` is deleted once the group is gone; `tag` (`var`, `value`) is in
-/// the environment of every process of the group.
+/// this process's reaper. `dir` is deleted once the group is gone; `tag`
+/// (`var`, `value`) is in the environment of every process of the group.
+/// [`own_group`](super::own_group) also starts the reaper.
 #[cfg_attr(not(feature = "browser"), allow(dead_code))]
-pub(crate) fn own_group(
+pub(super) fn record_started(
     run: &crate::run::Run,
     what: &str,
     pgid: i32,
@@ -84,9 +84,7 @@ pub(crate) fn own_group(
             what: what.to_owned(),
             tag: tag.map(|(k, v)| (k.to_owned(), v.to_owned())),
         },
-    )?;
-    super::reaper::ensure_spawned(run);
-    Ok(())
+    )
 }
 
 /// Takes the group `pgid` off the record: its owner ended it and verified it.

@@ -129,6 +129,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Puts the process group `pgid` a test owns beyond its own process (a
+/// browser) on record, and starts this process's reaper if it is not
+/// running yet: whatever kills the process, the group is ended. See
+/// [`groups`].
+#[cfg_attr(not(feature = "browser"), allow(dead_code))]
+pub(crate) fn own_group(
+    run: &crate::run::Run,
+    what: &str,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    dir: Option<&std::path::Path>,
+    tag: Option<(&str, &str)>,
+) -> std::io::Result<()> {
+    groups::record_started(run, what, pgid, start_ticks, dir, tag)?;
+    reaper::ensure_spawned(run);
+    Ok(())
+}
+
 /// Whether the suite's resource kinds load; the error names what is wrong.
 pub(crate) fn check_kinds() -> Result<(), String> {
     kind::current().map(|_| ())
