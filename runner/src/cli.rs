@@ -1,11 +1,8 @@
-//! The command line: the verbs, what each one runs, and the argument
-//! parsers they share.
-
-use std::time::Duration;
+//! The command line: the verbs and what each one runs.
 
 use clap::{Parser, Subcommand};
 
-use crate::errors::ExpectedError;
+use crate::verb::block_on;
 use crate::{exit, janitor, known_issues, merge, pod_cmd, report_cmd, run};
 
 #[derive(Debug, Parser)]
@@ -77,36 +74,4 @@ pub(crate) fn main_impl() -> u8 {
         e.display_to_stderr();
     }
     crate::errors::exit_code(&result)
-}
-
-/// Runs an async verb on a runtime of its own. Only the verbs that need one
-/// start it, so that the others cannot fail for want of one.
-pub(crate) fn block_on(
-    verb: impl std::future::Future<Output = Result<(), ExpectedError>>,
-) -> Result<(), ExpectedError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| ExpectedError::Incomplete(format!("failed to start the runtime: {e}")))?
-        .block_on(verb)
-}
-
-/// A duration argument: `500ms`, `10s`, `30m`, `2h`.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 500ms, 10s, 30m, 2h)"))
-}
-
-#[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration(" 10s ").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        let e = parse_duration("soon").unwrap_err();
-        assert!(e.contains("\"soon\"") && e.contains("expected e.g."), "{e}");
-    }
 }

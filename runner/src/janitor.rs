@@ -12,7 +12,7 @@ use testkit::config::SuiteConfig;
 use testkit::pod::{HandlePolicy, PodHandle};
 use testkit::resource::{JanitorTarget, Kinds};
 
-use crate::cli::parse_duration;
+use crate::verb::parse_duration;
 use crate::errors::ExpectedError;
 
 #[derive(Debug, Args)]

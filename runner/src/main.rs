@@ -12,6 +12,7 @@ mod pod_cmd;
 mod report_cmd;
 mod run;
 mod summary;
+mod verb;
 
 fn main() -> std::process::ExitCode {
     std::process::ExitCode::from(cli::main_impl())

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use testkit::config::SuiteConfig;
 use testkit::pod::{self, LaunchSpec, StopError};
 
-use crate::cli::{block_on, parse_duration};
+use crate::verb::{block_on, parse_duration};
 use crate::errors::ExpectedError;
 use crate::exit;
 
