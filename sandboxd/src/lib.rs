@@ -30,6 +30,7 @@ pub mod config;
 pub mod ctl;
 mod error;
 mod owner;
+mod proc_table;
 mod procs;
 mod server;
 mod state;

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::procs::{all_pids, read_stat};
+use crate::proc_table::{all_pids, read_stat, Stat};
 
 /// A process as seen once: its pid and its start time (pids are reused).
 pub(crate) type Proc = (i32, u64);
@@ -187,7 +187,7 @@ impl Owner {
             // Nothing to descend from, so nothing new can be attributed.
             return;
         }
-        let stats: HashMap<i32, crate::procs::Stat> = all_pids()
+        let stats: HashMap<i32, Stat> = all_pids()
             .into_iter()
             .filter_map(|p| Some((p, read_stat(p)?)))
             .collect();
@@ -201,7 +201,7 @@ impl Owner {
             known.iter().map(|((p, _), s)| (*p, s.clone())).collect();
         // Parents start before their children: in start order one pass sees
         // every chain of new processes, however long.
-        let mut order: Vec<(&i32, &crate::procs::Stat)> = stats.iter().collect();
+        let mut order: Vec<(&i32, &Stat)> = stats.iter().collect();
         order.sort_by_key(|(_, st)| st.start);
         for (pid, st) in order {
             if by_pid.contains_key(pid) || st.state == 'Z' {
@@ -338,7 +338,7 @@ impl Owner {
 /// Every live descendant of this process.
 fn descendants_of_me() -> Vec<Proc> {
     let me = std::process::id() as i32;
-    let stats: HashMap<i32, crate::procs::Stat> = all_pids()
+    let stats: HashMap<i32, Stat> = all_pids()
         .into_iter()
         .filter_map(|p| Some((p, read_stat(p)?)))
         .collect();

@@ -27,6 +27,7 @@ use tokio::process::{Child, Command};
 use crate::api::{ExecResult, ProcessInfo, ProcessState};
 use crate::error::ApiError;
 use crate::owner::Owner;
+use crate::proc_table::{all_pids, read_stat};
 
 /// Cap on captured stdout and stderr of one exec.
 pub(crate) const OUTPUT_CAP: usize = 1 << 20;
@@ -53,35 +54,6 @@ pub(crate) struct Procs {
     background: Mutex<BTreeMap<i32, Background>>,
     /// Which sandbox every process belongs to, groups and sessions aside.
     owner: Owner,
-}
-
-/// What `/proc/<pid>/stat` says about a process.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stat {
-    pub(crate) state: char,
-    pub(crate) ppid: i32,
-    pub(crate) pgrp: i32,
-    pub(crate) start: u64,
-}
-
-pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &s[s.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
-}
-
-pub(crate) fn all_pids() -> Vec<i32> {
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect()
 }
 
 /// Whether the group led (originally) by `pgid` still has a live (non-zombie) member.
