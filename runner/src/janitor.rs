@@ -12,8 +12,8 @@ use testkit::config::SuiteConfig;
 use testkit::pod::{HandlePolicy, PodHandle};
 use testkit::resource::{JanitorTarget, Kinds};
 
-use crate::verb::parse_duration;
 use crate::errors::ExpectedError;
+use crate::verb::parse_duration;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["run", "older_than"])))]

@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use testkit::config::SuiteConfig;
 use testkit::pod::{self, LaunchSpec, StopError};
 
-use crate::verb::{block_on, parse_duration};
 use crate::errors::ExpectedError;
 use crate::exit;
+use crate::verb::{block_on, parse_duration};
 
 /// `testkit-runner pod ...`.
 #[derive(Debug, Subcommand)]

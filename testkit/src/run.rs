@@ -20,6 +20,10 @@ pub(crate) struct Run {
     pub(crate) results_dir: PathBuf,
     /// The test binary's name, without cargo's hash suffix.
     pub(crate) binary: String,
+    /// This process is the whole run: it made the id itself (no
+    /// `TESTKIT_RUN_ID`, not under nextest), so no other process shares the
+    /// run's secrets dir, and it may remove it at its end.
+    pub(crate) alone: bool,
 }
 
 static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
@@ -53,6 +57,7 @@ impl Run {
             id,
             results_dir,
             binary: binary_name(),
+            alone: settings.run_id.is_none() && settings.nextest_run_id.is_none(),
         }
     }
 }
@@ -88,7 +93,7 @@ pub fn target_dir_of(target_dir: Option<&Path>) -> Option<PathBuf> {
 /// `TESTKIT_SECRETS_DIR`, else `$XDG_RUNTIME_DIR/testkit/<run id>`, else
 /// `<temp dir>/testkit-<uid>/<run id>`: the same for every process of the
 /// run, readable by its user only. `testkit-runner` removes it when the run
-/// ends.
+/// ends; so does a test process that is its run alone.
 pub fn secrets_dir(run_id: &str) -> PathBuf {
     let settings = crate::settings::or_default();
     if let Some(dir) = &settings.secrets_dir {

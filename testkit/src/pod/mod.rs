@@ -283,11 +283,18 @@ async fn load() -> Result<Pod, PodUnavailable> {
 }
 
 /// Puts stdout and stderr back and flushes their redaction; the harness
-/// calls it before the process exits.
+/// calls it before the process exits, once every test's cleanup ran. A
+/// process that is its run alone (a plain `cargo test` binary) removes the
+/// run's secrets dir: nothing else will, and no other process needs the
+/// session in it. One given by `TESTKIT_SECRETS_DIR` is its owner's.
 pub(crate) fn finish() {
     if matches!(POD.get(), Some(Ok(_))) {
         if let Ok(run) = crate::run::current() {
             redact_tree(&run.results_dir.join("artifacts").join(&run.binary));
+            let given = crate::settings::or_default().secrets_dir.is_some();
+            if run.alone && !given {
+                let _ = std::fs::remove_dir_all(crate::run::secrets_dir(&run.id));
+            }
         }
     }
     stdio::restore();

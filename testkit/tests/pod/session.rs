@@ -311,3 +311,61 @@ fn session_outlives_the_token_window_across_processes_and_nothing_leaks() {
         );
     }
 }
+
+/// A plain `cargo test` binary is its run alone (it made the run id): it
+/// removes the run's secrets dir (the session) at its end. A run that other
+/// processes share (`TESTKIT_RUN_ID`, nextest) keeps it for them.
+#[test]
+fn a_test_process_that_is_its_run_alone_removes_the_session_at_its_end() {
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("results");
+    let runtime_dir = work.path().join("runtime");
+    std::fs::create_dir(&runtime_dir).unwrap();
+    fixture();
+    let rt = runtime();
+    let pod = Guard(Some(
+        rt.block_on(launch(&sandboxd_spec(&results.join("pod-logs"), &[])))
+            .unwrap(),
+    ));
+    let handle_path = work.path().join("handle.json");
+    pod.0
+        .as_ref()
+        .unwrap()
+        .handle
+        .write_file(&handle_path)
+        .unwrap();
+    let sessions = || -> Vec<String> {
+        std::fs::read_dir(runtime_dir.join("testkit"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (run_id, kept) in [(None, false), (Some("sharedrun"), true)] {
+        let mut cmd = Command::new(fixture());
+        cmd.args(["--exact", "pod_fixture::needs_exec"])
+            .env_remove("TESTKIT_RUN_ID")
+            .env_remove("TESTKIT_SECRETS_DIR")
+            .env_remove("NEXTEST_RUN_ID")
+            .env("TESTKIT_POD_HANDLE", &handle_path)
+            .env("TESTKIT_RESULTS_DIR", &results)
+            .env("TESTKIT_SUITE_DIR", &results)
+            .env("XDG_RUNTIME_DIR", &runtime_dir);
+        if let Some(id) = run_id {
+            cmd.env("TESTKIT_RUN_ID", id);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        let left = sessions();
+        if kept {
+            assert_eq!(left, ["sharedrun"], "the shared run's session is kept");
+        } else {
+            assert!(left.is_empty(), "the session outlived its run: {left:?}");
+        }
+    }
+}
