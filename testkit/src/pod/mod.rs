@@ -168,8 +168,8 @@ impl Pod {
 
     /// The headers that carry the credential now (`Cookie`,
     /// `Authorization`…), as the client sends them: how a browser signs in
-    /// the same way. Secrets, all of them.
-    #[cfg_attr(not(feature = "browser"), allow(dead_code))]
+    /// the same way, and what the CLI gets as `{session_cookie}`. Secrets,
+    /// all of them.
     pub(crate) fn credential_headers(&self) -> Vec<(String, String)> {
         self.live
             .read()
