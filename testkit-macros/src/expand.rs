@@ -53,14 +53,29 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
         ReturnType::Default => quote!(::std::boxed::Box::pin(#ident(#cx))),
     };
 
-    let ignore = option(options.ignore.as_ref());
-    let known_issue = option(options.known_issue.as_ref());
-    let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
-    let timeout_ms = match options.timeout_ms {
-        Some(ms) => quote!(::core::option::Option::Some(#ms)),
-        None => quote!(::core::option::Option::None),
+    // Most tests set no option: they share one static, so that what the
+    // compiler evaluates per test stays small.
+    let test_options = if options.is_empty() {
+        quote!(::testkit::__private::NO_OPTIONS)
+    } else {
+        let ignore = option(options.ignore.as_ref());
+        let known_issue = option(options.known_issue.as_ref());
+        let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
+        let timeout_ms = match options.timeout_ms {
+            Some(ms) => quote!(::core::option::Option::Some(#ms)),
+            None => quote!(::core::option::Option::None),
+        };
+        let requires = options.requires.as_deref().unwrap_or_default();
+        quote! {
+            ::testkit::__private::TestOptions {
+                ignore: #ignore,
+                timeout_ms: #timeout_ms,
+                known_issue: #known_issue,
+                fails_with: #fails_with,
+                requires: &[#(#requires),*],
+            }
+        }
     };
-    let requires = options.requires.as_deref().unwrap_or_default();
 
     quote! {
         const _: () = {
@@ -74,11 +89,7 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
                     description: #description,
                     file: ::core::file!(),
                     line: #line,
-                    ignore: #ignore,
-                    timeout_ms: #timeout_ms,
-                    known_issue: #known_issue,
-                    fails_with: #fails_with,
-                    requires: &[#(#requires),*],
+                    options: &#test_options,
                     run: __testkit_run,
                 }
             }

@@ -24,6 +24,15 @@ pub(crate) struct Options {
 }
 
 impl Options {
+    /// Whether the attribute set no option at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ignore.is_none()
+            && self.timeout_ms.is_none()
+            && self.known_issue.is_none()
+            && self.fails_with.is_none()
+            && self.requires.is_none()
+    }
+
     fn set_ignore(&mut self, key: &Ident, reason: LitStr) -> syn::Result<()> {
         check_unset(&self.ignore, key)?;
         if reason.value().trim().is_empty() {

@@ -5,18 +5,40 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
+/// The most tests this process runs at once; 0 until the harness knows.
+static CONCURRENT_TESTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Tells the runtime, before its first use, how many tests this process
+/// runs at once, so that it starts no more workers than they can use: one
+/// for a process that runs one test, as every process under nextest does.
+/// A worker more than that cost such a process a tenth of its CPU time
+/// (threads started, and I/O wakeups handed from one worker to another).
+pub(crate) fn expect_concurrent_tests(tests: usize) {
+    CONCURRENT_TESTS.store(tests, Ordering::Relaxed);
+}
+
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("testkit-worker")
-            .build()
-            .expect("failed to start the tokio runtime")
-    })
+    RUNTIME.get_or_init(|| build(CONCURRENT_TESTS.load(Ordering::Relaxed)))
+}
+
+/// A runtime for `tests` tests at once (0: not known): a worker per test,
+/// up to one per CPU. `TOKIO_WORKER_THREADS`, when set, decides instead.
+fn build(tests: usize) -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if tests > 0 && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        builder.worker_threads(tests.min(cpus));
+    }
+    builder
+        .enable_all()
+        .thread_name("testkit-worker")
+        .build()
+        .expect("failed to start the tokio runtime")
 }
 
 /// Drives `future` to completion on this thread, inside the runtime's
@@ -170,6 +192,22 @@ mod unit {
             }
         }
         panic!("no mapping holds {addr:x}");
+    }
+
+    #[test]
+    fn a_runtime_has_a_worker_per_test_up_to_one_per_cpu() {
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            // It decides instead, as it should; nothing to check here.
+            return;
+        }
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let workers = |tests| build(tests).metrics().num_workers();
+        assert_eq!(workers(1), 1, "a process that runs one test");
+        assert_eq!(workers(256), cpus);
+        assert_eq!(workers(0), cpus, "not known: tokio's default");
+        if cpus > 1 {
+            assert_eq!(workers(2), 2);
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub(super) fn run_test(
         )),
         Outcome::ExpectedFailure => Ok(Completion::ignored_with(format!(
             "expected failure: known issue {}",
-            def.known_issue.unwrap_or_default()
+            def.options.known_issue.unwrap_or_default()
         ))),
         Outcome::Failed | Outcome::UnexpectedPass => {
             Err(with_log(record.message.as_deref().unwrap_or("failed")))
@@ -105,7 +105,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
             message: format!("the suite's config cannot be used: {message}"),
         });
     }
-    if let Some(id) = def.known_issue {
+    if let Some(id) = def.options.known_issue {
         if let Err(message) = crate::report::known_issues::check_listed(id) {
             return Some(Body::Failed {
                 kind: FailureKind::KnownIssueUnlisted,
@@ -113,7 +113,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
             });
         }
     }
-    match check_requires(def.requires, cx) {
+    match check_requires(def.options.requires, cx) {
         Ok(skip) => skip.map(|skip| Body::Skipped(skip.reason().to_owned())),
         Err(message) => Some(Body::Failed {
             kind: FailureKind::Error,
@@ -171,6 +171,7 @@ fn check_requires(requires: &[&str], cx: &mut Cx) -> Result<Option<Skip>, String
 
 fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Body {
     let timeout = def
+        .options
         .timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(default_timeout);
@@ -216,7 +217,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
 /// fail, for the documented reason), and a failed cleanup fails the test
 /// whatever its body did.
 fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut TestRecord) {
-    match (body, def.known_issue) {
+    match (body, def.options.known_issue) {
         (Body::Skipped(reason), _) => {
             record.outcome = Outcome::Skipped;
             record.skip_reason = Some(reason);
@@ -240,7 +241,7 @@ fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut Te
                  remove the marker from the test and the {id} entry from KNOWN-ISSUES.md"
             ));
         }
-        (Body::Failed { message, .. }, Some(id)) => match def.fails_with {
+        (Body::Failed { message, .. }, Some(id)) => match def.options.fails_with {
             Some(expected) if !message.contains(expected) => record.fail(
                 FailureKind::KnownIssueMismatch,
                 format!(

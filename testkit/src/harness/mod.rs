@@ -41,6 +41,17 @@ pub struct TestDef {
     pub file: &'static str,
     /// Line of the test function's name.
     pub line: u32,
+    /// The attribute's options: [`NO_OPTIONS`] for a test that sets none,
+    /// as most do. One pointer instead of five fields keeps what the
+    /// compiler evaluates per test small.
+    pub options: &'static TestOptions,
+    /// Calls the test function.
+    pub run: for<'a> fn(&'a mut crate::Cx) -> BoxFuture<'a>,
+}
+
+/// The options of `#[testkit::test(..)]`.
+#[derive(Debug)]
+pub struct TestOptions {
     /// `ignore = "reason"`.
     pub ignore: Option<&'static str>,
     /// `timeout = "90s"`, in milliseconds.
@@ -51,9 +62,16 @@ pub struct TestDef {
     pub fails_with: Option<&'static str>,
     /// `requires = [..]`: pod capabilities the test needs.
     pub requires: &'static [&'static str],
-    /// Calls the test function.
-    pub run: for<'a> fn(&'a mut crate::Cx) -> BoxFuture<'a>,
 }
+
+/// The options of a test that sets none.
+pub static NO_OPTIONS: TestOptions = TestOptions {
+    ignore: None,
+    timeout_ms: None,
+    known_issue: None,
+    fails_with: None,
+    requires: &[],
+};
 
 inventory::collect!(TestDef);
 
@@ -84,9 +102,14 @@ impl TestDef {
         record.description = self.description.to_owned();
         record.file = self.file.to_owned();
         record.line = self.line;
-        record.known_issue = self.known_issue.map(str::to_owned);
-        record.fails_with = self.fails_with.map(str::to_owned);
-        record.requires = self.requires.iter().map(|&s| s.to_owned()).collect();
+        record.known_issue = self.options.known_issue.map(str::to_owned);
+        record.fails_with = self.options.fails_with.map(str::to_owned);
+        record.requires = self
+            .options
+            .requires
+            .iter()
+            .map(|&s| s.to_owned())
+            .collect();
         record
     }
 
@@ -94,7 +117,10 @@ impl TestDef {
     fn ignored_record(&self, run: &Run) -> TestRecord {
         let mut record = self.record(run);
         record.outcome = Outcome::Skipped;
-        record.skip_reason = Some(format!("ignored: {}", self.ignore.unwrap_or("ignored")));
+        record.skip_reason = Some(format!(
+            "ignored: {}",
+            self.options.ignore.unwrap_or("ignored")
+        ));
         record
     }
 }
@@ -154,7 +180,9 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
         .test_threads
         .or(settings.and_then(|s| s.test_threads))
         .unwrap_or(DEFAULT_TEST_THREADS);
-    args.test_threads = Some(threads.clamp(1, to_run.max(1)));
+    let threads = threads.clamp(1, to_run.max(1));
+    args.test_threads = Some(threads);
+    crate::runtime::expect_concurrent_tests(threads);
     panics::install_hook();
     if let Some(settings) = settings {
         // Ctrl-C and nextest's timeout clean up what the running tests created.
@@ -169,7 +197,7 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
         let ignored = || {
             inventory::iter::<TestDef>
                 .into_iter()
-                .filter(|def| def.ignore.is_some())
+                .filter(|def| def.options.ignore.is_some())
                 .map(|def| def.ignored_record(run))
                 .collect()
         };
@@ -205,5 +233,5 @@ fn selected(args: &Arguments) -> Vec<&'static TestDef> {
 fn trial(def: &'static TestDef, settings: Option<&'static Settings>) -> Trial {
     let name = def.full_name();
     Trial::ignorable_test(name, move || lifecycle::run_test(def, settings))
-        .with_ignored_flag(def.ignore.is_some())
+        .with_ignored_flag(def.options.ignore.is_some())
 }

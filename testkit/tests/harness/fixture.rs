@@ -247,7 +247,8 @@ fn scrub_env(cmd: &mut Command) {
             || key.starts_with("TESTKIT_")
             || key.starts_with("__NEXTEST")
             || (key.starts_with("CARGO_") && !KEEP.contains(&key.as_ref()))
-            || key == "RUST_TEST_THREADS";
+            || key == "RUST_TEST_THREADS"
+            || key == "TOKIO_WORKER_THREADS";
         if outer {
             cmd.env_remove(key.as_ref());
         }

@@ -66,33 +66,36 @@ fn main() {
     assert_eq!(def.description, "Every option at once.");
     assert!(def.file.ends_with("registration.rs"), "{}", def.file);
     assert_eq!(def.line, 18);
-    assert_eq!(def.ignore, Some("needs a GPU pod"));
-    assert_eq!(def.timeout_ms, Some(90_000));
-    assert_eq!(def.known_issue, Some("SBX-12"));
-    assert_eq!(def.fails_with, Some("exit status 137"));
-    assert_eq!(def.requires, ["exec", "gpu"]);
+    assert_eq!(def.options.ignore, Some("needs a GPU pod"));
+    assert_eq!(def.options.timeout_ms, Some(90_000));
+    assert_eq!(def.options.known_issue, Some("SBX-12"));
+    assert_eq!(def.options.fails_with, Some("exit status 137"));
+    assert_eq!(def.options.requires, ["exec", "gpu"]);
 
     let def = find("no_options");
     assert_eq!(def.description, "A description that spans two lines.");
     assert_eq!(def.line, 27);
-    assert_eq!(def.ignore, None);
-    assert_eq!(def.timeout_ms, None);
-    assert_eq!(def.known_issue, None);
-    assert_eq!(def.fails_with, None);
-    assert!(def.requires.is_empty());
+    assert_eq!(def.options.ignore, None);
+    assert_eq!(def.options.timeout_ms, None);
+    assert_eq!(def.options.known_issue, None);
+    assert_eq!(def.options.fails_with, None);
+    assert!(def.options.requires.is_empty());
+    // A test without options shares the one static of none.
+    assert!(std::ptr::eq(def.options, &testkit::__private::NO_OPTIONS));
+    assert!(!std::ptr::eq(find("wildcard").options, &testkit::__private::NO_OPTIONS));
 
     let def = find("match");
     assert_eq!(def.module_path, concat!(module_path!(), "::nested"));
     assert_eq!(def.description, "A block doc comment.");
-    assert_eq!(def.timeout_ms, Some(250));
-    assert_eq!(def.known_issue, Some("SBX-7"));
+    assert_eq!(def.options.timeout_ms, Some(250));
+    assert_eq!(def.options.known_issue, Some("SBX-7"));
 
     let def = find("attribute_doc");
     assert_eq!(def.description, "An attribute doc.");
-    assert_eq!(def.timeout_ms, Some(7_200_000));
-    assert_eq!(def.requires, ["exec"]);
+    assert_eq!(def.options.timeout_ms, Some(7_200_000));
+    assert_eq!(def.options.requires, ["exec"]);
 
-    assert_eq!(find("wildcard").timeout_ms, Some(60_000));
+    assert_eq!(find("wildcard").options.timeout_ms, Some(60_000));
 
     // The registered function is the test itself.
     let _: for<'a> fn(&'a mut Cx) -> testkit::__private::BoxFuture<'a> = find("wildcard").run;
