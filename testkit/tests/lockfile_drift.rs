@@ -197,7 +197,9 @@ fn profiles_beside(lock: &Path) -> toml::Table {
 
 /// Profiles are part of what makes a build of a crate the one another
 /// workspace can reuse: every workspace that shares the target dir sets the
-/// root's.
+/// root's, and all but the root build testkit, a path dependency to them,
+/// whole (`[profile.dev.package.testkit] incremental = false`, as a suite
+/// that takes testkit from a registry gets it).
 #[test]
 fn every_workspace_has_the_root_manifests_profiles() {
     let root = repo_root();
@@ -206,10 +208,11 @@ fn every_workspace_has_the_root_manifests_profiles() {
         !ours.is_empty(),
         "the root Cargo.toml sets no [profile]: this test compares nothing"
     );
+    let expected = with_testkit_built_whole(ours);
     let mut problems = Vec::new();
     for lock in other_locks(&root) {
         let theirs = profiles_beside(&lock);
-        if theirs != ours {
+        if theirs != expected {
             let shown = lock.with_file_name("Cargo.toml");
             let shown = shown
                 .strip_prefix(&root)
@@ -222,14 +225,34 @@ fn every_workspace_has_the_root_manifests_profiles() {
                 theirs.to_string()
             };
             problems.push(format!(
-                "{shown}: its [profile] tables are\n{theirs}\n  the root's are\n{ours}"
+                "{shown}: its [profile] tables are\n{theirs}\n  they should be\n{expected}"
             ));
         }
     }
     assert!(
         problems.is_empty(),
-        "workspaces build their crates with other profiles than the root, so a shared target \
-         dir builds those crates twice:\n  {}\nCopy the root Cargo.toml's [profile] tables into them.",
+        "workspaces sharing the target dir build crates with other profiles, so the target \
+         dir builds those crates twice:\n  {}\nCopy the root Cargo.toml's [profile] tables \
+         into them, and add `[profile.dev.package.testkit] incremental = false` (see \
+         bench/Cargo.toml for why).",
         problems.join("\n  ")
     );
+}
+
+/// The root's `[profile]` tables with testkit built whole, as every other
+/// workspace sets them.
+fn with_testkit_built_whole(mut profiles: toml::Table) -> toml::Table {
+    let package = profiles
+        .entry("dev")
+        .or_insert_with(|| toml::Table::new().into())
+        .as_table_mut()
+        .expect("[profile.dev] is a table")
+        .entry("package")
+        .or_insert_with(|| toml::Table::new().into())
+        .as_table_mut()
+        .expect("[profile.dev.package] is a table");
+    let mut testkit = toml::Table::new();
+    testkit.insert("incremental".into(), false.into());
+    package.insert("testkit".into(), testkit.into());
+    profiles
 }
