@@ -4,7 +4,7 @@
 //! Nothing here looks at what the function's signature means; that is
 //! `validate`'s job.
 
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::parse::{ParseStream, Parser};
 use syn::{Attribute, Expr, ExprLit, Ident, Lit, LitStr, Meta, Signature, Token, Visibility};
 
@@ -196,23 +196,33 @@ pub(crate) fn parse_duration(text: &str) -> Result<u64, DurationError> {
 /// hundreds of tests, and the macro never needs to look inside a body.
 pub(crate) struct TestFn {
     pub(crate) attrs: Vec<Attribute>,
+    pub(crate) vis: Visibility,
     pub(crate) sig: Signature,
+    /// The `{ .. }` of the body.
+    pub(crate) body: Group,
 }
 
 impl TestFn {
     pub(crate) fn parse(item: TokenStream) -> syn::Result<TestFn> {
         let parser = |input: ParseStream<'_>| -> syn::Result<TestFn> {
             let attrs = input.call(Attribute::parse_outer)?;
-            input.parse::<Visibility>()?;
+            let vis: Visibility = input.parse()?;
             let sig: Signature = input.parse().map_err(|e| error::not_a_function(e.span()))?;
-            let body: TokenStream = input.parse()?;
-            let mut body = body.into_iter();
-            match (body.next(), body.next()) {
-                (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => {}
+            let rest: TokenStream = input.parse()?;
+            let mut rest = rest.into_iter();
+            let body = match (rest.next(), rest.next()) {
+                (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::Brace => {
+                    group
+                }
                 (Some(first), _) => return Err(error::missing_body(first)),
                 (None, _) => return Err(error::missing_body(&sig)),
-            }
-            Ok(TestFn { attrs, sig })
+            };
+            Ok(TestFn {
+                attrs,
+                vis,
+                sig,
+                body,
+            })
         };
         parser.parse2(item)
     }

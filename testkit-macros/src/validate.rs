@@ -91,8 +91,9 @@ fn signature(sig: &Signature, stacked: bool, errors: &mut Ctxt) {
 }
 
 /// `&mut Cx`, `&mut testkit::Cx` or `&mut ::testkit::Cx`. Whether `Cx` is
-/// really testkit's is left to the type checker: the generated code calls the
-/// function with a `&mut ::testkit::Cx`, spanned at this type.
+/// really testkit's is left to the type checker: the generated code hands the
+/// function to the harness as taking a `&mut ::testkit::Cx`, spanned at this
+/// type.
 fn parameter_type(ty: &Type, errors: &mut Ctxt) {
     let Type::Reference(reference) = ty else {
         return errors.push(error::parameter_type(ty));

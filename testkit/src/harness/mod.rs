@@ -45,7 +45,8 @@ pub struct TestDef {
     /// as most do. One pointer instead of five fields keeps what the
     /// compiler evaluates per test small.
     pub options: &'static TestOptions,
-    /// Calls the test function.
+    /// The test function, as the attribute rewrites it: its body as a boxed
+    /// future.
     pub run: for<'a> fn(&'a mut crate::Cx) -> BoxFuture<'a>,
 }
 

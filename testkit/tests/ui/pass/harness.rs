@@ -1,5 +1,7 @@
 //! A test binary as a spec author writes it, with every option, ending in
-//! `testkit::main!()`.
+//! `testkit::main!()`. What the attribute generates warns about nothing,
+//! whatever the body.
+#![deny(warnings)]
 
 use testkit::prelude::*;
 
@@ -14,6 +16,19 @@ use testkit::prelude::*;
 async fn every_option(cx: &mut Cx) -> testkit::Result {
     let _ = cx;
     bail!("boom")
+}
+
+/// Never returns normally: the body's value is unreachable.
+#[testkit::test(ignore = "never runs in this check")]
+async fn unfinished(_cx: &mut Cx) -> testkit::Result {
+    todo!()
+}
+
+/// A test function is still a function that another can await.
+#[testkit::test(ignore = "never runs in this check")]
+async fn awaits_another(cx: &mut Cx) -> testkit::Result {
+    every_option(cx).await?;
+    unfinished(cx).await
 }
 
 testkit::main!();
