@@ -31,8 +31,12 @@ pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
 fn build(tests: usize) -> tokio::runtime::Runtime {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if tests > 0 && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-        builder.worker_threads(tests.min(cpus));
+        // Counting CPUs reads the cgroup's quota from /proc: not for one.
+        let workers = match tests {
+            1 => 1,
+            _ => tests.min(std::thread::available_parallelism().map_or(1, usize::from)),
+        };
+        builder.worker_threads(workers);
     }
     builder
         .enable_all()
