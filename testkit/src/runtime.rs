@@ -200,12 +200,21 @@ mod unit {
 
     #[test]
     fn a_runtime_has_a_worker_per_test_up_to_one_per_cpu() {
-        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
-            // It decides instead, as it should; nothing to check here.
+        let workers = |tests| build(tests).metrics().num_workers();
+        if let Some(set) = std::env::var_os("TOKIO_WORKER_THREADS") {
+            let set: usize = set
+                .to_str()
+                .and_then(|s| s.trim().parse().ok())
+                .expect("TOKIO_WORKER_THREADS is a number of threads");
+            assert_eq!(
+                workers(1),
+                set,
+                "TOKIO_WORKER_THREADS decides, even for one test"
+            );
+            assert_eq!(workers(256), set, "TOKIO_WORKER_THREADS decides");
             return;
         }
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-        let workers = |tests| build(tests).metrics().num_workers();
         assert_eq!(workers(1), 1, "a process that runs one test");
         assert_eq!(workers(256), cpus);
         assert_eq!(workers(0), cpus, "not known: tokio's default");
