@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
-use testkit::config::SuiteConfig;
-use testkit::pod::{HandlePolicy, PodHandle};
-use testkit::resource::{JanitorTarget, Kinds};
+use testkit_engine::config::SuiteConfig;
+use testkit_engine::pod::{HandlePolicy, PodHandle};
+use testkit_engine::resource::{JanitorTarget, Kinds};
 
 use crate::errors::ExpectedError;
 use crate::verb::parse_duration;
@@ -45,20 +45,26 @@ pub(crate) struct JanitorArgs {
 pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
     let config = SuiteConfig::load(&args.suite)
         .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
-    let kinds = Kinds::from_config(&config, &args.suite.join(testkit::config::CONFIG_FILE))
-        .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
+    let kinds = Kinds::from_config(
+        &config,
+        &args.suite.join(testkit_engine::config::CONFIG_FILE),
+    )
+    .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
     let handle_path = args
         .handle_json
         .clone()
         .or_else(|| {
-            std::env::var_os(testkit::pod::HANDLE_ENV)
+            std::env::var_os(testkit_engine::pod::HANDLE_ENV)
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
         })
         .or_else(|| {
             args.run
                 .as_deref()
-                .map(|run| testkit::run::secrets_dir(run).join("handle.json"))
+                .map(|run| {
+                    testkit_engine::run::secrets_dir(crate::verb::settings(), run)
+                        .join("handle.json")
+                })
                 .filter(|h| h.is_file())
         });
     let Some(handle_path) = handle_path else {
@@ -87,11 +93,19 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         },
         (None, None) => unreachable!("clap requires one of them"),
     };
-    let session_dir = args.run.as_deref().map(testkit::run::secrets_dir);
-    let pod = testkit::pod::connect(handle, &config, session_dir.as_deref())
+    let session_dir = args
+        .run
+        .as_deref()
+        .map(|run| testkit_engine::run::secrets_dir(crate::verb::settings(), run));
+    let pod = testkit_engine::pod::connect(handle, &config, session_dir.as_deref())
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
-    let report = testkit::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;
+    let pod = match &args.run {
+        Some(run) => pod.for_run(run),
+        None => pod,
+    };
+    let report =
+        testkit_engine::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;
     for item in &report.deleted {
         println!("deleted {} `{}` (verified gone)", item.kind, item.name);
     }

@@ -22,7 +22,7 @@ pub(crate) fn run(args: CheckArgs) -> Result<(), ExpectedError> {
             args.suite.display()
         )));
     }
-    match testkit::report::check_known_issues(&args.suite) {
+    match testkit_engine::report::check_known_issues(&args.suite) {
         Ok(check) if check.ok() => {
             println!("{check}");
             Ok(())

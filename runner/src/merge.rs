@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use testkit::report::{self, Outcome, Summary};
+use testkit_engine::report::{self, Outcome, Summary};
 
 use crate::errors::ExpectedError;
 
@@ -32,9 +32,10 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
         )));
     }
     let incomplete = |e: &dyn std::fmt::Display| ExpectedError::Incomplete(format!("merge: {e}"));
-    let merged = report::merge_results(&args.name, &args.inputs).map_err(|e| incomplete(&e))?;
+    let merged =
+        crate::junit::merge_results(&args.name, &args.inputs).map_err(|e| incomplete(&e))?;
     let out = args.out_dir.join("junit.xml");
-    report::write_junit(&merged, &out).map_err(|e| incomplete(&e))?;
+    crate::junit::write_junit(&merged, &out).map_err(|e| incomplete(&e))?;
     let mut records = Vec::new();
     for dir in args.inputs.iter().filter(|i| i.is_dir()) {
         records.extend(report::read_records(dir).map_err(|e| incomplete(&e))?);
@@ -58,7 +59,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
         summary.total()
     );
     crate::summary::tests_markdown(&mut markdown, &summary, &failures);
-    let markdown = testkit::redact(&markdown).into_owned();
+    let markdown = testkit_engine::redact(&markdown).into_owned();
     let md = args.out_dir.join("summary.md");
     std::fs::write(&md, markdown.as_bytes())
         .map_err(|e| incomplete(&format!("{}: {e}", md.display())))?;

@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
-use testkit::config::SuiteConfig;
-use testkit::pod::{self, LaunchSpec, StopError};
+use testkit_engine::config::SuiteConfig;
+use testkit_engine::pod::{self, LaunchSpec, StopError};
 
 use crate::errors::ExpectedError;
 use crate::exit;
@@ -97,7 +97,8 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     let config = SuiteConfig::load(&args.suite).map_err(ExpectedError::bad_args)?;
     let pods = pods_dir();
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
-    let spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
+    let mut spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
+    spec.target_dir = crate::verb::settings().target_dir.clone();
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
@@ -193,7 +194,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
 /// written there: the run's credential stays where the run keeps it.
 /// Returns the record's folder, removed when the pod goes down.
 pub(crate) fn record_run_pod(
-    launched: &testkit::pod::LaunchedPod,
+    launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
 ) -> std::io::Result<PathBuf> {
     let name = launched.handle.name();
@@ -212,7 +213,7 @@ pub(crate) fn record_run_pod(
 /// Writes `<dir>/pod.json`.
 fn write_record(
     dir: &std::path::Path,
-    launched: &testkit::pod::LaunchedPod,
+    launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
     logs_dir: PathBuf,
 ) -> std::io::Result<()> {
@@ -290,7 +291,7 @@ fn ls() -> Result<(), ExpectedError> {
     for (dir, rec) in all {
         match rec {
             Ok(r) => {
-                let state = if testkit::process::is_alive(r.pgid, r.start_ticks) {
+                let state = if testkit_engine::process::is_alive(r.pgid, r.start_ticks) {
                     "alive"
                 } else {
                     "dead"
@@ -323,7 +324,7 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
             all_well = false;
             continue;
         };
-        if !testkit::process::is_alive(r.pgid, r.start_ticks) {
+        if !testkit_engine::process::is_alive(r.pgid, r.start_ticks) {
             println!(
                 "{}: dead (pid {} is gone); reclaim it with `testkit-runner pod down {}`",
                 r.name, r.pid, r.name
@@ -351,7 +352,7 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
 
 async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     let (dir, rec) = find(name)?;
-    let was_alive = testkit::process::is_alive(rec.pgid, rec.start_ticks);
+    let was_alive = testkit_engine::process::is_alive(rec.pgid, rec.start_ticks);
     match pod::stop_recorded(
         rec.pgid,
         rec.start_ticks,

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use testkit::report::{self, KnownIssues, Summary};
+use testkit_engine::report::{KnownIssues, Summary};
 
 use crate::errors::ExpectedError;
 
@@ -70,7 +70,7 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
     };
     let mut all = Vec::new();
     for dir in &args.dirs {
-        let records = report::write_results_junit(dir)
+        let records = crate::junit::write_results_junit(dir)
             .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
         if records.is_empty() {
             return Err(ExpectedError::Incomplete(format!(

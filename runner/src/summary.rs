@@ -8,7 +8,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
 
-use testkit::report::Summary;
+use testkit_engine::report::Summary;
 
 use crate::run::verdict::{PhaseResult, Verdict};
 

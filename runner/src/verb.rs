@@ -1,7 +1,10 @@
-//! What the verbs share: the runtime an async verb runs on, and the
-//! parsers of the arguments several of them take.
+//! What the verbs share: the runtime an async verb runs on, the runner's
+//! own settings, and the parsers of the arguments several of them take.
 
+use std::sync::OnceLock;
 use std::time::Duration;
+
+use testkit_engine::settings::Settings;
 
 use crate::errors::ExpectedError;
 
@@ -16,6 +19,14 @@ pub(crate) fn block_on(
         .build()
         .map_err(|e| ExpectedError::Incomplete(format!("failed to start the runtime: {e}")))?
         .block_on(verb)
+}
+
+/// The `TESTKIT_*` variables of the runner's own environment that decide
+/// where its files go (`TESTKIT_SECRETS_DIR`, `CARGO_TARGET_DIR`,
+/// `XDG_RUNTIME_DIR`), read once; the defaults when they do not parse.
+pub(crate) fn settings() -> &'static Settings {
+    static SETTINGS: OnceLock<Settings> = OnceLock::new();
+    SETTINGS.get_or_init(|| Settings::from_env().unwrap_or_else(|_| Settings::defaults()))
 }
 
 /// A duration argument: `500ms`, `10s`, `30m`, `2h`.

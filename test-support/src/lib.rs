@@ -32,6 +32,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod binary;
+pub mod layers;
 mod server;
 
 pub use binary::{sandboxctl_bin, sandboxd_bin, target_dir};

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::engine::process;
 use crate::log::Log;
-use crate::process;
 
 /// How long a CLI run may take unless told otherwise.
 pub(crate) const DEFAULT_CLI_TIMEOUT: Duration = Duration::from_secs(60);
@@ -73,16 +73,20 @@ impl<'a> CliCommand<'a> {
 
     /// Runs it. A non-zero exit is not an error: check [`CliOutput::exit_code`].
     pub async fn run(self) -> crate::Result<CliOutput> {
-        let pod = crate::pod::require()?;
-        let config = crate::config::current().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let settings = crate::settings::current().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let pod = crate::globals::require_pod()?;
+        let config = crate::globals::config().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
         let program = match &settings.cli {
             Some(p) => p.clone(),
             None => config.cli.program.clone().ok_or_else(|| {
                 anyhow::anyhow!("no CLI configured: set `[cli] program` in testkit.toml or the TESTKIT_CLI variable")
             })?,
         };
-        let path = crate::pod::launch::resolve_program(&program, crate::config::suite_dir())
+        let path = crate::engine::pod::launch::resolve_program(
+            &program,
+            crate::globals::suite_dir(),
+            settings.target_dir.as_deref(),
+        )
             .map_err(|_| anyhow::anyhow!("CLI program `{program}` not found next to the test binary, in the target dir, or on PATH"))?;
         let handle = pod.handle();
         let port = handle.port().to_string();
@@ -98,8 +102,9 @@ impl<'a> CliCommand<'a> {
         let values = handle.values(&port).with("session_cookie", &cookie);
         let mut env = Vec::with_capacity(config.cli.env.len());
         for (key, value) in &config.cli.env {
-            let value = crate::template::fill(value, &values, crate::template::verbatim)
-                .map_err(|p| anyhow::anyhow!("[cli] env {key}: {p}"))?;
+            let value =
+                crate::engine::template::fill(value, &values, crate::engine::template::verbatim)
+                    .map_err(|p| anyhow::anyhow!("[cli] env {key}: {p}"))?;
             env.push((key, value));
         }
         let mut cmd = tokio::process::Command::new(&path);

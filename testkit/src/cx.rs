@@ -8,11 +8,11 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use crate::cli::{CliCommand, CliOutput};
+use crate::engine::pod::Pod;
+use crate::engine::run::Run;
+use crate::engine::settings::Keep;
 use crate::log::Log;
-use crate::pod::Pod;
-use crate::resource::{CleanupSummary, Tracker};
-use crate::run::Run;
-use crate::settings::Keep;
+use crate::tracker::{CleanupSummary, Tracker};
 
 /// The context of one test: its name, the run, its log, its artifacts folder,
 /// its pod, and what it created.
@@ -37,7 +37,8 @@ impl Cx {
         run: &'static Run,
         attempt: Option<u32>,
     ) -> Cx {
-        let artifacts_dir = crate::run::artifacts_dir(&run.results_dir, &run.binary, &full_name);
+        let artifacts_dir =
+            crate::engine::run::artifacts_dir(&run.results_dir, &run.binary, &full_name);
         let log = Log::default();
         let resources = Tracker::new(&full_name, attempt, log.clone());
         Cx {
@@ -89,7 +90,7 @@ impl Cx {
     /// The pod: its handle, an authenticated client, its capabilities. Without
     /// a configured pod the test is skipped; with an unusable one it fails.
     pub fn pod(&self) -> crate::Result<&'static Pod> {
-        crate::pod::require()
+        crate::globals::require_pod()
     }
 
     /// A new name for a resource of this test: `<prefix>-<run id>-<test
@@ -229,7 +230,7 @@ impl Cx {
     }
 }
 
-impl crate::wait::WaitLog for Cx {
+impl crate::engine::wait::WaitLog for Cx {
     fn wait_log(&self, line: String) {
         self.log.push(line);
     }

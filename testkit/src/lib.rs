@@ -53,21 +53,17 @@
 //!
 //! Imports point down only; a test (`tests/layers.rs`) keeps it so.
 //!
-//! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`
-//!    variable, read once), [`run`] (run ids, the results folder),
-//!    [`config`] (`testkit.toml`), redaction, [`process`] (process groups),
-//!    files that hold secrets, the test log, the runtime, [`Skip`].
-//! 2. [`wait`]; [`report`] (records, JUnit, known issues); [`pod`] (handle,
-//!    session, launch); [`resource`] (kinds, journal, cleanup, reaper);
-//!    the CLI runner. Each takes what it needs as arguments.
-//!    Above them, the browser phase (`browser`, with the `browser` feature):
-//!    Chromium as a process tree a test owns.
-//! 3. [`Cx`]: the only `impl Cx`, what a test sees.
-//! 4. The harness: the test list, libtest-mimic, each test's lifecycle.
-//!
-//! What `testkit-runner` shares with the library (the record schema, run
-//! ids, setting names, the record reader) is public here and documented as
-//! such, so that it lives once.
+//! 1. The engine (`testkit-engine`): config, settings, run ids, pods,
+//!    resource kinds, journal, records; every function takes its inputs as
+//!    arguments. testkit re-exports the part a spec author uses.
+//! 2. `globals`: every process global of a test process (its settings, run,
+//!    config, kinds, pod, record file), read once, handed down as arguments.
+//! 3. What a test owns: the resource tracker, the CLI runner, the browser
+//!    phase (`browser` feature), the reaper and the signal handler.
+//! 4. [`Cx`]: the only `impl Cx`, what a test sees.
+//! 5. The harness: the test list, libtest-mimic, each test's lifecycle, and
+//!    the process roles a test binary can be started in (test, reaper,
+//!    sweeper).
 #![warn(missing_docs, unreachable_pub)]
 
 #[doc(hidden)]
@@ -75,31 +71,39 @@ pub mod __private;
 #[cfg(feature = "browser")]
 pub mod browser;
 mod cli;
-pub mod config;
 mod cx;
-mod files;
+mod globals;
 mod harness;
 #[cfg(test)]
 mod layers;
 mod log;
-pub mod pod;
-pub mod process;
-mod redact;
-pub mod report;
-pub mod resource;
-pub mod run;
-mod run_id;
+mod reaper;
 mod runtime;
-pub mod settings;
+mod signals;
 mod skip;
-pub mod template;
-pub mod wait;
+mod sweeper;
+mod tracker;
+
+use testkit_engine as engine;
 
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
-pub use redact::{redact, register_secret, REDACTED};
+pub use engine::redact::{redact, register_secret, REDACTED};
+pub use engine::{template, wait};
 pub use skip::Skip;
 pub use testkit_macros::test;
+
+/// The pod a test drives: [`Cx::pod`] hands it out.
+pub mod pod {
+    pub use crate::engine::pod::Pod;
+}
+
+/// Resource kinds in Rust, for what `testkit.toml`'s HTTP templates cannot
+/// say: implement [`ResourceKind`](resource::ResourceKind) and register it
+/// with [`resource_kind!`](crate::resource_kind).
+pub mod resource {
+    pub use crate::engine::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
+}
 
 /// The HTTP client `Pod::client` is, re-exported so suites use the same version.
 pub use reqwest;
@@ -111,7 +115,7 @@ pub use anyhow::{anyhow as format_err, bail, ensure, Context};
 
 /// Everything a test file needs: `use testkit::prelude::*;`
 pub mod prelude {
-    pub use crate::wait::{Check, Wait};
+    pub use crate::engine::wait::{Check, Wait};
     pub use crate::{bail, ensure, format_err, Cx, Skip};
     pub use anyhow::Context as _;
 }
@@ -123,6 +127,23 @@ macro_rules! main {
     () => {
         fn main() -> ::std::process::ExitCode {
             $crate::__private::main(::core::env!("CARGO_MANIFEST_DIR"))
+        }
+    };
+}
+
+/// Registers a [`ResourceKind`](resource::ResourceKind) under the name
+/// `testkit.toml` declares it by (`[resources.record] rust = true`):
+///
+/// ```text
+/// struct Records;
+/// impl testkit::resource::ResourceKind for Records { /* … */ }
+/// testkit::resource_kind!("record", Records);
+/// ```
+#[macro_export]
+macro_rules! resource_kind {
+    ($name:literal, $kind:expr) => {
+        $crate::__private::inventory::submit! {
+            $crate::__private::RustKind::new($name, &$kind)
         }
     };
 }

@@ -39,7 +39,7 @@ impl Log {
         let start = *inner.start.get_or_insert_with(Instant::now);
         let line = format!("[{:>8.3}s] {}", start.elapsed().as_secs_f64(), message);
         if ECHO.load(Ordering::Relaxed) {
-            eprintln!("{}", crate::redact::redact(&line));
+            eprintln!("{}", crate::redact(&line));
         }
         inner.lines.push(line);
     }
@@ -52,6 +52,6 @@ impl Log {
     /// The whole log, redacted.
     pub(crate) fn text(&self) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        crate::redact::redact(&inner.lines.join("\n")).into_owned()
+        crate::redact(&inner.lines.join("\n")).into_owned()
     }
 }

@@ -18,10 +18,10 @@ use std::path::Path;
 
 use checks::{assert_no_secret, check_junit, check_records, check_with_junitparser, comparable};
 use fixture::{fixture, nextest_available, results_dir};
-use testkit::report::{
-    check_known_issues, junit_from_records, merge_results, read_records, write_junit,
-    write_results_junit, KnownIssueState, KnownIssues, Summary,
+use testkit_engine::report::{
+    check_known_issues, read_records, KnownIssueState, KnownIssues, Summary,
 };
+use testkit_runner::junit::{junit_from_records, merge_results, write_junit, write_results_junit};
 
 /// The record lines in a results folder, whoever wrote them.
 fn record_lines(results: &Path) -> usize {
@@ -281,9 +281,14 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             &["drop-exec-env"][..],
             0,
             0,
-            testkit::report::Outcome::ExpectedFailure,
+            testkit_engine::report::Outcome::ExpectedFailure,
         ),
-        (&[][..], 101, 100, testkit::report::Outcome::UnexpectedPass),
+        (
+            &[][..],
+            101,
+            100,
+            testkit_engine::report::Outcome::UnexpectedPass,
+        ),
     ] {
         let home = tempfile::tempdir().unwrap();
         let pod = start_sandboxd(home.path(), faults);
@@ -318,7 +323,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
                 record.outcome, outcome,
                 "{runner} with faults {faults:?}: {record:#?}"
             );
-            if outcome == testkit::report::Outcome::UnexpectedPass {
+            if outcome == testkit_engine::report::Outcome::UnexpectedPass {
                 let message = record.message.as_deref().unwrap();
                 assert!(
                     message.contains("SBX-1 appears fixed")
@@ -329,7 +334,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
             let summary = Summary::from_records(&records, None);
             assert_eq!(
                 summary.is_green(),
-                outcome == testkit::report::Outcome::ExpectedFailure
+                outcome == testkit_engine::report::Outcome::ExpectedFailure
             );
             // JUnit is built once, after the run, as `testkit-runner report` does.
             write_results_junit(results.path()).unwrap();

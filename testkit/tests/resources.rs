@@ -15,7 +15,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::{listed, wait_for, Run, Sandboxd, PREFIX};
-use testkit::resource::{Event, JanitorTarget, Kinds};
+use testkit_engine::resource::{Event, JanitorTarget, Kinds};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -71,7 +71,7 @@ fn a_panic_holding_five_sandboxes_deletes_all_five_newest_first() {
     assert_eq!(created, verified, "cleanup is not LIFO");
     for name in &created {
         assert!(
-            testkit::resource::carries_run_id(name, PREFIX, &run.id) && name.len() <= 63,
+            testkit_engine::resource::carries_run_id(name, PREFIX, &run.id) && name.len() <= 63,
             "{name}"
         );
     }
@@ -145,18 +145,20 @@ fn a_delete_that_always_fails_is_reported_as_a_leak_by_name_and_the_janitor_clea
     let rt = rt();
     let client = rt.block_on(pod.connect());
     assert_eq!(rt.block_on(listed(&client, &run.id)), names);
-    let config = testkit::config::SuiteConfig::load(&support::suite_dir()).unwrap();
+    let config = testkit_engine::config::SuiteConfig::load(&support::suite_dir()).unwrap();
     let kinds = Kinds::from_config(&config, &support::suite_dir().join("testkit.toml")).unwrap();
     let target = JanitorTarget::Run {
         run_id: run.id.clone(),
         results_dir: Some(run.results.clone()),
     };
-    let report = rt.block_on(testkit::resource::janitor(&client, &kinds, PREFIX, &target));
+    let report = rt.block_on(testkit_engine::resource::janitor(
+        &client, &kinds, PREFIX, &target,
+    ));
     assert!(report.is_clean(), "{report:?}");
     let deleted: std::collections::BTreeSet<String> =
         report.deleted.iter().map(|l| l.name.clone()).collect();
     assert_eq!(deleted, names);
-    assert!(testkit::resource::outstanding(&run.journal()).is_empty());
+    assert!(testkit_engine::resource::outstanding(&run.journal()).is_empty());
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
@@ -335,9 +337,11 @@ fn testkit_keep_keeps_and_says_how_to_remove_then_a_sweep_removes() {
     let rt = rt();
     let client = rt.block_on(pod.connect());
     assert_eq!(rt.block_on(listed(&client, &run.id)), names);
-    let config = testkit::config::SuiteConfig::load(&support::suite_dir()).unwrap();
+    let config = testkit_engine::config::SuiteConfig::load(&support::suite_dir()).unwrap();
     let kinds = Kinds::from_config(&config, &support::suite_dir().join("testkit.toml")).unwrap();
-    let report = rt.block_on(testkit::resource::sweep(&client, &kinds, PREFIX, &run.id));
+    let report = rt.block_on(testkit_engine::resource::sweep(
+        &client, &kinds, PREFIX, &run.id,
+    ));
     assert!(report.is_clean() && report.refused.is_empty(), "{report:?}");
     let found: std::collections::BTreeSet<String> =
         report.found.iter().map(|l| l.name.clone()).collect();
@@ -370,7 +374,7 @@ fn a_test_binary_started_as_sweeper_prints_its_report() {
     let report = stdout
         .lines()
         .rev()
-        .find_map(|l| serde_json::from_str::<testkit::resource::SweepReport>(l).ok())
+        .find_map(|l| serde_json::from_str::<testkit_engine::resource::SweepReport>(l).ok())
         .unwrap_or_else(|| {
             panic!(
                 "no sweep report on stdout ({}): {stdout}{}",

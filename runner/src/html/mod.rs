@@ -17,7 +17,7 @@ pub(crate) mod source;
 
 use std::path::{Path, PathBuf};
 
-use testkit::report::{KnownIssues, ReportError, Summary};
+use testkit_engine::report::{KnownIssues, ReportError, Summary};
 
 use model::Part;
 use source::Source;
@@ -81,7 +81,7 @@ pub(crate) fn write_with(
     .html();
     // Every text on the page was redacted when written; a secret this
     // process knows of is redacted once more on the way out.
-    let html = testkit::redact(&html);
+    let html = testkit_engine::redact(&html);
     let path = out_dir.join(FILE);
     std::fs::create_dir_all(out_dir)
         .and_then(|()| write_atomically(&path, html.as_bytes()))

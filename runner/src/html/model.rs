@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use testkit::report::{self, Outcome, ReportError, TestRecord};
-use testkit::resource::{read_journal, Event, JournalEntry};
+use testkit_engine::report::{self, Outcome, ReportError, TestRecord};
+use testkit_engine::resource::{read_journal, Event, JournalEntry};
 
 use super::source::Source;
 

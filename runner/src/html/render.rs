@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde_json::json;
-use testkit::report::{Outcome, ResourceState, Summary, TestRecord};
+use testkit_engine::report::{Outcome, ResourceState, Summary, TestRecord};
 
 use super::model::{outcome_word, pack_lanes, Lifetime, Part};
 
@@ -507,7 +507,7 @@ impl Page<'_> {
     /// Every `*.png` in the test's artifacts dir, inlined while the budget
     /// lasts, linked after.
     fn screenshots(&self, out: &mut String, part: &Part, r: &TestRecord, left: &mut u64) {
-        let dir = testkit::run::artifacts_dir(&part.dir, &r.binary, &r.name);
+        let dir = testkit_engine::run::artifacts_dir(&part.dir, &r.binary, &r.name);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return;
         };
@@ -708,7 +708,7 @@ mod unit {
             r.output = "a log line of a test that passed\n".repeat(30);
             if i % 50 == 0 {
                 r.fail(
-                    testkit::report::FailureKind::Error,
+                    testkit_engine::report::FailureKind::Error,
                     "expected 200, got 500\n".repeat(20),
                 );
                 r.output = "a log line of a test that failed\n".repeat(3000);

@@ -6,10 +6,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use testkit::settings::var;
+use testkit_engine::settings::var;
 
-use testkit::pod::{LaunchedPod, Pod, PodHandle};
-use testkit::resource::SweepBounds;
+use testkit_engine::pod::{LaunchedPod, Pod, PodHandle};
+use testkit_engine::resource::SweepBounds;
 
 use super::plan::Plan;
 use super::pod;
@@ -76,12 +76,15 @@ impl<'a> Run<'a> {
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
-        let secrets_dir = testkit::run::create_secrets_dir(&plan.run_id).map_err(|e| {
-            ExpectedError::bad_args(format_args!(
-                "cannot create the run's private folder {}: {e}",
-                testkit::run::secrets_dir(&plan.run_id).display()
-            ))
-        })?;
+        let secrets_dir =
+            testkit_engine::run::create_secrets_dir(crate::verb::settings(), &plan.run_id)
+                .map_err(|e| {
+                    ExpectedError::bad_args(format_args!(
+                        "cannot create the run's private folder {}: {e}",
+                        testkit_engine::run::secrets_dir(crate::verb::settings(), &plan.run_id)
+                            .display()
+                    ))
+                })?;
         Ok(Run {
             plan,
             log,
@@ -276,10 +279,14 @@ impl<'a> Run<'a> {
         let started = Instant::now();
         // Log in (or take the handle's credential) and open the session every
         // test process reuses, then check the credential really matters.
-        let p = match testkit::pod::connect(h.clone(), &self.plan.config, Some(&self.secrets_dir))
-            .await
+        let p = match testkit_engine::pod::connect(
+            h.clone(),
+            &self.plan.config,
+            Some(&self.secrets_dir),
+        )
+        .await
         {
-            Ok(p) => p,
+            Ok(p) => p.for_run(&self.plan.run_id),
             Err(e) => {
                 self.decide(PhaseResult::new(
                     "auth",
@@ -290,7 +297,7 @@ impl<'a> Run<'a> {
                 return None;
             }
         };
-        let report = testkit::pod::check_auth(&p, Duration::from_secs(10)).await;
+        let report = testkit_engine::pod::check_auth(&p, Duration::from_secs(10)).await;
         let checked = match &report {
             Some(r) if !r.ok() => {
                 self.decide(PhaseResult::new(
@@ -369,8 +376,8 @@ impl<'a> Run<'a> {
         };
         if self.pod_crashed() {
             // Nothing can be swept, but the journal still says what was left.
-            let entries = testkit::resource::read_journal(&self.plan.results_dir);
-            let leaks: Vec<String> = testkit::resource::outstanding(&entries)
+            let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
+            let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
                 .into_iter()
                 .filter(|o| o.run == self.plan.run_id)
                 .map(|o| {
@@ -563,13 +570,13 @@ impl<'a> Run<'a> {
             took: self.started.elapsed(),
         };
         let md = plan.results_dir.join("summary.md");
-        let markdown = testkit::redact(&summary.markdown()).into_owned();
+        let markdown = testkit_engine::redact(&summary.markdown()).into_owned();
         if let Err(e) = std::fs::write(&md, markdown.as_bytes()) {
             eprintln!("testkit-runner: failed to write {}: {e}", md.display());
         }
         let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir);
         crate::summary::to_github_step_summary(&markdown);
-        print!("{}", testkit::redact(&summary.text()));
+        print!("{}", testkit_engine::redact(&summary.text()));
         crate::summary::print_where_to_look(&plan.results_dir, report.as_deref());
         result
     }
@@ -591,7 +598,8 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
         ),
         (
             var::SECRETS_DIR.to_owned(),
-            testkit::run::secrets_dir(&plan.run_id).into_os_string(),
+            testkit_engine::run::secrets_dir(crate::verb::settings(), &plan.run_id)
+                .into_os_string(),
         ),
         (
             var::SUITE_DIR.to_owned(),

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use testkit::config::SuiteConfig;
-use testkit::pod::{HandlePolicy, PodHandle};
-use testkit::resource::Kinds;
+use testkit_engine::config::SuiteConfig;
+use testkit_engine::pod::{HandlePolicy, PodHandle};
+use testkit_engine::resource::Kinds;
 
 use super::suite::Engine;
 use super::RunArgs;
@@ -56,8 +56,11 @@ impl Plan {
             )));
         }
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
-        let kinds = Kinds::from_config(&config, &suite_dir.join(testkit::config::CONFIG_FILE))
-            .map_err(ExpectedError::bad_args)?;
+        let kinds = Kinds::from_config(
+            &config,
+            &suite_dir.join(testkit_engine::config::CONFIG_FILE),
+        )
+        .map_err(ExpectedError::bad_args)?;
         let partition = args
             .partition
             .as_deref()
@@ -97,7 +100,7 @@ impl Plan {
             ));
         }
         let run_id = match args.run_id {
-            Some(id) => match testkit::run::validate_run_id(&id) {
+            Some(id) => match testkit_engine::run::validate_run_id(&id) {
                 Ok(()) => id,
                 Err(why) => {
                     return Err(ExpectedError::bad_args(format_args!(
@@ -105,7 +108,7 @@ impl Plan {
                     )))
                 }
             },
-            None => testkit::run::generate_run_id(),
+            None => testkit_engine::run::generate_run_id(),
         };
         let results_dir = args
             .results
@@ -171,12 +174,12 @@ fn parse_partition(p: &str) -> Result<String, String> {
 /// `<target dir>/testkit/runs`: `CARGO_TARGET_DIR`, else the target dir this
 /// binary was built in, else the temp dir; the same rules as the library's.
 pub(crate) fn default_results_root() -> PathBuf {
-    testkit::run::default_results_root(target_dir_setting().as_deref()).join("runs")
+    testkit_engine::run::default_results_root(target_dir_setting().as_deref()).join("runs")
 }
 
 /// The target dir, as the library finds it.
 pub(crate) fn target_dir() -> Option<PathBuf> {
-    testkit::run::target_dir_of(target_dir_setting().as_deref())
+    testkit_engine::run::target_dir_of(target_dir_setting().as_deref())
 }
 
 fn target_dir_setting() -> Option<PathBuf> {
@@ -201,10 +204,10 @@ mod unit {
 
     #[test]
     fn run_ids() {
-        let id = testkit::run::generate_run_id();
+        let id = testkit_engine::run::generate_run_id();
         assert_eq!(id.len(), 10);
-        assert!(testkit::run::validate_run_id(&id).is_ok());
+        assert!(testkit_engine::run::validate_run_id(&id).is_ok());
         assert!(id.as_bytes()[0].is_ascii_lowercase());
-        assert!(testkit::run::validate_run_id("Abc").is_err());
+        assert!(testkit_engine::run::validate_run_id("Abc").is_err());
     }
 }

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use testkit::config::SuiteConfig;
-use testkit::pod::{HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
-use testkit::resource::{Kinds, SweepBounds};
+use testkit_engine::config::SuiteConfig;
+use testkit_engine::pod::{HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
+use testkit_engine::resource::{Kinds, SweepBounds};
 
 use super::verdict::Verdict;
 
@@ -44,7 +44,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
             .collect::<Vec<_>>(),
     );
     dirs.map(|d| d.join(program))
-        .find(|p| testkit::process::is_executable(p))
+        .find(|p| testkit_engine::process::is_executable(p))
 }
 
 /// The workspace this runner was built from, when it still holds the
@@ -104,7 +104,7 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
         .await
         .map_err(|e| format!("failed to start cargo to build `{DEFAULT_POD}`: {e}"))?;
     let built = target.join(profile).join(DEFAULT_POD);
-    if !status.success() || !testkit::process::is_executable(&built) {
+    if !status.success() || !testkit_engine::process::is_executable(&built) {
         return Err(format!(
             "building `{DEFAULT_POD}` failed ({}); output in {}",
             super::suite::describe_status(status),
@@ -124,6 +124,7 @@ pub(crate) async fn start(
     logs_dir: &Path,
 ) -> Result<LaunchedPod, String> {
     let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
+    spec.target_dir = crate::verb::settings().target_dir.clone();
     if spec.command[0] == DEFAULT_POD {
         spec.command[0] = ensure_default_pod(logs_dir).await?.display().to_string();
     }
@@ -131,20 +132,23 @@ pub(crate) async fn start(
         spec.env
             .insert("PATH".to_owned(), path.to_string_lossy().into_owned());
     }
-    testkit::pod::launch(&spec).await.map_err(|e| e.to_string())
+    testkit_engine::pod::launch(&spec)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// One measured health check, retried briefly: a caller's pod may be
 /// momentarily busy.
 pub(crate) async fn measure_health(handle: &PodHandle, path: &str) -> HealthReport {
     let mut report =
-        testkit::pod::check_health(handle.base_url(), path, Duration::from_secs(5)).await;
+        testkit_engine::pod::check_health(handle.base_url(), path, Duration::from_secs(5)).await;
     for _ in 0..4 {
         if report.ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        report = testkit::pod::check_health(handle.base_url(), path, Duration::from_secs(5)).await;
+        report = testkit_engine::pod::check_health(handle.base_url(), path, Duration::from_secs(5))
+            .await;
     }
     report
 }
@@ -191,11 +195,13 @@ pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, Strin
         .filter(|k| k.is_elsewhere())
         .map(|k| k.name().to_owned())
         .collect();
-    let mut report = testkit::resource::SweepReport::default();
+    let mut report = testkit_engine::resource::SweepReport::default();
     if !delegated.is_empty() {
         match &sweeper {
             Some((binary, env)) => {
-                report.merge(testkit::resource::sweep_in_binary(binary, env, &delegated).await);
+                report.merge(
+                    testkit_engine::resource::sweep_in_binary(binary, env, &delegated).await,
+                );
             }
             None => report.errors.push(format!(
                 "kinds {} are Rust code, swept by a test binary of the suite, and this run \
@@ -207,7 +213,8 @@ pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, Strin
     // Then the journal's exact names and the listing of every other kind,
     // bounded.
     report.merge(
-        testkit::resource::sweep_run(pod, kinds, prefix, run_id, Some(results_dir), bounds).await,
+        testkit_engine::resource::sweep_run(pod, kinds, prefix, run_id, Some(results_dir), bounds)
+            .await,
     );
     let mut leaks = Vec::new();
     for item in &report.found {

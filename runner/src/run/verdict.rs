@@ -55,7 +55,7 @@ impl PhaseResult {
             phase,
             verdict,
             // Evidence quotes what pods and tools said: never let a token through.
-            evidence: testkit::redact(&evidence.into()).into_owned(),
+            evidence: testkit_engine::redact(&evidence.into()).into_owned(),
             duration_ms: took.as_millis() as u64,
             at: now_ms(),
         }

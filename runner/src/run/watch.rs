@@ -25,8 +25,8 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Args;
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use testkit::pod::LaunchedPod;
-use testkit::process;
+use testkit_engine::pod::LaunchedPod;
+use testkit_engine::process;
 
 /// How long the watchdog gives each group to end after SIGTERM.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(3);
@@ -91,7 +91,7 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
             "watchdog: the runner is gone; stopping pod group {}",
             args.pgid
         );
-        match testkit::pod::stop_recorded(
+        match testkit_engine::pod::stop_recorded(
             args.pgid,
             args.ticks,
             &args.private_dir,
@@ -340,7 +340,7 @@ fn last_lines(path: &Path, n: usize) -> Vec<String> {
         .rev()
         .filter(|l| !l.trim().is_empty())
         .take(n)
-        .map(|l| testkit::redact(l).into_owned())
+        .map(|l| testkit_engine::redact(l).into_owned())
         .collect();
     lines.reverse();
     lines

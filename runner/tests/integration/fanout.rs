@@ -86,7 +86,7 @@ fn three_partitions_on_their_own_pods_merge_into_the_whole_run() {
             .unwrap(),
     );
     assert_eq!(whole.code, 0);
-    let whole_records = testkit::report::read_records(&cwd.join("whole")).unwrap();
+    let whole_records = testkit_engine::report::read_records(&cwd.join("whole")).unwrap();
     assert!(whole_records.len() >= 70, "{}", whole_records.len());
 
     let mut pods = Vec::new();

@@ -458,7 +458,10 @@ fn no_byte_a_run_writes_holds_the_token_or_the_session() {
     );
     assert_eq!(ran.code, 1, "a failing test, so that its log is printed");
     let results = ran.results();
-    let secrets = testkit::run::secrets_dir(&ran.run_id());
+    let secrets = testkit_engine::run::secrets_dir(
+        &testkit_engine::settings::Settings::from_env().unwrap(),
+        &ran.run_id(),
+    );
     let handle: serde_json::Value =
         serde_json::from_slice(&std::fs::read(secrets.join("handle.json")).unwrap()).unwrap();
     let session: serde_json::Value =

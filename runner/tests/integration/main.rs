@@ -255,8 +255,8 @@ pub(crate) fn http(
         .build()
         .unwrap();
     rt.block_on(async {
-        let method: testkit::reqwest::Method = method.parse().unwrap();
-        let mut request = testkit::reqwest::Client::new()
+        let method: reqwest::Method = method.parse().unwrap();
+        let mut request = reqwest::Client::new()
             .request(method, url)
             .timeout(Duration::from_secs(10))
             .header("content-type", "application/json")

@@ -97,7 +97,10 @@ fn green_run_builds_the_default_pod_and_verifies_every_phase() {
         .as_str()
         .unwrap()
         .starts_with("http://127.0.0.1:"));
-    let secrets = testkit::run::secrets_dir(&ran.run_id());
+    let secrets = testkit_engine::run::secrets_dir(
+        &testkit_engine::settings::Settings::from_env().unwrap(),
+        &ran.run_id(),
+    );
     assert!(!secrets.exists(), "{} outlived the run", secrets.display());
     assert!(!results.join("pod/session.json").exists());
 }
@@ -198,7 +201,10 @@ fn a_planted_leak_is_found_named_deleted_and_fails_the_run_on_a_callers_pod() {
             }
         }
     }
-    let secrets = testkit::run::secrets_dir(&run_id);
+    let secrets = testkit_engine::run::secrets_dir(
+        &testkit_engine::settings::Settings::from_env().unwrap(),
+        &run_id,
+    );
     assert!(!secrets.exists(), "{} outlived the run", secrets.display());
 }
 
@@ -419,7 +425,10 @@ fn keep_leaves_the_pod_running_and_says_how_to_stop_it() {
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert_eq!(ran.verdict("tests").0, "pass");
     // A kept pod keeps the run's credentials to reach it; gone with it.
-    let secrets = testkit::run::secrets_dir(&ran.run_id());
+    let secrets = testkit_engine::run::secrets_dir(
+        &testkit_engine::settings::Settings::from_env().unwrap(),
+        &ran.run_id(),
+    );
     assert!(
         secrets.join("handle.json").is_file(),
         "the kept pod cannot be reached"
@@ -491,12 +500,12 @@ fn the_conformance_suite_catches_a_pod_that_drops_the_exec_env() {
         "{}",
         ran.stdout
     );
-    let records = testkit::report::read_records(&ran.results()).unwrap();
+    let records = testkit_engine::report::read_records(&ran.results()).unwrap();
     let record = records
         .iter()
         .find(|r| r.name.ends_with("::exec_sees_per_call_env"))
         .expect("a record of the exec-env test");
-    assert_eq!(record.outcome, testkit::report::Outcome::Failed);
+    assert_eq!(record.outcome, testkit_engine::report::Outcome::Failed);
     let message = record.message.as_deref().unwrap_or_default();
     assert!(
         message.contains("exec ignored the per-call env: expected GREETING=hello"),

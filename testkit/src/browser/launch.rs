@@ -29,13 +29,13 @@ pub(super) fn find_chromium(
     let lookup = |program: &str| -> Option<PathBuf> {
         if program.contains('/') {
             let p = PathBuf::from(program);
-            return crate::process::is_executable(&p).then_some(p);
+            return crate::engine::process::is_executable(&p).then_some(p);
         }
         dirs.iter()
             .map(|d| d.join(program))
-            .find(|c| crate::process::is_executable(c))
+            .find(|c| crate::engine::process::is_executable(c))
     };
-    let var = crate::settings::var::CHROMIUM;
+    let var = crate::engine::settings::var::CHROMIUM;
     match setting {
         Some(program) => lookup(program).ok_or_else(|| {
             format!(
@@ -140,12 +140,12 @@ pub(super) fn start(
             Ok(())
         });
     }
-    let (child, pgid) = crate::process::spawn_in_group(&mut command)?;
+    let (child, pgid) = crate::engine::process::spawn_in_group(&mut command)?;
     drop((browser_reads, browser_writes));
     Ok(Started {
         child,
         pgid,
-        start_ticks: crate::process::start_ticks(pgid),
+        start_ticks: crate::engine::process::start_ticks(pgid),
         to_browser: File::from(we_write),
         from_browser: File::from(we_read),
     })

@@ -38,11 +38,11 @@ use serde_json::{json, Value};
 pub use launch::INSTALL_HINT;
 pub use page::{ConsoleEntry, Page};
 
+use crate::engine::pod::Pod;
+use crate::engine::report::{FailureKind, Outcome, TestRecord};
+use crate::engine::run::Run;
+use crate::engine::settings::var;
 use crate::log::Log;
-use crate::pod::Pod;
-use crate::report::{FailureKind, Outcome, TestRecord};
-use crate::run::Run;
-use crate::settings::var;
 
 /// How long SIGKILLed browser processes get to disappear.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -86,7 +86,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The skip of a test that opens a browser while the phase is turned off.
 pub(crate) fn check_enabled() -> crate::Result {
-    let settings = crate::settings::current().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
     if settings.browser_off {
         return Err(crate::Skip::new(format!(
             "browser tests are turned off ({}=off)",
@@ -116,7 +116,7 @@ impl Browsers {
         artifacts_dir: &Path,
         signed_in: bool,
     ) -> crate::Result<Page> {
-        let settings = crate::settings::current().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
         let program = launch::find_chromium(settings.chromium.as_deref(), std::env::var_os("PATH"))
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
@@ -136,7 +136,7 @@ impl Browsers {
             anyhow::anyhow!("failed to start {}: {e}", program.display())
         })?;
         let what = format!("Chromium of {}", self.log_name());
-        if let Err(e) = crate::resource::own_group(
+        if let Err(e) = crate::tracker::own_group(
             run,
             &what,
             started.pgid,
@@ -232,12 +232,20 @@ impl Browsers {
                 Ok(()) => {
                     self.log
                         .push(format!("browser {}: ended and verified gone", o.index));
-                    crate::resource::groups::release_group(run, "Chromium", o.pgid);
+                    crate::engine::resource::groups::release_group(
+                        crate::globals::journal(run).path(),
+                        "Chromium",
+                        o.pgid,
+                    );
                     let _ = std::fs::remove_dir_all(&o.profile);
                 }
                 Err(End::TimedOut(why)) => {
                     self.log.push(format!("browser {}: {why}", o.index));
-                    crate::resource::groups::release_group(run, "Chromium", o.pgid);
+                    crate::engine::resource::groups::release_group(
+                        crate::globals::journal(run).path(),
+                        "Chromium",
+                        o.pgid,
+                    );
                     let _ = std::fs::remove_dir_all(&o.profile);
                     failures.push(why);
                 }
@@ -403,13 +411,13 @@ async fn end(o: &mut Open, cap: Duration) -> Result<(), End> {
     let deadline = tokio::time::Instant::now() + cap;
     // Taken first: a descendant orphaned by the leader's exit is still ours.
     let known = |tree: &mut Vec<(i32, u64)>| {
-        for p in crate::process::with_env(launch::TAG_VAR, &o.tag) {
+        for p in crate::engine::process::with_env(launch::TAG_VAR, &o.tag) {
             if !tree.iter().any(|t| t.0 == p.0) {
                 tree.push(p);
             }
         }
     };
-    let mut tree = crate::process::tree_of(o.pgid);
+    let mut tree = crate::engine::process::tree_of(o.pgid);
     known(&mut tree);
     let _ =
         tokio::time::timeout_at(deadline, o.conn.call(None, "Browser.close", json!({}), cap)).await;
@@ -421,13 +429,13 @@ async fn end(o: &mut Open, cap: Duration) -> Result<(), End> {
         let linger = deadline
             .saturating_duration_since(tokio::time::Instant::now())
             .max(Duration::from_secs(1));
-        if crate::process::wait_drained(o.pgid, &tree, linger)
+        if crate::engine::process::wait_drained(o.pgid, &tree, linger)
             .await
             .is_ok()
         {
             return Ok(());
         }
-        return match crate::process::kill_tree(o.pgid, &tree, KILL_WAIT).await {
+        return match crate::engine::process::kill_tree(o.pgid, &tree, KILL_WAIT).await {
             Ok(()) => Ok(()),
             Err(left) => Err(End::Survived(format!(
                 "Chromium (process group {}) exited, but processes {left:?} of it survived SIGKILL",
@@ -436,7 +444,7 @@ async fn end(o: &mut Open, cap: Duration) -> Result<(), End> {
         };
     }
     let processes = tree.len();
-    let killed = crate::process::kill_tree(o.pgid, &tree, KILL_WAIT).await;
+    let killed = crate::engine::process::kill_tree(o.pgid, &tree, KILL_WAIT).await;
     let _ = o.child.wait().await;
     let what = format!(
         "browser teardown timed out: Chromium (process group {}) was still running {} after it was asked to close",

@@ -9,11 +9,11 @@ use libtest_mimic::{Completion, Failed};
 
 use super::{panics, TestDef};
 use crate::cx::Cx;
-use crate::redact::redact;
-use crate::report::{FailureKind, Outcome, TestRecord};
-use crate::resource::CleanupSummary;
+use crate::engine::report::{FailureKind, Outcome, TestRecord};
+use crate::engine::settings::Settings;
+use crate::redact;
 use crate::runtime::block_on;
-use crate::settings::Settings;
+use crate::tracker::CleanupSummary;
 use crate::Skip;
 
 /// What the test body did, before known issues and cleanup are considered.
@@ -27,11 +27,11 @@ pub(super) fn run_test(
     def: &'static TestDef,
     settings: Option<&'static Settings>,
 ) -> Result<Completion, Failed> {
-    let settings = settings.ok_or_else(|| match crate::settings::current() {
+    let settings = settings.ok_or_else(|| match crate::globals::settings() {
         Err(e) => Failed::from(format!("testkit could not set up the run: {e}")),
         Ok(_) => Failed::from("testkit could not set up the run"),
     })?;
-    let run = crate::run::current()
+    let run = crate::globals::run()
         .map_err(|e| Failed::from(format!("testkit could not set up the run: {e}")))?;
     let started_at = SystemTime::now();
     let start = Instant::now();
@@ -65,7 +65,7 @@ pub(super) fn run_test(
     #[cfg(feature = "browser")]
     crate::browser::judge(&browsers, &mut record);
     record.output = cx.log.text();
-    crate::report::write_record(run, &record);
+    crate::globals::write_record(run, &record);
 
     let with_log = |message: &str| {
         let log = &record.output;
@@ -95,10 +95,10 @@ pub(super) fn run_test(
 fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
     // A suite config that cannot be used fails every test, pod or not: a
     // mistake in testkit.toml must never hide behind skips.
-    if let Err(message) = crate::config::current()
+    if let Err(message) = crate::globals::config()
         .map(|_| ())
         .map_err(|e| e.to_string())
-        .and_then(|()| crate::resource::check_kinds())
+        .and_then(|()| crate::tracker::check_kinds())
     {
         return Some(Body::Failed {
             kind: FailureKind::Config,
@@ -106,7 +106,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
         });
     }
     if let Some(id) = def.options.known_issue {
-        if let Err(message) = crate::report::known_issues::check_listed(id) {
+        if let Err(message) = crate::globals::check_known_issue_listed(id) {
             return Some(Body::Failed {
                 kind: FailureKind::KnownIssueUnlisted,
                 message,
@@ -130,19 +130,19 @@ fn check_requires(requires: &[&str], cx: &mut Cx) -> Result<Option<Skip>, String
     if requires.is_empty() {
         return Ok(None);
     }
-    let pod = match crate::pod::current() {
+    let pod = match crate::globals::pod() {
         Ok(pod) => pod,
-        Err(crate::pod::PodUnavailable::NotConfigured) => {
-            return Ok(Some(Skip::new(crate::pod::NO_POD_REASON)))
+        Err(crate::globals::PodUnavailable::NotConfigured) => {
+            return Ok(Some(Skip::new(crate::engine::pod::NO_POD_REASON)))
         }
-        Err(crate::pod::PodUnavailable::Invalid(message)) => {
+        Err(crate::globals::PodUnavailable::Invalid(message)) => {
             return Err(format!(
                 "the test requires {} of the pod, and the pod is unusable: {message}",
                 requires.join(", ")
             ))
         }
     };
-    let missing = crate::pod::missing_capabilities(pod, requires);
+    let missing = crate::engine::pod::missing_capabilities(pod, requires);
     if missing.is_empty() {
         return Ok(None);
     }

@@ -13,9 +13,9 @@ use std::process::ExitCode;
 
 use libtest_mimic::{Arguments, FormatSetting, Trial};
 
-use crate::report::{Outcome, TestRecord};
-use crate::run::Run;
-use crate::settings::{RunAs, Settings};
+use crate::engine::report::{Outcome, TestRecord};
+use crate::engine::run::Run;
+use crate::engine::settings::{RunAs, Settings};
 
 /// Concurrency when neither `--test-threads` nor `TESTKIT_TEST_THREADS` is
 /// given. End-to-end tests spend their time waiting on the service, not on a
@@ -130,14 +130,14 @@ impl TestDef {
 /// compiled in.
 pub fn main(manifest_dir: &'static str) -> ExitCode {
     let mut args = Arguments::from_args();
-    crate::config::set_compiled_manifest_dir(manifest_dir);
-    let settings = crate::settings::current();
+    crate::globals::set_compiled_manifest_dir(manifest_dir);
+    let settings = crate::globals::settings();
     match settings.map(|s| &s.run_as) {
         Ok(RunAs::Reaper { journal, parent }) => {
-            return crate::resource::reaper_main(journal.clone(), parent)
+            return crate::reaper::reaper_main(journal.clone(), parent)
         }
         Ok(RunAs::Sweeper { kinds }) => {
-            return crate::runtime::block_on(crate::resource::sweeper_main(kinds))
+            return crate::runtime::block_on(crate::sweeper::sweeper_main(kinds))
         }
         Ok(RunAs::Harness) | Err(_) => {}
     }
@@ -187,13 +187,13 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     panics::install_hook();
     if let Some(settings) = settings {
         // Ctrl-C and nextest's timeout clean up what the running tests created.
-        crate::resource::install_signal_handler(settings.grace);
+        crate::signals::install_signal_handler(settings.grace);
     }
 
     let conclusion = libtest_mimic::run(&args, trials);
-    if let (Some(settings), Ok(run)) = (settings, crate::run::current()) {
+    if let (Some(settings), Ok(run)) = (settings, crate::globals::run()) {
         for def in not_run {
-            crate::report::write_record(run, &def.ignored_record(run));
+            crate::globals::write_record(run, &def.ignored_record(run));
         }
         let ignored = || {
             inventory::iter::<TestDef>
@@ -202,11 +202,11 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
                 .map(|def| def.ignored_record(run))
                 .collect()
         };
-        crate::report::finish_binary(run, settings.under_nextest, ignored);
+        crate::engine::report::finish_binary(run, settings.under_nextest, ignored);
     }
-    crate::pod::finish();
+    crate::globals::finish_pod();
     // Every test's cleanup ran: the reaper has nothing to do.
-    crate::resource::finish_process();
+    crate::reaper::finish_process();
     conclusion.exit_code()
 }
 

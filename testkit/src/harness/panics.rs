@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::panic;
 
-use crate::redact::redact;
+use crate::redact;
 
 thread_local! {
     static IN_TEST: RefCell<bool> = const { RefCell::new(false) };

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use testkit::report::{read_records, TestRecord};
+use testkit_engine::report::{read_records, TestRecord};
 
 use crate::fixture::Expected;
 
@@ -45,7 +45,7 @@ pub fn check_records(
             let context = format!("{}: {got:#?}", want.name);
             assert_eq!(
                 got.schema,
-                testkit::report::RECORD_SCHEMA_VERSION,
+                testkit_engine::report::RECORD_SCHEMA_VERSION,
                 "{context}"
             );
             assert_eq!(got.binary, want.binary, "{context}");

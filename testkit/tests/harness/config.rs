@@ -51,7 +51,7 @@ fn a_broken_config_fails_every_test_even_without_a_pod() {
         ],
     );
     assert_eq!(out.code, 101, "{}", out.describe());
-    let records = testkit::report::read_records(results.path()).unwrap();
+    let records = testkit_engine::report::read_records(results.path()).unwrap();
     let ran: Vec<_> = records
         .iter()
         .filter(|r| {
@@ -64,7 +64,7 @@ fn a_broken_config_fails_every_test_even_without_a_pod() {
     for r in ran {
         assert_eq!(
             r.outcome,
-            testkit::report::Outcome::Failed,
+            testkit_engine::report::Outcome::Failed,
             "{}: {r:?}",
             r.name
         );

@@ -113,7 +113,7 @@ fn exact_nocapture_runs_one_test_and_shows_its_log() {
         "the log streams under --nocapture: {}",
         out.describe()
     );
-    let records = testkit::report::read_records(results.path()).unwrap();
+    let records = testkit_engine::report::read_records(results.path()).unwrap();
     assert_eq!(records.len(), 1, "{records:?}");
 
     let (out, _r) = run(&["--exact", "basic::passes"]);
@@ -141,9 +141,9 @@ fn ignored_and_include_ignored_run_the_ignored_test() {
         "{}",
         out.describe()
     );
-    let records = testkit::report::read_records(results.path()).unwrap();
+    let records = testkit_engine::report::read_records(results.path()).unwrap();
     assert_eq!(records.len(), 1);
-    assert_eq!(records[0].outcome, testkit::report::Outcome::Failed);
+    assert_eq!(records[0].outcome, testkit_engine::report::Outcome::Failed);
 
     let (out, _r) = run(&["--include-ignored", "--test-threads", "1"]);
     assert_eq!(out.code, 101, "{}", out.describe());
@@ -185,7 +185,9 @@ fn skip_and_filters_select_tests() {
     // One record per test that the filters selected, and no JUnit: that is
     // built once, on demand, from the records.
     assert_eq!(
-        testkit::report::read_records(results.path()).unwrap().len(),
+        testkit_engine::report::read_records(results.path())
+            .unwrap()
+            .len(),
         1
     );
     assert!(!results.path().join("junit").exists());

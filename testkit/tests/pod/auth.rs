@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use testkit::config::SuiteConfig;
-use testkit::pod::{check_auth, connect, PodHandle};
+use testkit_engine::config::SuiteConfig;
+use testkit_engine::pod::{check_auth, connect, PodHandle};
 
 use super::support::runtime;
 
@@ -174,21 +174,21 @@ fn a_renewed_credential_is_obtained_once_for_every_process_of_the_run() {
 fn handles_carry_extra_fields_and_need_a_token_only_when_the_auth_sends_one() {
     let base = r#"{"name":"p","base_url":"http://127.0.0.1:4000","port":4000"#;
     let with_user = format!(r#"{base},"user":"admin@x.test","password":"s3cret-pass"}}"#);
-    let needs_token = testkit::pod::HandlePolicy::from_suite(&SuiteConfig::default());
+    let needs_token = testkit_engine::pod::HandlePolicy::from_suite(&SuiteConfig::default());
     let err = PodHandle::parse(&with_user, &needs_token).unwrap_err();
     assert_eq!(err.field_name(), Some("token"));
     assert!(err.to_string().contains("[auth]"), "{err}");
     let login = suite(
         "[pod]\npublic_fields = [\"user\"]\n[auth]\nsend = \"header\"\nheader = \"Authorization\"\nprobe = \"GET /x\"\n[auth.login]\nrequest = \"POST /login\"\nbody = '{\"u\": \"{user}\", \"p\": \"{password}\"}'\nsend = \"none\"\ntoken = \"/token\"",
     );
-    let policy = testkit::pod::HandlePolicy::from_suite(&login);
+    let policy = testkit_engine::pod::HandlePolicy::from_suite(&login);
     let handle = PodHandle::parse(&with_user, &policy).unwrap();
     assert_eq!(handle.field("user"), Some("admin@x.test"));
     assert_eq!(handle.field("password"), Some("s3cret-pass"));
     assert_eq!(handle.token(), "");
     // The password is a secret, the user is declared public.
     handle.register_secrets();
-    let shown = testkit::redact("user admin@x.test password s3cret-pass").into_owned();
+    let shown = testkit_engine::redact("user admin@x.test password s3cret-pass").into_owned();
     assert!(
         shown.contains("admin@x.test") && !shown.contains("s3cret-pass"),
         "{shown}"

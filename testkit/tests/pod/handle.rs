@@ -2,7 +2,7 @@
 //! real sandboxd printed.
 
 use serde_json::{json, Value};
-use testkit::pod::{HandlePolicy, PodHandle};
+use testkit_engine::pod::{HandlePolicy, PodHandle};
 
 use crate::support::*;
 
@@ -11,8 +11,11 @@ fn every_rule_names_the_field() {
     let logs = tempfile::tempdir().unwrap();
     let rt = runtime();
     let pod = Guard(Some(
-        rt.block_on(testkit::pod::launch(&sandboxd_spec(logs.path(), &[])))
-            .unwrap(),
+        rt.block_on(testkit_engine::pod::launch(&sandboxd_spec(
+            logs.path(),
+            &[],
+        )))
+        .unwrap(),
     ));
     let real = pod.0.as_ref().unwrap().handle.clone();
     let base: Value = serde_json::from_str(&real.to_json()).unwrap();

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use testkit::pod::{check_auth, launch, LaunchError};
+use testkit_engine::pod::{check_auth, launch, LaunchError};
 
 use crate::support::*;
 
@@ -23,9 +23,13 @@ fn boots_checks_auth_and_stops_verified() {
         .unwrap();
     assert!(pod.health.ok(), "{}", pod.health.summary());
     assert!(pod.home.is_dir());
-    let config = testkit::config::SuiteConfig::default();
+    let config = testkit_engine::config::SuiteConfig::default();
     let connected = rt
-        .block_on(testkit::pod::connect(pod.handle.clone(), &config, None))
+        .block_on(testkit_engine::pod::connect(
+            pod.handle.clone(),
+            &config,
+            None,
+        ))
         .unwrap();
     let auth = rt
         .block_on(check_auth(&connected, Duration::from_secs(10)))

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use testkit::pod::launch;
+use testkit_engine::pod::launch;
 
 use crate::support::*;
 
@@ -46,7 +46,7 @@ fn secrets_of(results: &Path) -> std::path::PathBuf {
 
 fn record(results: &Path, test: &str) -> serde_json::Value {
     let name = format!("pod_fixture::{test}");
-    let record = testkit::report::read_records(results)
+    let record = testkit_engine::report::read_records(results)
         .unwrap()
         .into_iter()
         .find(|r| r.name == name)
@@ -59,7 +59,7 @@ fn without_a_pod_tests_skip_with_one_reason_and_the_run_passes() {
     let results = tempfile::tempdir().unwrap();
     let ran = run_fixture(None, results.path(), &[], &[]);
     assert_eq!(ran.code, Some(0), "{}", ran.output);
-    let reason = testkit::pod::NO_POD_REASON;
+    let reason = testkit_engine::pod::NO_POD_REASON;
     for test in [
         "uses_pod_and_leaks_token",
         "needs_exec",

@@ -4,7 +4,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use testkit::pod::{HandlePolicy, LaunchSpec, LaunchedPod};
+use testkit_engine::pod::{HandlePolicy, LaunchSpec, LaunchedPod};
 
 /// Builds a target with cargo and returns the executable it produced.
 fn cargo_executable(args: &[&str], name: &str) -> PathBuf {
@@ -64,7 +64,7 @@ pub(crate) fn sandboxd_spec(logs: &Path, extra: &[&str]) -> LaunchSpec {
 }
 
 pub(crate) fn spec(logs: &Path, command: Vec<String>) -> LaunchSpec {
-    let config = testkit::config::SuiteConfig::default();
+    let config = testkit_engine::config::SuiteConfig::default();
     let mut spec = LaunchSpec::from_config(&config, None, logs.to_owned());
     spec.command = command;
     spec.inactivity_timeout = Duration::from_secs(20);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg};
 use nix::unistd::Pid;
-use testkit::pod::{HandlePolicy, PodHandle};
+use testkit_engine::pod::{HandlePolicy, PodHandle};
 
 pub const PREFIX: &str = "ct";
 
@@ -100,11 +100,15 @@ impl Sandboxd {
     }
 
     /// A connected client, as the runner would have.
-    pub async fn connect(&self) -> testkit::pod::Pod {
+    pub async fn connect(&self) -> testkit_engine::pod::Pod {
         let handle = PodHandle::parse(&self.handle_json, &HandlePolicy::default()).unwrap();
-        testkit::pod::connect(handle, &testkit::config::SuiteConfig::default(), None)
-            .await
-            .unwrap()
+        testkit_engine::pod::connect(
+            handle,
+            &testkit_engine::config::SuiteConfig::default(),
+            None,
+        )
+        .await
+        .unwrap()
     }
 }
 
@@ -118,7 +122,7 @@ fn serve_args<'a>(faults: &[&'a str]) -> Vec<&'a str> {
 }
 
 /// The names of a run the pod lists.
-pub async fn listed(pod: &testkit::pod::Pod, run_id: &str) -> BTreeSet<String> {
+pub async fn listed(pod: &testkit_engine::pod::Pod, run_id: &str) -> BTreeSet<String> {
     let url = pod.url(&format!(
         "/api/sandboxes?prefix={PREFIX}-{run_id}-&limit=1000"
     ));
@@ -142,7 +146,7 @@ pub async fn listed(pod: &testkit::pod::Pod, run_id: &str) -> BTreeSet<String> {
 }
 
 /// Whether the pod says `name` exists (GET by name; not subject to list lag).
-pub async fn exists(pod: &testkit::pod::Pod, name: &str) -> bool {
+pub async fn exists(pod: &testkit_engine::pod::Pod, name: &str) -> bool {
     let status = pod
         .client()
         .get(pod.url(&format!("/api/sandboxes/{name}")))
@@ -234,8 +238,8 @@ impl Run {
         (out.status, text)
     }
 
-    pub fn journal(&self) -> Vec<testkit::resource::JournalEntry> {
-        testkit::resource::read_journal(&self.results)
+    pub fn journal(&self) -> Vec<testkit_engine::resource::JournalEntry> {
+        testkit_engine::resource::read_journal(&self.results)
     }
 
     /// Names the journal says were created (pending or later).
@@ -245,7 +249,7 @@ impl Run {
 
     pub fn record(&self, test: &str) -> serde_json::Value {
         let name = format!("resources::{test}");
-        let record = testkit::report::read_records(&self.results)
+        let record = testkit_engine::report::read_records(&self.results)
             .unwrap()
             .into_iter()
             .find(|r| r.name == name)

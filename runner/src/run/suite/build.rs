@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use testkit::process;
+use testkit_engine::process;
 
 use super::progress::{clock, progress_line};
 use super::{describe_status, Engine, Listed, TestsSpec};

@@ -8,7 +8,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use testkit::process;
+use testkit_engine::process;
 
 use super::progress::{clear_progress, clock, progress_line};
 use super::records::count_records;

@@ -25,8 +25,8 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Instant;
 
-use testkit::report::Outcome;
-use testkit::report::{self, KnownIssues, Summary};
+use testkit_engine::report::Outcome;
+use testkit_engine::report::{KnownIssues, Summary};
 
 use super::signal::Interrupt;
 use super::verdict::{PhaseResult, Verdict};
@@ -144,7 +144,7 @@ fn outcome(
     let known = KnownIssues::load(spec.suite_dir).ok();
     let summary = Summary::from_records(records, known.as_ref());
     // Test processes write records only; JUnit is built here, once.
-    if let Err(e) = report::write_junit_files(spec.results_dir, spec.run_id, records) {
+    if let Err(e) = crate::junit::write_junit_files(spec.results_dir, spec.run_id, records) {
         eprintln!("testkit-runner: {e}");
     }
     let failures: Vec<(String, String)> = records

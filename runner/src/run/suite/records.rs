@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use testkit::report::{
+use testkit_engine::report::{
     self, CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
 };
-use testkit::resource::{Event, JournalEntry};
+use testkit_engine::resource::{Event, JournalEntry};
 
 use super::{Listed, TestsSpec};
 
@@ -39,7 +39,7 @@ pub(super) fn complete(
     let mut crashed = Vec::new();
     let mut written = Vec::new();
     let journal: Vec<JournalEntry> = if interrupted {
-        testkit::resource::read_journal(spec.results_dir)
+        testkit_engine::resource::read_journal(spec.results_dir)
             .into_iter()
             .filter(|e| e.run == spec.run_id)
             .collect()

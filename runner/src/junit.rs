@@ -1,0 +1,379 @@
+//! JUnit XML built from records, and merged across shards and binaries.
+//!
+//! [`junit_from_records`] maps records to JUnit: one `testsuite` per binary
+//! (property `run_id`); one `testcase` per test, `name` its name,
+//! `classname` its binary, `time` its duration, and properties `run_id`,
+//! `outcome`, `description`, `known_issue` (when pinned), `cleanup`,
+//! `resources` (`kind/name=state`, space-separated) and
+//! `capabilities_missing` (when some were). The status:
+//!
+//! - failed, unexpected pass: `<failure>` with `message` the first line,
+//!   `type` the failure kind (`cleanup` for a cleanup failure,
+//!   `known_issue_fixed` for an unexpected pass), the full message as text;
+//! - skipped: `<skipped>` with `message` the reason;
+//! - expected failure: `<skipped type="xfail">` with `message`
+//!   `known issue ID: <first line of the failure>`, the failure as text.
+//!
+//! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
+//! line per screenshot (GitLab and Jenkins show them). Everything is passed through
+//! [`redact`] once more on the way out.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use testkit_engine::redact::redact;
+use testkit_engine::report::{read_records, FailureKind, Outcome, ReportError, TestRecord};
+
+/// The JUnit `type` of a skipped testcase that is an expected failure.
+pub const XFAIL_TYPE: &str = "xfail";
+
+/// Builds a JUnit report from records: one `testsuite` per binary (sorted),
+/// one `testcase` per record (sorted by name). Records that share a binary
+/// and a name are deduplicated first, the latest start winning.
+///
+/// See the [module docs](self) for the mapping.
+pub fn junit_from_records(report_name: &str, records: &[TestRecord]) -> Report {
+    report_from_suites(report_name, suites_from_records(records))
+}
+
+/// One `testsuite` per binary of `records`, sorted by binary; the latest
+/// record of each test counts.
+pub(crate) fn suites_from_records(records: &[TestRecord]) -> Vec<TestSuite> {
+    let mut by_binary: BTreeMap<&str, BTreeMap<&str, &TestRecord>> = BTreeMap::new();
+    for record in records {
+        let slot = by_binary
+            .entry(&record.binary)
+            .or_default()
+            .entry(&record.name)
+            .or_insert(record);
+        if record.started_at_ms > slot.started_at_ms {
+            *slot = record;
+        }
+    }
+    let mut suites = Vec::with_capacity(by_binary.len());
+    for (binary, tests) in by_binary {
+        let mut suite = TestSuite::new(binary);
+        let mut run_ids: Vec<&str> = tests.values().map(|r| r.run_id.as_str()).collect();
+        run_ids.sort_unstable();
+        run_ids.dedup();
+        suite.add_property(Property::new("run_id", run_ids.join(",")));
+        let mut time = Duration::ZERO;
+        for record in tests.values() {
+            time += Duration::from_millis(record.duration_ms);
+            suite.add_test_case(test_case(record));
+        }
+        suite.set_time(time);
+        suites.push(suite);
+    }
+    suites
+}
+
+/// A report of `suites`, in the order given, with the total time.
+pub(crate) fn report_from_suites(report_name: &str, suites: Vec<TestSuite>) -> Report {
+    let mut report = Report::new(report_name);
+    let mut total = Duration::ZERO;
+    for suite in suites {
+        total += suite.time.unwrap_or_default();
+        report.add_test_suite(suite);
+    }
+    report.set_time(total);
+    report
+}
+
+/// The JUnit `type` of a failure: the record's failure kind, snake-case.
+pub fn failure_type(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::Error => "error",
+        FailureKind::Panic => "panic",
+        FailureKind::Timeout => "timeout",
+        FailureKind::Cleanup => "cleanup",
+        FailureKind::KnownIssueMismatch => "known_issue_mismatch",
+        FailureKind::KnownIssueFixed => "known_issue_fixed",
+        FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
+        FailureKind::Config => "config",
+        FailureKind::BrowserTeardown => "browser_teardown",
+        FailureKind::NoScreenshot => "no_screenshot",
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+fn test_case(record: &TestRecord) -> TestCase {
+    let message = record.message.as_deref().map(|m| redact(m).into_owned());
+    let status = match record.outcome {
+        Outcome::Passed => TestCaseStatus::success(),
+        Outcome::Failed | Outcome::UnexpectedPass => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let message = message.unwrap_or_else(|| "failed".to_owned());
+            status.set_message(first_line(&message));
+            status.set_type(record.failure_kind.map(failure_type).unwrap_or("error"));
+            status.set_description(message);
+            status
+        }
+        Outcome::Skipped => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(
+                redact(record.skip_reason.as_deref().unwrap_or("skipped")).into_owned(),
+            );
+            status
+        }
+        Outcome::ExpectedFailure => {
+            let mut status = TestCaseStatus::skipped();
+            let failure = message.unwrap_or_default();
+            let id = record.known_issue.as_deref().unwrap_or("?");
+            status.set_message(format!("known issue {id}: {}", first_line(&failure)));
+            status.set_type(XFAIL_TYPE);
+            status.set_description(failure);
+            status
+        }
+    };
+    let mut case = TestCase::new(record.name.as_str(), status);
+    case.set_classname(record.binary.as_str());
+    case.set_time(Duration::from_millis(record.duration_ms));
+    let mut property = |name: &str, value: &str| {
+        case.add_property(Property::new(name, redact(value).as_ref()));
+    };
+    property("run_id", &record.run_id);
+    property("outcome", outcome_name(record.outcome));
+    property("description", &record.description);
+    if let Some(id) = &record.known_issue {
+        property("known_issue", id);
+    }
+    property("cleanup", cleanup_name(record.cleanup));
+    let resources: Vec<String> = record
+        .resources
+        .iter()
+        .map(|r| format!("{}/{}={}", r.kind, r.name, r.state))
+        .collect();
+    let resources = if resources.is_empty() {
+        "none".to_owned()
+    } else {
+        resources.join(" ")
+    };
+    property("resources", &resources);
+    if !record.capabilities_missing.is_empty() {
+        property(
+            "capabilities_missing",
+            &record.capabilities_missing.join(" "),
+        );
+    }
+    let out = system_out(record);
+    if !out.is_empty() {
+        case.set_system_out(redact(&out).as_ref());
+    }
+    case
+}
+
+/// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the
+/// convention GitLab and Jenkins show as images beside the testcase.
+fn system_out(record: &TestRecord) -> String {
+    let mut out = record.output.clone();
+    for shot in &record.screenshots {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("[[ATTACHMENT|{shot}]]\n"));
+    }
+    out
+}
+
+/// The snake-case name of an outcome, as records and JUnit properties spell it.
+pub fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Passed => "passed",
+        Outcome::Failed => "failed",
+        Outcome::Skipped => "skipped",
+        Outcome::ExpectedFailure => "expected_failure",
+        Outcome::UnexpectedPass => "unexpected_pass",
+    }
+}
+
+fn cleanup_name(state: testkit_engine::report::CleanupState) -> &'static str {
+    match state {
+        testkit_engine::report::CleanupState::Nothing => "nothing",
+        testkit_engine::report::CleanupState::Verified => "verified",
+        testkit_engine::report::CleanupState::Kept => "kept",
+        testkit_engine::report::CleanupState::Failed => "failed",
+    }
+}
+
+/// Merges the results of several shards, binaries or machines into one
+/// report. Each input is a results folder (its records are read) or a JUnit
+/// XML file (for example nextest's own `junit.xml`).
+///
+/// Records are the source of truth: tests are deduplicated by binary and
+/// name, the latest start winning. A testcase of a JUnit file is added only
+/// when no record covers it, which is what nextest's JUnit adds: tests whose
+/// process died before writing a record. A JUnit testsuite named
+/// `package::binary` (nextest's naming) is matched to records of `binary`.
+pub fn merge_results(
+    report_name: &str,
+    inputs: &[impl AsRef<Path>],
+) -> Result<Report, ReportError> {
+    let mut records = Vec::new();
+    let mut junit_files = Vec::new();
+    for input in inputs {
+        let input = input.as_ref();
+        if input.is_dir() {
+            records.extend(read_records(input)?);
+        } else {
+            let text = std::fs::read_to_string(input).map_err(|source| ReportError::Io {
+                path: input.to_owned(),
+                source,
+            })?;
+            let report = Report::deserialize_from_str(&text).map_err(|e| ReportError::Junit {
+                path: input.to_owned(),
+                message: e.to_string(),
+            })?;
+            junit_files.push(report);
+        }
+    }
+    let report = junit_from_records(report_name, &records);
+    let mut suites = report.test_suites;
+    for other in junit_files {
+        for suite in other.test_suites {
+            let binary = suite
+                .name
+                .rsplit("::")
+                .next()
+                .unwrap_or(&suite.name)
+                .to_owned();
+            for case in suite.test_cases {
+                let covered = suites.iter().any(|s| {
+                    *s.name == *binary && s.test_cases.iter().any(|c| c.name == case.name)
+                });
+                if covered {
+                    continue;
+                }
+                let index = match suites.iter().position(|s| *s.name == *binary) {
+                    Some(index) => index,
+                    None => {
+                        suites.push(TestSuite::new(binary.as_str()));
+                        suites.len() - 1
+                    }
+                };
+                let suite = &mut suites[index];
+                suite.time = Some(suite.time.unwrap_or_default() + case.time.unwrap_or_default());
+                suite.add_test_case(case);
+            }
+        }
+    }
+    suites.sort_by(|a, b| a.name.cmp(&b.name));
+    // A fresh report recounts every suite.
+    let mut merged = Report::new(report_name);
+    merged.set_time(suites.iter().filter_map(|s| s.time).sum());
+    merged.add_test_suites(suites);
+    Ok(merged)
+}
+
+/// Writes `report` to `path` atomically (a temporary file renamed over it),
+/// creating the parent folder, every text redacted.
+pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
+    let io = |source| ReportError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let xml = report.to_string().map_err(|e| ReportError::Junit {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = path.with_extension(format!("xml.tmp{}", std::process::id()));
+    std::fs::write(&tmp, redact(&xml).as_bytes()).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// `<results>/junit/<binary>.xml`.
+fn binary_junit_path(results_dir: &Path, binary: &str) -> PathBuf {
+    results_dir.join("junit").join(format!("{binary}.xml"))
+}
+
+/// Writes the JUnit files of a results folder from `records`: one per
+/// binary (`junit/<binary>.xml`) and `junit.xml` with every binary, named
+/// `report_name`. Each testsuite is built once and serves both files.
+pub fn write_junit_files(
+    results_dir: &Path,
+    report_name: &str,
+    records: &[TestRecord],
+) -> Result<(), ReportError> {
+    let suites = suites_from_records(records);
+    for suite in &suites {
+        write_junit(
+            &report_from_suites(&suite.name, vec![suite.clone()]),
+            &binary_junit_path(results_dir, &suite.name),
+        )?;
+    }
+    write_junit(
+        &report_from_suites(report_name, suites),
+        &results_dir.join("junit.xml"),
+    )
+}
+
+/// Builds the JUnit files of a results folder left by a plain `cargo test`
+/// or `cargo nextest run` (what `testkit-runner report` does), and returns
+/// the records they were built from. A folder that outlives one run (a
+/// fixed `TESTKIT_RESULTS_DIR`) holds older records too: each binary's
+/// latest run counts. `junit.xml` is named after the run ids it holds. A
+/// folder without records is left as it is.
+pub fn write_results_junit(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
+    let records = latest_run_per_binary(read_records(results_dir)?);
+    if records.is_empty() {
+        // Not a results folder, or one whose tests never ran: no JUnit
+        // that would pass for an empty, green run.
+        return Ok(records);
+    }
+    let mut ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    write_junit_files(results_dir, &ids.join(","), &records)?;
+    Ok(records)
+}
+
+/// For every binary, the records of its latest run (the run of its most
+/// recently started test).
+fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
+    let mut latest: std::collections::BTreeMap<String, (u64, String)> =
+        std::collections::BTreeMap::new();
+    for record in &records {
+        let slot = latest
+            .entry(record.binary.clone())
+            .or_insert((0, record.run_id.clone()));
+        if record.started_at_ms > slot.0 {
+            *slot = (record.started_at_ms, record.run_id.clone());
+        }
+    }
+    records
+        .into_iter()
+        .filter(|r| latest.get(&r.binary).is_some_and(|(_, id)| *id == r.run_id))
+        .collect()
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screenshots_follow_the_log_as_attachment_lines() {
+        let mut record = TestRecord::new("run1", "ui", "ui::shows");
+        record.output = "[   0.1s] opened".to_owned();
+        record.browsers = 1;
+        record.screenshots = vec!["/r/a/one.png".to_owned(), "/r/a/two.png".to_owned()];
+        assert_eq!(
+            system_out(&record),
+            "[   0.1s] opened\n[[ATTACHMENT|/r/a/one.png]]\n[[ATTACHMENT|/r/a/two.png]]\n"
+        );
+        let xml = junit_from_records("t", &[record.clone()])
+            .to_string()
+            .unwrap();
+        assert!(xml.contains("[[ATTACHMENT|/r/a/two.png]]"), "{xml}");
+        let summary = testkit_engine::report::Summary::from_records(&[record], None);
+        assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
+        assert_eq!(summary.browser_teardowns_timed_out, 0);
+    }
+}

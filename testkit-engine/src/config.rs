@@ -1,0 +1,726 @@
+//! The suite: where its workspace root is, and its `testkit.toml`.
+//!
+//! ```toml
+//! [suite]
+//! name_prefix = "ct"                 # resource-name prefix: 1-8 of a-z0-9
+//!
+//! [pod]
+//! command = ["sandboxd", "serve"]    # how `testkit-runner` starts a pod
+//! ready = "handle"                   # or "health": up when health_path answers
+//! health_path = "/api/health"
+//! inactivity_timeout = "20s"         # boot wait, reset by every line the pod prints
+//! ceiling = "2m"                     # hard limit of the boot wait
+//! allow_remote_hosts = []            # host names a handle may use besides loopback
+//! protected = ["127.0.0.1:443"]      # endpoints refused whatever else is right
+//! handle = "pod.json"                # a handle file, relative to the suite dir
+//!
+//! fields = { user = "admin@x.test", password = "{random}" }
+//!                                    # a pod that prints no handle: testkit makes one
+//! setup = [["svc", "adduser", "{user}", "{password}"]]  # run before `command`
+//! public_fields = ["user"]           # handle fields that are not secrets
+//!
+//! [auth]                             # how the service takes its credential
+//! send = "bearer"                    # bearer | header | basic | cookie | none
+//! header = "X-Api-Key"               # send = "header": the header
+//! prefix = ""                        # send = "header": text before the credential
+//! cookie = "session"                 # send = "cookie": the cookie's name
+//! probe = "GET /api/capabilities"    # needs the credential; the runner's auth phase
+//! refused = [401, 403]               # what `probe` answers without it
+//! expired = [401]                    # answers that mean: log in again (once, across processes)
+//!
+//! [auth.login]                       # optional: credentials → a session or a token
+//! request = "POST /api/login"
+//! body = '{"user": "{user}", "password": "{password}"}'
+//! send = "none"                      # how the login request carries the handle's token
+//! token = "/token"                   # JSON pointer of the token in the answer, or
+//! cookie = true                      # the answer's Set-Cookie is the session
+//!
+//! [capabilities]                     # where the pod's capabilities come from
+//! request = "GET /api/capabilities"  # an endpoint, and
+//! pointer = "/capabilities"          # the JSON pointer of its array of strings; or
+//! list = ["exec"]                    # declared here; a handle's `capabilities` wins
+//!
+//! [cli]
+//! program = "sandboxctl"
+//! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}", SANDBOXD_COOKIE = "{session_cookie}" }
+//!
+//! [resources.sandbox]                # kept raw for the resource module
+//! ```
+//!
+//! Without `[auth]` and `[capabilities]`, the defaults are those of the
+//! embedded default pod, `sandboxd`: its token (bearer) opens a cookie
+//! session at `GET /api/capabilities`, which also lists its capabilities. A
+//! section a suite writes replaces that default whole.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The name of a suite's config file, at its workspace root.
+pub const CONFIG_FILE: &str = "testkit.toml";
+
+/// A suite's `testkit.toml`. A missing file means every default.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SuiteConfig {
+    /// `[suite]`.
+    #[serde(default)]
+    pub suite: SuiteSection,
+    /// `[pod]`.
+    #[serde(default)]
+    pub pod: PodSection,
+    /// `[auth]`.
+    #[serde(default = "AuthSection::sandboxd")]
+    pub auth: AuthSection,
+    /// `[capabilities]`.
+    #[serde(default = "CapabilitiesSection::sandboxd")]
+    pub capabilities: CapabilitiesSection,
+    /// `[cli]`.
+    #[serde(default)]
+    pub cli: CliSection,
+    /// `[resources.<kind>]` tables, unparsed.
+    #[serde(default)]
+    pub resources: BTreeMap<String, toml::Value>,
+}
+
+/// `[suite]` of `testkit.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SuiteSection {
+    /// Prefix of every resource name: 1 to 8 characters of `a-z0-9`.
+    #[serde(default = "default_prefix")]
+    pub name_prefix: String,
+}
+
+impl Default for SuiteSection {
+    fn default() -> Self {
+        SuiteSection {
+            name_prefix: default_prefix(),
+        }
+    }
+}
+
+/// When a started pod counts as up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Ready {
+    /// When it prints its handle (one JSON line) on stdout.
+    #[default]
+    Handle,
+    /// When `health_path` answers 2xx (the handle is still read from stdout).
+    Health,
+}
+
+/// `[pod]` of `testkit.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PodSection {
+    /// The command that starts a pod. `{home}`, `{port}` and `{listen}` in an
+    /// argument are replaced; a command that uses none of them gets
+    /// `--home {home} --listen {listen}` appended (the `sandboxd` convention).
+    #[serde(default = "default_command")]
+    pub command: Vec<String>,
+    /// When a started pod counts as up.
+    #[serde(default)]
+    pub ready: Ready,
+    /// The pod's unauthenticated health endpoint.
+    #[serde(default = "default_health_path")]
+    pub health_path: String,
+    /// How long a booting pod may stay silent.
+    #[serde(default = "default_inactivity", with = "humantime_serde_compat")]
+    pub inactivity_timeout: Duration,
+    /// The longest a pod may take to boot, progress or not.
+    #[serde(default = "default_ceiling", with = "humantime_serde_compat")]
+    pub ceiling: Duration,
+    /// Host names a handle may use besides loopback.
+    #[serde(default)]
+    pub allow_remote_hosts: Vec<String>,
+    /// `host:port` endpoints a handle may never point at.
+    #[serde(default)]
+    pub protected: Vec<String>,
+    /// A pod handle file, relative to the suite dir.
+    #[serde(default)]
+    pub handle: Option<PathBuf>,
+    /// The fields of the handle of a pod that prints none: given, testkit
+    /// makes the handle itself (name, base URL, port, and these, with
+    /// `{random}` a fresh secret, `{home}` and `{port}` filled).
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    /// Commands run before `command`, in the pod's HOME and environment,
+    /// each of which must succeed (placeholders as in `command`, and the
+    /// handle's fields).
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+    /// Handle fields that are not secrets; every other field is redacted
+    /// wherever it would appear.
+    #[serde(default)]
+    pub public_fields: Vec<String>,
+}
+
+/// How a request carries a credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Send {
+    /// `Authorization: Bearer <credential>`.
+    #[default]
+    Bearer,
+    /// `<header>: <prefix><credential>`.
+    Header,
+    /// `Authorization: Basic` of the handle's `user` and `password`.
+    Basic,
+    /// `Cookie: <cookie>=<credential>`.
+    Cookie,
+    /// Nothing.
+    None,
+}
+
+/// `[auth]` of `testkit.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct AuthSection {
+    /// How each request carries the credential (the handle's token, or what
+    /// the login step returned as a token).
+    #[serde(default)]
+    pub send: Send,
+    /// `send = "header"`: the header's name.
+    #[serde(default)]
+    pub header: Option<String>,
+    /// `send = "header"`: what goes before the credential.
+    #[serde(default)]
+    pub prefix: String,
+    /// `send = "cookie"`: the cookie's name.
+    #[serde(default)]
+    pub cookie: Option<String>,
+    /// A request that needs the credential and changes nothing: the
+    /// runner's auth phase sends it with and without the credential.
+    #[serde(default)]
+    pub probe: Option<String>,
+    /// What `probe` must answer without the credential.
+    #[serde(default = "default_refused")]
+    pub refused: Vec<u16>,
+    /// Answers that mean the credential expired: testkit logs in again, once
+    /// for every process of the run, and repeats the request.
+    #[serde(default = "default_expired")]
+    pub expired: Vec<u16>,
+    /// `[auth.login]`.
+    #[serde(default)]
+    pub login: Option<LoginSection>,
+}
+
+/// `[auth.login]`: a request that turns the handle's credentials into a
+/// session (a cookie) or a short-lived token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LoginSection {
+    /// `METHOD /path`.
+    pub request: String,
+    /// A body (JSON unless it starts otherwise), with placeholders.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// How the login request carries the handle's token; default: as
+    /// `[auth] send` says.
+    #[serde(default)]
+    pub send: Option<Send>,
+    /// The JSON pointer of the token in the answer.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The answer's `Set-Cookie` is the session.
+    #[serde(default)]
+    pub cookie: bool,
+}
+
+impl Default for SuiteConfig {
+    fn default() -> Self {
+        SuiteConfig {
+            suite: SuiteSection::default(),
+            pod: PodSection::default(),
+            auth: AuthSection::sandboxd(),
+            capabilities: CapabilitiesSection::sandboxd(),
+            cli: CliSection::default(),
+            resources: BTreeMap::new(),
+        }
+    }
+}
+
+impl AuthSection {
+    /// `sandboxd`'s: the token (bearer) opens a cookie session.
+    pub fn sandboxd() -> AuthSection {
+        AuthSection {
+            send: Send::Bearer,
+            header: None,
+            prefix: String::new(),
+            cookie: None,
+            probe: Some("GET /api/capabilities".to_owned()),
+            refused: default_refused(),
+            expired: default_expired(),
+            login: Some(LoginSection {
+                request: "GET /api/capabilities".to_owned(),
+                body: None,
+                send: None,
+                token: None,
+                cookie: true,
+            }),
+        }
+    }
+
+    /// Whether a handle needs a `token` field for this auth.
+    pub fn needs_token(&self) -> bool {
+        match &self.login {
+            None => !matches!(self.send, Send::None | Send::Basic),
+            Some(login) => !matches!(login.send.unwrap_or(self.send), Send::None | Send::Basic),
+        }
+    }
+}
+
+/// `[capabilities]` of `testkit.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CapabilitiesSection {
+    /// An endpoint that lists them (sent with the credential).
+    #[serde(default)]
+    pub request: Option<String>,
+    /// The JSON pointer of its array of strings.
+    #[serde(default = "default_capabilities_pointer")]
+    pub pointer: String,
+    /// Declared here.
+    #[serde(default)]
+    pub list: Vec<String>,
+}
+
+impl CapabilitiesSection {
+    /// `sandboxd`'s: `GET /api/capabilities`, `/capabilities`.
+    pub fn sandboxd() -> CapabilitiesSection {
+        CapabilitiesSection {
+            request: Some("GET /api/capabilities".to_owned()),
+            pointer: default_capabilities_pointer(),
+            list: Vec::new(),
+        }
+    }
+}
+
+fn default_refused() -> Vec<u16> {
+    vec![401, 403]
+}
+fn default_expired() -> Vec<u16> {
+    vec![401]
+}
+fn default_capabilities_pointer() -> String {
+    "/capabilities".to_owned()
+}
+
+impl Default for PodSection {
+    fn default() -> Self {
+        PodSection {
+            command: default_command(),
+            ready: Ready::default(),
+            health_path: default_health_path(),
+            inactivity_timeout: default_inactivity(),
+            ceiling: default_ceiling(),
+            allow_remote_hosts: Vec::new(),
+            protected: Vec::new(),
+            handle: None,
+            fields: BTreeMap::new(),
+            setup: Vec::new(),
+            public_fields: Vec::new(),
+        }
+    }
+}
+
+/// `[cli]` of `testkit.toml`: the product's CLI, run by `cx.cli(..)`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CliSection {
+    /// The program (a name on PATH or a path relative to the suite dir);
+    /// default `sandboxctl`.
+    #[serde(default = "default_cli_program")]
+    pub program: Option<String>,
+    /// Environment of the CLI: values may use every field of the pod
+    /// handle: `{base_url}`, `{token}`, `{port}`, `{name}` and extra ones
+    /// such as `{user}`, and `{session_cookie}` (the `Cookie` header of the
+    /// tests' session at that moment, empty when there is none). Default:
+    /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`,
+    /// `SANDBOXD_COOKIE = "{session_cookie}"`.
+    #[serde(default = "default_cli_env")]
+    pub env: BTreeMap<String, String>,
+}
+
+impl Default for CliSection {
+    fn default() -> Self {
+        CliSection {
+            program: default_cli_program(),
+            env: default_cli_env(),
+        }
+    }
+}
+
+fn default_cli_program() -> Option<String> {
+    Some("sandboxctl".to_owned())
+}
+fn default_cli_env() -> BTreeMap<String, String> {
+    [
+        ("SANDBOXD_URL", "{base_url}"),
+        ("SANDBOXD_TOKEN", "{token}"),
+        ("SANDBOXD_COOKIE", "{session_cookie}"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn default_prefix() -> String {
+    "ct".to_owned()
+}
+fn default_command() -> Vec<String> {
+    vec!["sandboxd".to_owned(), "serve".to_owned()]
+}
+fn default_health_path() -> String {
+    "/api/health".to_owned()
+}
+fn default_inactivity() -> Duration {
+    Duration::from_secs(20)
+}
+fn default_ceiling() -> Duration {
+    Duration::from_secs(120)
+}
+
+mod humantime_serde_compat {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(s.trim()).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {s:?}: {e} (expected e.g. 20s, 2m)"
+            ))
+        })
+    }
+}
+
+/// A `testkit.toml` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file exists but cannot be read.
+    #[error("failed to read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key, or a value of the wrong type.
+    #[error("invalid {}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the key and position.
+        message: String,
+    },
+    /// A value of the right type that is not allowed.
+    #[error("invalid {}: `{key}` {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The dotted key, e.g. `suite.name_prefix`.
+        key: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl SuiteConfig {
+    /// Loads `<dir>/testkit.toml`; a missing file gives the defaults.
+    pub fn load(dir: &Path) -> Result<SuiteConfig, ConfigError> {
+        let path = dir.join(CONFIG_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SuiteConfig::default()),
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        SuiteConfig::parse(&text, &path)
+    }
+
+    /// Parses the text of a `testkit.toml`; `path` is used in errors only.
+    pub fn parse(text: &str, path: &Path) -> Result<SuiteConfig, ConfigError> {
+        let config: SuiteConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |key, problem: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            key,
+            problem,
+        };
+        let prefix = &self.suite.name_prefix;
+        if prefix.is_empty()
+            || prefix.len() > 8
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            return Err(invalid(
+                "suite.name_prefix",
+                format!("is {prefix:?}: expected 1 to 8 characters of a-z and 0-9"),
+            ));
+        }
+        if self.pod.command.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err(invalid(
+                "pod.command",
+                "is empty: expected a program and its arguments".to_owned(),
+            ));
+        }
+        if !self.pod.health_path.starts_with('/') {
+            return Err(invalid(
+                "pod.health_path",
+                format!(
+                    "is {:?}: expected a path starting with `/`",
+                    self.pod.health_path
+                ),
+            ));
+        }
+        if self.pod.inactivity_timeout.is_zero() || self.pod.ceiling.is_zero() {
+            return Err(invalid(
+                "pod.inactivity_timeout",
+                "and `pod.ceiling` must be longer than zero".to_owned(),
+            ));
+        }
+        for endpoint in &self.pod.protected {
+            let ok = endpoint
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !ok {
+                return Err(invalid(
+                    "pod.protected",
+                    format!("has {endpoint:?}: expected `host:port` entries"),
+                ));
+            }
+        }
+        if self
+            .cli
+            .program
+            .as_deref()
+            .is_some_and(|p| p.trim().is_empty())
+        {
+            return Err(invalid("cli.program", "is empty".to_owned()));
+        }
+        for key in self.pod.fields.keys() {
+            if matches!(
+                key.as_str(),
+                "name" | "base_url" | "port" | "capabilities" | "health"
+            ) || key.is_empty()
+                || !key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(invalid(
+                    "pod.fields",
+                    format!(
+                        "has {key:?}: expected names of a-z, 0-9 and `_` other than \
+                         name, base_url, port, capabilities and health (testkit fills those)"
+                    ),
+                ));
+            }
+        }
+        if !self.pod.fields.is_empty() && self.pod.ready != Ready::Health {
+            return Err(invalid(
+                "pod.fields",
+                "makes the handle of a pod that prints none, so the pod is up when its \
+                 health path answers: set `ready = \"health\"`"
+                    .to_owned(),
+            ));
+        }
+        if self
+            .pod
+            .setup
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err(invalid(
+                "pod.setup",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
+        }
+        let auth = &self.auth;
+        if auth.send == Send::Header
+            && auth.header.as_deref().is_none_or(|h| {
+                h.is_empty() || reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
+            })
+        {
+            return Err(invalid(
+                "auth.header",
+                format!(
+                    "is {:?}: `send = \"header\"` needs the header's name, e.g. header = \"X-Api-Key\"",
+                    auth.header.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+        if auth.send == Send::Cookie && auth.cookie.as_deref().is_none_or(str::is_empty) {
+            return Err(invalid(
+                "auth.cookie",
+                "is missing: `send = \"cookie\"` needs the cookie's name, e.g. cookie = \"session\"".to_owned(),
+            ));
+        }
+        match &auth.probe {
+            Some(probe) => {
+                crate::template::RequestTemplate::parse(probe)
+                    .map_err(|p| invalid("auth.probe", p))?;
+            }
+            None if auth.send != Send::None || auth.login.is_some() => {
+                return Err(invalid(
+                    "auth.probe",
+                    "is missing: name a request that needs the credential and changes nothing, \
+                     e.g. probe = \"GET /api/items\" (the runner checks it is accepted with the \
+                     credential and refused without)"
+                        .to_owned(),
+                ))
+            }
+            None => {}
+        }
+        if auth.refused.is_empty() || auth.refused.iter().any(|s| !(400..600).contains(s)) {
+            return Err(invalid(
+                "auth.refused",
+                format!(
+                    "is {:?}: expected HTTP statuses from 400 to 599",
+                    auth.refused
+                ),
+            ));
+        }
+        if auth.expired.iter().any(|s| !(400..600).contains(s)) {
+            return Err(invalid(
+                "auth.expired",
+                format!(
+                    "is {:?}: expected HTTP statuses from 400 to 599",
+                    auth.expired
+                ),
+            ));
+        }
+        if let Some(login) = &auth.login {
+            crate::template::RequestTemplate::parse(&login.request)
+                .map_err(|p| invalid("auth.login.request", p))?;
+            match (&login.token, login.cookie) {
+                (Some(_), true) | (None, false) => {
+                    return Err(invalid(
+                        "auth.login",
+                        "must say where the answer carries the credential: `token = \"/json/pointer\"` \
+                         or `cookie = true`, not both"
+                            .to_owned(),
+                    ))
+                }
+                (Some(p), false) if !p.starts_with('/') => {
+                    return Err(invalid(
+                        "auth.login.token",
+                        format!("is {p:?}: expected a JSON pointer, e.g. \"/token\""),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if let Some(request) = &self.capabilities.request {
+            crate::template::RequestTemplate::parse(request)
+                .map_err(|p| invalid("capabilities.request", p))?;
+            if !self.capabilities.pointer.starts_with('/') {
+                return Err(invalid(
+                    "capabilities.pointer",
+                    format!(
+                        "is {:?}: expected a JSON pointer, e.g. \"/capabilities\"",
+                        self.capabilities.pointer
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The suite's workspace root for a test binary whose manifest dir is
+/// `manifest_dir`: the nearest ancestor that holds `testkit.toml` or
+/// `KNOWN-ISSUES.md`, else the nearest one whose `Cargo.toml` declares a
+/// `[workspace]`, else `manifest_dir` itself.
+pub fn find_suite_dir(manifest_dir: &Path) -> PathBuf {
+    if let Some(dir) = manifest_dir
+        .ancestors()
+        .find(|d| d.join("testkit.toml").is_file() || d.join("KNOWN-ISSUES.md").is_file())
+    {
+        return dir.to_owned();
+    }
+    let is_workspace_root = |d: &Path| {
+        std::fs::read_to_string(d.join("Cargo.toml"))
+            .is_ok_and(|s| s.lines().any(|l| l.trim() == "[workspace]"))
+    };
+    manifest_dir
+        .ancestors()
+        .find(|d| is_workspace_root(d))
+        .unwrap_or(manifest_dir)
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<SuiteConfig, ConfigError> {
+        SuiteConfig::parse(text, Path::new("/s/testkit.toml"))
+    }
+
+    #[test]
+    fn defaults_and_a_full_file() {
+        let c = parse("").unwrap();
+        assert_eq!(c.suite.name_prefix, "ct");
+        assert_eq!(c.pod.command, ["sandboxd", "serve"]);
+        let c = parse(
+            r#"
+            [suite]
+            name_prefix = "ab1"
+            [pod]
+            command = ["x", "--home", "{home}"]
+            ready = "health"
+            inactivity_timeout = "3s"
+            ceiling = "1m"
+            protected = ["127.0.0.1:443"]
+            [cli]
+            program = "sandboxctl"
+            env = { SANDBOXD_URL = "{base_url}" }
+            [resources.sandbox]
+            limit = 4
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.pod.ready, Ready::Health);
+        assert_eq!(c.pod.inactivity_timeout, Duration::from_secs(3));
+        assert!(c.resources.contains_key("sandbox"));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_file() {
+        let e = parse("[pod]\ncomand = []").unwrap_err().to_string();
+        assert!(e.contains("/s/testkit.toml") && e.contains("comand"), "{e}");
+        let e = parse("[suite]\nname_prefix = \"Bad-\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("suite.name_prefix"), "{e}");
+        let e = parse("[pod]\nceiling = \"soon\"").unwrap_err().to_string();
+        assert!(e.contains("ceiling") && e.contains("soon"), "{e}");
+        let e = parse("[pod]\nprotected = [\"nope\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pod.protected"), "{e}");
+    }
+}

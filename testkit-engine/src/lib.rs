@@ -1,0 +1,41 @@
+//! The engine under `testkit` and `testkit-runner`.
+//!
+//! This crate is for testkit and testkit-runner only. It makes no stability
+//! promise: a suite depends on `testkit`, whose facade re-exports what a spec
+//! author needs (the pod, the kind-plugin API, waits, templates).
+//!
+//! Everything here takes its inputs as arguments: no setting is read, no
+//! config loaded and no pod connected behind the caller's back. A test
+//! process's globals live in `testkit`'s wiring module; the runner holds its
+//! own and passes them down.
+//!
+//! # Layers
+//!
+//! Imports point down only; a test (`tests/layers.rs` of `testkit`) keeps it
+//! so.
+//!
+//! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`
+//!    variable, parsed from a lookup), [`run`] (run ids, the results
+//!    folder), [`config`] (`testkit.toml`), [`mod@redact`], [`process`] (process
+//!    groups), [`files`] (files that hold secrets), [`template`], [`wait`].
+//! 2. [`report`] (records, summaries, known issues); [`pod`] (handle,
+//!    session, launch); [`resource`] (kinds, journal, delete, sweep).
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod config;
+pub mod files;
+pub mod pod;
+pub mod process;
+pub mod redact;
+pub mod report;
+pub mod resource;
+pub mod run;
+mod run_id;
+pub mod settings;
+pub mod template;
+pub mod wait;
+
+#[cfg(test)]
+mod layers;
+
+pub use redact::{redact, register_secret, REDACTED};

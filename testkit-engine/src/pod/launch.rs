@@ -1,0 +1,758 @@
+//! Pods that testkit starts itself: boot with a fresh HOME on a free loopback
+//! port in a scrubbed environment, wait for the handle and a healthy answer
+//! (inactivity timeout reset by every line the pod prints, under a hard
+//! ceiling), and stop verifiably.
+//!
+//! Each pod gets a private directory `testkit-pod-<random id>/` (mode 0700)
+//! holding `home/` (the pod's HOME) and `stdout.raw` (what the pod prints on
+//! stdout, which includes its token). The raw stdout never goes to the
+//! results folder: a redacted copy does, when the pod stops or fails to boot.
+//! stderr goes straight to the log folder, and is redacted in place then too.
+//! Because the pod writes to files rather than pipes, a pod outlives the
+//! process that launched it without losing its output (`testkit-runner pod up`).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::check::{check_health, HealthReport};
+use super::handle::{HandleError, HandlePolicy, PodHandle};
+use crate::config::{Ready, SuiteConfig};
+use crate::process;
+
+/// Environment variables a pod inherits from its launcher; everything else
+/// (credentials, cloud config, the caller's HOME) stays out.
+const INHERITED_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "TZ", "RUST_BACKTRACE", "RUST_LOG"];
+
+/// How to start a pod.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LaunchSpec {
+    /// Program and arguments; see [`crate::config::PodSection::command`].
+    pub command: Vec<String>,
+    /// When the pod counts as up.
+    pub ready: Ready,
+    /// The pod's unauthenticated health path.
+    pub health_path: String,
+    /// How long the pod may stay silent while booting.
+    pub inactivity_timeout: Duration,
+    /// The longest boot, progress or not.
+    pub ceiling: Duration,
+    /// What the printed handle may point at.
+    pub policy: HandlePolicy,
+    /// Where `pod.stdout.log` and `pod.stderr.log` go.
+    pub logs_dir: PathBuf,
+    /// Where the pod's private directory is created (default: the temp dir).
+    pub private_parent: Option<PathBuf>,
+    /// Where a relative program is looked up (the suite dir).
+    pub base_dir: Option<PathBuf>,
+    /// Extra environment for the pod.
+    pub env: BTreeMap<String, String>,
+    /// The handle's fields, for a pod that prints no handle (`[pod] fields`).
+    pub fields: BTreeMap<String, String>,
+    /// Commands to run before the pod (`[pod] setup`).
+    pub setup: Vec<Vec<String>>,
+    /// The target dir to look for the program in after the current
+    /// executable's (`CARGO_TARGET_DIR` of the caller).
+    pub target_dir: Option<PathBuf>,
+}
+
+impl LaunchSpec {
+    /// The spec of a suite's `[pod]` config, logging to `logs_dir`.
+    pub fn from_config(
+        config: &SuiteConfig,
+        suite_dir: Option<&Path>,
+        logs_dir: PathBuf,
+    ) -> LaunchSpec {
+        let pod = &config.pod;
+        LaunchSpec {
+            command: pod.command.clone(),
+            ready: pod.ready,
+            health_path: pod.health_path.clone(),
+            inactivity_timeout: pod.inactivity_timeout,
+            ceiling: pod.ceiling,
+            policy: HandlePolicy::from_suite(config),
+            logs_dir,
+            private_parent: None,
+            base_dir: suite_dir.map(Path::to_owned),
+            env: BTreeMap::new(),
+            fields: pod.fields.clone(),
+            setup: pod.setup.clone(),
+            target_dir: None,
+        }
+    }
+}
+
+/// Why a pod did not come up. Its logs are kept; the message says where,
+/// and what the pod last printed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The program is not on PATH nor next to the test binaries.
+    #[error("pod program `{program}` not found next to the current executable, in the target dir, or on PATH: {hint}")]
+    ProgramNotFound {
+        /// The program.
+        program: String,
+        /// How to fix it.
+        hint: String,
+    },
+    /// Setting up (directories, port, spawn) failed.
+    #[error("failed to {what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pod exited before it was up.
+    #[error("the pod exited early ({status}) before it was up; last seen: {last_seen}; logs kept in {}", logs.display())]
+    ExitedEarly {
+        /// Its exit status.
+        status: String,
+        /// The last line it printed.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// It was silent too long, or booted too long.
+    #[error("the pod was not up after {waited:?} ({which}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Timeout {
+        /// `no progress for 20s` or `hard ceiling 2m`.
+        which: String,
+        /// How long it was given.
+        waited: Duration,
+        /// The last thing seen (a line, a health answer).
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// A `[pod] setup` command failed.
+    #[error("the pod's setup command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Setup {
+        /// The command, redacted.
+        command: String,
+        /// How it ended.
+        status: String,
+        /// What it printed last, redacted.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// A `{placeholder}` of `[pod]` that nothing fills.
+    #[error("invalid [pod] in testkit.toml: {0}")]
+    Placeholder(String),
+    /// It printed a handle that does not validate.
+    #[error("the pod printed an unusable handle: {source}; logs kept in {}", logs.display())]
+    BadHandle {
+        /// What is wrong with it.
+        #[source]
+        source: HandleError,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+}
+
+/// A pod testkit started.
+#[derive(Debug)]
+pub struct LaunchedPod {
+    /// Its validated handle.
+    pub handle: PodHandle,
+    /// Its process id.
+    pub pid: u32,
+    /// Its process group (equal to `pid`).
+    pub pgid: i32,
+    /// When its process started, in clock ticks since boot (guards against pid reuse).
+    pub start_ticks: Option<u64>,
+    /// Its private directory (deleted on stop).
+    pub private_dir: PathBuf,
+    /// Its HOME, inside `private_dir`.
+    pub home: PathBuf,
+    /// The folder of its logs.
+    pub logs_dir: PathBuf,
+    /// The health measurement that declared it up.
+    pub health: HealthReport,
+    /// How long the boot took.
+    pub boot_time: Duration,
+    child: Option<tokio::process::Child>,
+}
+
+/// What stopping a pod did, verified.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct StopReport {
+    /// Processes of the pod's tree when the stop began.
+    pub processes: usize,
+    /// Whether everything ended after SIGTERM, within the grace period.
+    pub drained_after_term: bool,
+    /// Processes that needed SIGKILL.
+    pub killed: Vec<i32>,
+    /// The pod's private directory (with HOME), verified gone.
+    pub removed: PathBuf,
+    /// How long the stop took.
+    pub duration: Duration,
+}
+
+/// A stop that could not be verified: names what survived.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopError {
+    /// Processes still alive after SIGKILL.
+    #[error(
+        "processes of pod group {pgid} survived SIGTERM and SIGKILL: {}",
+        describe(survivors)
+    )]
+    Survivors {
+        /// The group.
+        pgid: i32,
+        /// `(pid, command)`.
+        survivors: Vec<(i32, String)>,
+    },
+    /// The HOME could not be deleted.
+    #[error("the pod's HOME {} survived: {problem}", path.display())]
+    HomeSurvived {
+        /// The directory.
+        path: PathBuf,
+        /// What deleting it answered.
+        problem: String,
+    },
+}
+
+fn describe(procs: &[(i32, String)]) -> String {
+    procs
+        .iter()
+        .map(|(p, c)| format!("{p} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Starts a pod and waits until it is up (handle printed, health answered).
+pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
+    let program = resolve_program(
+        &spec.command[0],
+        spec.base_dir.as_deref(),
+        spec.target_dir.as_deref(),
+    )?;
+    let io = |what: String| move |source| LaunchError::Io { what, source };
+    std::fs::create_dir_all(&spec.logs_dir)
+        .map_err(io(format!("create {}", spec.logs_dir.display())))?;
+    let private_dir = create_private_dir(spec.private_parent.as_deref())?;
+    let booted = boot(spec, &program, private_dir.clone()).await;
+    if booted.is_err() {
+        let _ = std::fs::remove_dir_all(&private_dir);
+    }
+    booted
+}
+
+async fn boot(
+    spec: &LaunchSpec,
+    program: &Path,
+    private_dir: PathBuf,
+) -> Result<LaunchedPod, LaunchError> {
+    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let home = private_dir.join("home");
+    std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(io("find a free loopback port".to_owned()))?
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    // A pod that prints no handle gets one made of `[pod] fields`.
+    let home_text = home.to_string_lossy().into_owned();
+    let port_text = port.to_string();
+    let randoms: Vec<String> = spec
+        .fields
+        .keys()
+        .map(|_| crate::files::random_id(24))
+        .collect();
+    let mut fields = BTreeMap::new();
+    for ((key, value), random) in spec.fields.iter().zip(&randoms) {
+        let values = crate::template::Values::new()
+            .with("home", &home_text)
+            .with("port", &port_text)
+            .with("listen", &listen)
+            .with("random", random);
+        let filled = crate::template::fill(value, &values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
+        fields.insert(key.clone(), filled);
+    }
+    let made_handle = if spec.fields.is_empty() {
+        None
+    } else {
+        let mut obj = serde_json::Map::new();
+        obj.insert(
+            "name".into(),
+            format!("pod-{}", crate::files::random_id(6)).into(),
+        );
+        obj.insert("base_url".into(), format!("http://{listen}").into());
+        obj.insert("port".into(), port.into());
+        for (k, v) in &fields {
+            obj.insert(k.clone(), v.clone().into());
+        }
+        let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
+            .map_err(|source| LaunchError::BadHandle {
+                source,
+                logs: spec.logs_dir.clone(),
+            })?;
+        handle.register_secrets();
+        Some(handle)
+    };
+    let values = crate::template::Values::new()
+        .with("home", &home_text)
+        .with("port", &port_text)
+        .with("listen", &listen)
+        .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let fill = |arg: &str| {
+        crate::template::fill(arg, &values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
+    };
+    let mut args: Vec<String> = spec.command[1..]
+        .iter()
+        .map(|a| fill(a))
+        .collect::<Result<_, _>>()?;
+    if !spec
+        .command
+        .iter()
+        .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
+    {
+        args.extend([
+            "--home".to_owned(),
+            home.to_string_lossy().into_owned(),
+            "--listen".to_owned(),
+            listen.clone(),
+        ]);
+    }
+
+    let stdout_raw = private_dir.join("stdout.raw");
+    let stderr_log = spec.logs_dir.join("pod.stderr.log");
+    let out = File::create(&stdout_raw).map_err(io(format!("create {}", stdout_raw.display())))?;
+    let err = File::create(&stderr_log).map_err(io(format!("create {}", stderr_log.display())))?;
+    let pod_command = |program: &Path| {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.env_clear()
+            .envs(
+                INHERITED_ENV
+                    .iter()
+                    .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+            )
+            .env("HOME", &home)
+            .env("TMPDIR", &private_dir)
+            .env("TESTKIT_POD_PORT", port.to_string())
+            .envs(&spec.env)
+            .current_dir(&private_dir)
+            .stdin(Stdio::null());
+        cmd
+    };
+    for setup in &spec.setup {
+        let program = resolve_program(
+            &setup[0],
+            spec.base_dir.as_deref(),
+            spec.target_dir.as_deref(),
+        )?;
+        let args: Vec<String> = setup[1..]
+            .iter()
+            .map(|a| {
+                crate::template::fill(a, &values, crate::template::verbatim)
+                    .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
+            })
+            .collect::<Result<_, _>>()?;
+        run_setup(pod_command(&program), &args, spec).await?;
+    }
+    let mut cmd = pod_command(program);
+    cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
+    let started = Instant::now();
+    let (mut child, pgid) =
+        process::spawn_in_group(&mut cmd).map_err(io(format!("start {}", program.display())))?;
+    let pid = pgid as u32;
+    let start_ticks = process::start_ticks(pgid);
+
+    let result = wait_until_up(
+        spec,
+        &mut child,
+        &stdout_raw,
+        &stderr_log,
+        started,
+        made_handle,
+    )
+    .await;
+    match result {
+        Ok((handle, health)) => Ok(LaunchedPod {
+            handle,
+            pid,
+            pgid,
+            start_ticks,
+            private_dir,
+            home,
+            logs_dir: spec.logs_dir.clone(),
+            health,
+            boot_time: started.elapsed(),
+            child: Some(child),
+        }),
+        Err(e) => {
+            // Leave nothing running; keep the logs.
+            let reaped = tokio::spawn(async move { child.wait().await });
+            let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
+            keep_logs(&stdout_raw, &spec.logs_dir, &stderr_log);
+            let _ = std::fs::remove_dir_all(&private_dir);
+            Err(e)
+        }
+    }
+}
+
+/// Runs one `[pod] setup` command to completion under the boot ceiling, its
+/// output appended to `pod.setup.log`.
+async fn run_setup(
+    mut cmd: tokio::process::Command,
+    args: &[String],
+    spec: &LaunchSpec,
+) -> Result<(), LaunchError> {
+    let log_path = spec.logs_dir.join("pod.setup.log");
+    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(io(format!("open {}", log_path.display())))?;
+    let shown = crate::redact(&format!(
+        "{:?} {}",
+        cmd.as_std().get_program(),
+        args.join(" ")
+    ))
+    .into_owned();
+    cmd.args(args)
+        .stdout(
+            log.try_clone()
+                .map_err(io("open the setup log".to_owned()))?,
+        )
+        .stderr(log)
+        .kill_on_drop(true);
+    let (mut child, pgid) = process::spawn_in_group(&mut cmd)
+        .map_err(io(format!("start the setup command {shown}")))?;
+    let status = match tokio::time::timeout(spec.ceiling, child.wait()).await {
+        Ok(status) => status.map_err(io(format!("run the setup command {shown}")))?,
+        Err(_) => {
+            let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
+            let _ = child.wait().await;
+            return Err(LaunchError::Setup {
+                command: shown,
+                status: format!(
+                    "still running after {}",
+                    humantime::format_duration(spec.ceiling)
+                ),
+                last_seen: last_line(&log_path),
+                logs: spec.logs_dir.clone(),
+            });
+        }
+    };
+    redact_in_place(&log_path);
+    if status.success() {
+        Ok(())
+    } else {
+        Err(LaunchError::Setup {
+            command: shown,
+            status: status.to_string(),
+            last_seen: last_line(&log_path),
+            logs: spec.logs_dir.clone(),
+        })
+    }
+}
+
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+        })
+        .map(|l| crate::redact(&l).into_owned())
+        .unwrap_or_else(|| "nothing".to_owned())
+}
+
+fn redact_in_place(path: &Path) {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        if let std::borrow::Cow::Owned(r) = crate::redact(&text) {
+            let _ = std::fs::write(path, r);
+        }
+    }
+}
+
+async fn wait_until_up(
+    spec: &LaunchSpec,
+    child: &mut tokio::process::Child,
+    stdout_raw: &Path,
+    stderr_log: &Path,
+    started: Instant,
+    made_handle: Option<PodHandle>,
+) -> Result<(PodHandle, HealthReport), LaunchError> {
+    let logs = spec.logs_dir.clone();
+    let mut out = Tail::new(stdout_raw);
+    let mut err = Tail::new(stderr_log);
+    let mut last_activity = Instant::now();
+    let mut last_seen = "nothing (the pod printed no output)".to_owned();
+    let mut handle: Option<PodHandle> = made_handle;
+    let mut next_health = Instant::now();
+    loop {
+        let mut progressed = false;
+        for line in out.lines() {
+            progressed = true;
+            if handle.is_none() && spec.fields.is_empty() && line.trim_start().starts_with('{') {
+                match PodHandle::parse(line.trim(), &spec.policy) {
+                    Ok(h) => {
+                        h.register_secrets();
+                        last_seen = format!("the handle of pod {} at {}", h.name(), h.base_url());
+                        handle = Some(h);
+                        continue;
+                    }
+                    Err(source) => return Err(LaunchError::BadHandle { source, logs }),
+                }
+            }
+            last_seen = format!("stdout: {}", crate::redact(&line));
+        }
+        for line in err.lines() {
+            progressed = true;
+            last_seen = format!("stderr: {}", crate::redact(&line));
+        }
+        if progressed {
+            last_activity = Instant::now();
+        }
+        if let Some(h) = &handle {
+            if Instant::now() >= next_health {
+                let path = h.health().unwrap_or(&spec.health_path).to_owned();
+                let report = check_health(h.base_url(), &path, Duration::from_secs(2)).await;
+                if report.ok() {
+                    return Ok((handle.take().expect("checked"), report));
+                }
+                last_seen = format!("health {}", report.summary());
+                next_health = Instant::now() + Duration::from_millis(200);
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            // Read what it printed last before reporting.
+            for line in out.lines().into_iter().chain(err.lines()) {
+                last_seen = crate::redact(&line).into_owned();
+            }
+            return Err(LaunchError::ExitedEarly {
+                status: status.to_string(),
+                last_seen,
+                logs,
+            });
+        }
+        if started.elapsed() >= spec.ceiling {
+            return Err(LaunchError::Timeout {
+                which: format!("hard ceiling {}", humantime::format_duration(spec.ceiling)),
+                waited: started.elapsed(),
+                last_seen,
+                logs,
+            });
+        }
+        if last_activity.elapsed() >= spec.inactivity_timeout {
+            return Err(LaunchError::Timeout {
+                which: format!(
+                    "no progress for {}",
+                    humantime::format_duration(spec.inactivity_timeout)
+                ),
+                waited: started.elapsed(),
+                last_seen,
+                logs,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Follows a file the pod appends to, a line at a time.
+struct Tail {
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl Tail {
+    fn new(path: &Path) -> Tail {
+        Tail {
+            path: path.to_owned(),
+            offset: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    fn lines(&mut self) -> Vec<String> {
+        let mut buf = Vec::new();
+        if let Ok(mut f) = File::open(&self.path) {
+            if f.seek(SeekFrom::Start(self.offset)).is_ok() {
+                let _ = f.read_to_end(&mut buf);
+            }
+        }
+        self.offset += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut lines = Vec::new();
+        while let Some(pos) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            lines.push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
+        }
+        lines
+    }
+}
+
+impl LaunchedPod {
+    /// Stops the pod: SIGTERM to its group, waits up to `grace` for the tree
+    /// to drain, SIGKILLs what remains, deletes its HOME, and verifies both.
+    pub async fn stop(mut self, grace: Duration) -> Result<StopReport, StopError> {
+        let stdout_raw = self.private_dir.join("stdout.raw");
+        let stderr_log = self.logs_dir.join("pod.stderr.log");
+        let child = self.child.take();
+        let reaper = child.map(|mut c| tokio::spawn(async move { c.wait().await }));
+        let result = stop_group(
+            self.pgid,
+            self.start_ticks,
+            &self.private_dir,
+            grace,
+            || keep_logs(&stdout_raw, &self.logs_dir, &stderr_log),
+        )
+        .await;
+        if let Some(r) = reaper {
+            r.abort();
+        }
+        result
+    }
+}
+
+/// Stops the pod whose group is `pgid` and whose private directory is
+/// `private_dir` (a pod started by another process, or one whose launcher
+/// died). `start_ticks` guards against a reused pid. Dead pods are reclaimed:
+/// their directory is deleted and verified gone.
+pub async fn stop_recorded(
+    pgid: i32,
+    start_ticks: Option<u64>,
+    private_dir: &Path,
+    logs_dir: Option<&Path>,
+    grace: Duration,
+) -> Result<StopReport, StopError> {
+    let stdout_raw = private_dir.join("stdout.raw");
+    stop_group(pgid, start_ticks, private_dir, grace, || {
+        if let Some(logs) = logs_dir {
+            keep_logs(&stdout_raw, logs, &logs.join("pod.stderr.log"))
+        }
+    })
+    .await
+}
+
+async fn stop_group(
+    pgid: i32,
+    start_ticks: Option<u64>,
+    private_dir: &Path,
+    grace: Duration,
+    save_logs: impl FnOnce(),
+) -> Result<StopReport, StopError> {
+    let began = Instant::now();
+    let ended = match process::terminate_group(pgid, start_ticks, grace).await {
+        Ok(ended) => ended,
+        Err(survivors) => {
+            save_logs();
+            return Err(StopError::Survivors { pgid, survivors });
+        }
+    };
+    save_logs();
+    if let Err(e) = std::fs::remove_dir_all(private_dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(StopError::HomeSurvived {
+                path: private_dir.to_owned(),
+                problem: e.to_string(),
+            });
+        }
+    }
+    if private_dir.exists() {
+        return Err(StopError::HomeSurvived {
+            path: private_dir.to_owned(),
+            problem: "it still exists after deletion".to_owned(),
+        });
+    }
+    Ok(StopReport {
+        processes: ended.processes,
+        drained_after_term: ended.killed.is_empty(),
+        killed: ended.killed,
+        removed: private_dir.to_owned(),
+        duration: began.elapsed(),
+    })
+}
+
+/// Copies the raw stdout, redacted, to the logs folder, and redacts stderr
+/// in place.
+fn keep_logs(stdout_raw: &Path, logs_dir: &Path, stderr_log: &Path) {
+    if let Ok(text) = std::fs::read(stdout_raw) {
+        let text = String::from_utf8_lossy(&text);
+        // The process that stops a pod may not be the one that read its
+        // handle (`pod down` of a kept pod): the handle the pod printed is
+        // in this very output, so its secrets are registered from there.
+        for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
+            let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(line.trim()) else {
+                continue;
+            };
+            if !obj.contains_key("token") {
+                continue;
+            }
+            for (key, value) in &obj {
+                if let (false, Some(v)) = (
+                    matches!(key.as_str(), "name" | "base_url" | "health"),
+                    value.as_str(),
+                ) {
+                    crate::register_secret(v);
+                }
+            }
+        }
+        let _ = std::fs::write(
+            logs_dir.join("pod.stdout.log"),
+            crate::redact(&text).as_bytes(),
+        );
+    }
+    if let Ok(text) = std::fs::read(stderr_log) {
+        let text = String::from_utf8_lossy(&text);
+        let redacted = crate::redact(&text);
+        if let std::borrow::Cow::Owned(r) = redacted {
+            let _ = std::fs::write(stderr_log, r.as_bytes());
+        }
+    }
+}
+
+fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = parent
+        .map(Path::to_owned)
+        .unwrap_or_else(std::env::temp_dir);
+    let mut last = None;
+    for _ in 0..8 {
+        let dir = parent.join(format!("testkit-pod-{}", crate::files::random_id(10)));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(LaunchError::Io {
+        what: format!("create a private directory under {}", parent.display()),
+        source: last.expect("tried"),
+    })
+}
+
+/// Finds a pod (or CLI) program: a path as given (relative to `base_dir`),
+/// else next to the current executable, in `target_dir`, then on PATH.
+pub fn resolve_program(
+    program: &str,
+    base_dir: Option<&Path>,
+    target_dir: Option<&Path>,
+) -> Result<PathBuf, LaunchError> {
+    process::find_program(program, base_dir, target_dir).ok_or_else(|| {
+        LaunchError::ProgramNotFound {
+            program: program.to_owned(),
+            hint: format!(
+                "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
+                 or set `[pod] command` in testkit.toml"
+            ),
+        }
+    })
+}

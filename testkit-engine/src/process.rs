@@ -1,0 +1,387 @@
+//! Process groups: the one place testkit starts, signals, ends and verifies
+//! the processes it owns (pods, CLI runs, test commands of the runner).
+//!
+//! A process testkit starts goes into a group of its own
+//! ([`spawn_in_group`]), so that one signal reaches everything it forked.
+//! Ending it ([`terminate_group`]) sends SIGTERM to the group and to every
+//! descendant (descendants that moved to groups of their own included),
+//! waits for the tree to drain under a grace period, SIGKILLs what remains,
+//! and verifies from `/proc` that nothing is left. Start times guard every
+//! signal against a reused pid.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use tokio::time::Instant;
+
+/// How long SIGKILLed processes get to disappear before they count as
+/// survivors.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// Puts the command's process in a new group whose id is its pid.
+pub fn spawn_in_group(
+    command: &mut tokio::process::Command,
+) -> std::io::Result<(tokio::process::Child, i32)> {
+    let child = command.process_group(0).spawn()?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or_default();
+    Ok((child, pgid))
+}
+
+/// What [`terminate_group`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Terminated {
+    /// Processes of the tree when it began.
+    pub processes: usize,
+    /// Pids that ignored SIGTERM for the grace period and were SIGKILLed.
+    pub killed: Vec<i32>,
+}
+
+/// Ends the group `pgid` and every descendant of it: SIGTERM, up to `grace`
+/// to drain, SIGKILL for the rest, then verified. `start_ticks` (of the
+/// group leader) guards against a reused pid: a live leader that started at
+/// another time is not ours, and nothing is signalled. Returns the
+/// survivors, with their command lines (redacted), when something outlived
+/// SIGKILL.
+pub async fn terminate_group(
+    pgid: i32,
+    start_ticks: Option<u64>,
+    grace: Duration,
+) -> Result<Terminated, Vec<(i32, String)>> {
+    let reused = matches!((start_ticks, self::start_ticks(pgid)), (Some(a), Some(b)) if a != b);
+    let tree = if reused { Vec::new() } else { tree_of(pgid) };
+    let processes = tree.len();
+    let mut killed = Vec::new();
+    if !tree.is_empty() {
+        signal_tree(pgid, &tree, Signal::SIGTERM);
+        if let Err(rest) = wait_drained(pgid, &tree, grace).await {
+            signal_tree(pgid, &rest, Signal::SIGKILL);
+            killed = rest.iter().map(|(p, _)| *p).collect();
+            if let Err(survivors) = wait_drained(pgid, &rest, KILL_WAIT).await {
+                return Err(survivors
+                    .into_iter()
+                    .map(|(p, _)| (p, command_of(p)))
+                    .collect());
+            }
+        }
+    }
+    Ok(Terminated { processes, killed })
+}
+
+/// SIGKILLs the group `pgid` and every descendant at once, and waits up to
+/// `limit` for them to be gone. Returns the pids still alive then.
+pub async fn kill_group(pgid: i32, limit: Duration) -> Result<(), Vec<i32>> {
+    let tree = tree_of(pgid);
+    signal_tree(pgid, &tree, Signal::SIGKILL);
+    wait_drained(pgid, &tree, limit)
+        .await
+        .map_err(|rest| rest.into_iter().map(|(p, _)| p).collect())
+}
+
+/// SIGKILLs the group `pgid`, every descendant of it, and every live process
+/// of `known` (a tree taken earlier, whose members the leader's exit may have
+/// orphaned since), and waits up to `limit` for all of them to be gone.
+/// A `pgid` of 0 kills `known` only. Returns the pids still alive then.
+pub async fn kill_tree(pgid: i32, known: &[(i32, u64)], limit: Duration) -> Result<(), Vec<i32>> {
+    let mut tree = if pgid > 0 { tree_of(pgid) } else { Vec::new() };
+    for p in known {
+        if !tree.iter().any(|t| t.0 == p.0) {
+            tree.push(*p);
+        }
+    }
+    signal_tree(pgid, &tree, Signal::SIGKILL);
+    wait_drained(pgid, &tree, limit)
+        .await
+        .map_err(|rest| rest.into_iter().map(|(p, _)| p).collect())
+}
+
+/// Sends `signal` to the group `pgid` only (not to descendants in groups of
+/// their own): how a process is asked to shut down in order, as a terminal's
+/// Ctrl-C does.
+pub fn signal_group(pgid: i32, signal: Signal) {
+    if pgid > 0 {
+        let _ = killpg(Pid::from_raw(pgid), signal);
+    }
+}
+
+fn signal_tree(pgid: i32, tree: &[(i32, u64)], signal: Signal) {
+    signal_group(pgid, signal);
+    for &(pid, ticks) in tree {
+        if alive_with(pid, ticks) {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+    }
+}
+
+/// Waits until no process of the group and none of `tree` is alive.
+/// Returns the ones still alive at the deadline.
+pub async fn wait_drained(
+    pgid: i32,
+    tree: &[(i32, u64)],
+    limit: Duration,
+) -> Result<(), Vec<(i32, u64)>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut alive: Vec<(i32, u64)> = tree
+            .iter()
+            .copied()
+            .filter(|&(pid, t)| alive_with(pid, t))
+            .collect();
+        let members = if pgid > 0 {
+            group_members(pgid)
+        } else {
+            Vec::new()
+        };
+        for p in members {
+            if !alive.iter().any(|a| a.0 == p.0) {
+                alive.push(p);
+            }
+        }
+        if alive.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(alive);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `/proc/<pid>/stat`: (state, ppid, pgrp, start ticks), for live processes.
+fn stat(pid: i32) -> Option<(char, i32, i32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: fields start after the last `)`.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((
+        f.first()?.chars().next()?,
+        f.get(1)?.parse().ok()?,
+        f.get(2)?.parse().ok()?,
+        f.get(19)?.parse().ok()?,
+    ))
+}
+
+/// When `pid` started, in clock ticks since boot: with the pid, what
+/// identifies a process across pid reuse.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    stat(pid).map(|s| s.3)
+}
+
+fn alive_with(pid: i32, ticks: u64) -> bool {
+    stat(pid).is_some_and(|(state, _, _, t)| state != 'Z' && state != 'X' && t == ticks)
+}
+
+fn all_procs() -> Vec<(i32, char, i32, i32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| stat(pid).map(|(s, pp, pg, t)| (pid, s, pp, pg, t)))
+        .filter(|p| p.1 != 'Z' && p.1 != 'X')
+        .collect()
+}
+
+/// The live members of group `pgid`, as `(pid, start ticks)`.
+pub fn group_members(pgid: i32) -> Vec<(i32, u64)> {
+    all_procs()
+        .into_iter()
+        .filter(|p| p.3 == pgid)
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// The group's processes and every descendant of them, even those that moved
+/// to their own groups (a pod's workloads often do).
+pub fn tree_of(pgid: i32) -> Vec<(i32, u64)> {
+    let procs = all_procs();
+    let mut tree: Vec<(i32, u64)> = procs
+        .iter()
+        .filter(|p| p.3 == pgid)
+        .map(|p| (p.0, p.4))
+        .collect();
+    loop {
+        let before = tree.len();
+        for p in &procs {
+            if tree.iter().any(|t| t.0 == p.2) && !tree.iter().any(|t| t.0 == p.0) {
+                tree.push((p.0, p.4));
+            }
+        }
+        if tree.len() == before {
+            return tree;
+        }
+    }
+}
+
+/// The live processes whose environment holds `var=value`: how the
+/// descendants that left a group and were orphaned (a browser's crash
+/// handler double-forks into a session of its own) are still found, by a
+/// value unique to their owner, never by a program name.
+pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={value}");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// The command line of `pid`, redacted; `?` when it is gone.
+pub fn command_of(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            let s: Vec<String> = b
+                .split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            crate::redact(&s.join(" ")).into_owned()
+        })
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// Whether the group `pgid` (whose leader started at `start_ticks`) still
+/// has a live process.
+pub fn is_alive(pgid: i32, start_ticks: Option<u64>) -> bool {
+    match start_ticks {
+        Some(t) => {
+            alive_with(pgid, t)
+                || !group_members(pgid).is_empty() && self::start_ticks(pgid).is_none()
+        }
+        None => !group_members(pgid).is_empty(),
+    }
+}
+
+/// Finds a program: a path as given (relative to `base_dir`), else next to
+/// the current executable, in the target dir's `debug/` and `release/`
+/// (`target_dir`, else the one this executable is in), then on PATH.
+/// `None` when it is nowhere.
+pub fn find_program(
+    program: &str,
+    base_dir: Option<&Path>,
+    target_dir: Option<&Path>,
+) -> Option<PathBuf> {
+    if program.contains('/') {
+        let path = match base_dir {
+            Some(base) if !Path::new(program).is_absolute() => base.join(program),
+            _ => PathBuf::from(program),
+        };
+        return path.is_file().then_some(path);
+    }
+    let mut candidates = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join(program));
+        }
+        if let Some(target) = exe.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()) {
+            candidates.push(target.join("debug").join(program));
+            candidates.push(target.join("release").join(program));
+        }
+    }
+    if let Some(dir) = target_dir {
+        candidates.push(dir.join("debug").join(program));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join(program)));
+    }
+    candidates.into_iter().find(|c| is_executable(c))
+}
+
+/// A file with an execute bit.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_group_that_ignores_sigterm_is_killed_with_its_escaped_descendant() {
+        runtime().block_on(async {
+            // The shell ignores SIGTERM; its child moves to a session of its own.
+            let mut cmd = tokio::process::Command::new("sh");
+            cmd.args(["-c", "trap '' TERM; setsid sleep 300 & echo $!; sleep 300"])
+                .stdout(std::process::Stdio::piped())
+                .kill_on_drop(true);
+            let (mut child, pgid) = spawn_in_group(&mut cmd).unwrap();
+            let ticks = start_ticks(pgid);
+            let mut out = child.stdout.take().unwrap();
+            let mut line = String::new();
+            use tokio::io::AsyncReadExt;
+            let mut buf = [0u8; 32];
+            while !line.contains('\n') {
+                let n = out.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the shell said nothing");
+                line.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+            }
+            let escaped: i32 = line.trim().parse().unwrap();
+            // Wait until the escaped child is in the tree (setsid done).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !tree_of(pgid).iter().any(|(p, _)| *p == escaped) {
+                assert!(Instant::now() < deadline, "the escaped child never showed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let escaped_ticks = start_ticks(escaped).unwrap();
+            let reaper = tokio::spawn(async move { child.wait().await });
+            let ended = terminate_group(pgid, ticks, Duration::from_millis(300))
+                .await
+                .unwrap();
+            assert!(ended.processes >= 2, "{ended:?}");
+            assert!(ended.killed.contains(&pgid), "{ended:?}");
+            assert!(!is_alive(pgid, ticks));
+            assert!(
+                !alive_with(escaped, escaped_ticks),
+                "the child that moved to its own session survived"
+            );
+            let _ = reaper.await;
+        });
+    }
+
+    #[test]
+    fn a_reused_pid_is_not_signalled() {
+        runtime().block_on(async {
+            let mut cmd = tokio::process::Command::new("sleep");
+            cmd.arg("300").kill_on_drop(true);
+            let (mut child, pgid) = spawn_in_group(&mut cmd).unwrap();
+            let real = start_ticks(pgid).unwrap();
+            let ended = terminate_group(pgid, Some(real + 1), Duration::from_millis(100))
+                .await
+                .unwrap();
+            assert_eq!(ended.processes, 0);
+            assert!(is_alive(pgid, Some(real)), "the group was signalled");
+            kill_group(pgid, Duration::from_secs(5)).await.unwrap();
+            let _ = child.wait().await;
+            assert!(!is_alive(pgid, Some(real)));
+        });
+    }
+
+    #[test]
+    fn programs_are_found_by_path_and_on_path() {
+        assert_eq!(
+            find_program("sh", None, None).map(|p| p.is_file()),
+            Some(true)
+        );
+        assert!(find_program("no-such-program-here", None, None).is_none());
+        assert_eq!(
+            find_program("./bin/sh", Some(Path::new("/")), None),
+            Some(PathBuf::from("/./bin/sh"))
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! Reporting: one record per test, read and written; summaries; known issues.
+//!
+//! # The results folder
+//!
+//! ```text
+//! <results>/records/<binary>/<pid>-<n>.jsonl       one TestRecord per line, one line per test, one file per test process
+//! <results>/records/<binary>/ignored-<run>.jsonl   under nextest: the binary's statically ignored tests
+//! <results>/junit/<binary>.xml                     one JUnit report per test binary
+//! <results>/junit.xml                              every binary of the run
+//! ```
+//!
+//! `<results>` is `TESTKIT_RESULTS_DIR`, else `<target>/testkit/runs/<run id>`.
+//! Every test process appends its records as each test ends, and reads no
+//! other process's records: what a test process does costs the same in a
+//! run of 10 tests and of 10,000. JUnit is built once, from the records:
+//!
+//! - `testkit-runner run` builds `junit/<binary>.xml` and `junit.xml` at the
+//!   end of its tests phase;
+//! - after a plain `cargo test` or `cargo nextest run`,
+//!   `testkit-runner report DIR` builds them.
+//!
+//! No test process builds JUnit: under `cargo test` that was 40% of what a
+//! binary of 1,000 trivial tests cost (quick-junit strips ANSI escapes from
+//! every string it is given).
+//!
+//! # The record (schema version 1)
+//!
+//! A JSON object, [`TestRecord`]; fields are only ever added, and a reader
+//! accepts records of its own version or older:
+//!
+//! | field | type | meaning |
+//! | --- | --- | --- |
+//! | `schema` | integer | [`RECORD_SCHEMA_VERSION`] |
+//! | `run_id` | string | the run's id |
+//! | `binary` | string | the test binary, without cargo's hash |
+//! | `name` | string | the test's full name, as listed |
+//! | `description` | string | the first paragraph of its doc comment |
+//! | `file`, `line` | string, integer | where it is defined |
+//! | `outcome` | `passed` \| `failed` \| `skipped` \| `expected_failure` \| `unexpected_pass` | |
+//! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| `config` \| `browser_teardown` \| `no_screenshot` \| null | why it failed |
+//! | `message` | string \| null | the failure; for an expected failure, the failure observed |
+//! | `skip_reason` | string \| null | why it was skipped (`ignored: <reason>` when statically ignored) |
+//! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran) |
+//! | `duration_ms` | integer | body and cleanup |
+//! | `known_issue`, `fails_with` | string \| null | the attribute's values |
+//! | `requires`, `capabilities_missing` | array of strings | pod capabilities |
+//! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked` |
+//! | `cleanup` | `nothing` \| `verified` \| `kept` \| `failed` | the cleanup as a whole |
+//! | `output` | string | the test's log, redacted |
+//! | `browsers` | integer, default 0 | browsers the test opened |
+//! | `screenshots` | array of strings, default empty | the PNG files it saved, absolute paths |
+//! | `browser_teardown_timed_out` | boolean, default false | a browser outlived its teardown cap and was killed |
+//!
+
+pub mod known_issues;
+mod record;
+mod summary;
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+pub use known_issues::{
+    check_known_issues, KnownIssue, KnownIssues, KnownIssuesCheck, KnownIssuesError,
+    KNOWN_ISSUES_FILE,
+};
+pub use record::{
+    CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
+    RECORD_SCHEMA_VERSION,
+};
+pub use summary::{KnownIssueState, KnownIssueSummary, Summary};
+
+use crate::run::Run;
+
+/// Reading or writing results failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// A file or folder could not be read or written.
+    #[error("failed to access {}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record is not valid JSON of the record schema.
+    #[error("invalid test record {}: {message}", path.display())]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A JUnit file could not be read or written.
+    #[error("invalid JUnit file {}: {message}", path.display())]
+    Junit {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Reads every record under `<results_dir>/records`, sorted by binary and
+/// name. A folder without records gives none. When a test has several
+/// records in one run (a nextest retry), the last one counts.
+pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
+    let root = results_dir.join("records");
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ReportError::Io { path, source }
+    };
+    let binaries = match std::fs::read_dir(&root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&root)(e)),
+    };
+    let mut records = Vec::new();
+    for binary in binaries {
+        let binary = binary.map_err(io(&root))?.path();
+        if !binary.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&binary).map_err(io(&binary))? {
+            let path = file.map_err(io(&binary))?.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("jsonl") => records.extend(read_record_lines(&path)?),
+                Some("json") => records.push(read_record(&path)?),
+                _ => {}
+            }
+        }
+    }
+    Ok(latest_per_test(records))
+}
+
+/// Sorted by binary and name, the last record of each test of each run.
+fn latest_per_test(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
+    records.sort_by(|a, b| {
+        (&a.binary, &a.name, &a.run_id, a.started_at_ms).cmp(&(
+            &b.binary,
+            &b.name,
+            &b.run_id,
+            b.started_at_ms,
+        ))
+    });
+    // Keep the last record of each test of each run.
+    let mut deduped: Vec<TestRecord> = Vec::with_capacity(records.len());
+    for record in records {
+        match deduped.last_mut() {
+            Some(last)
+                if (&last.binary, &last.name, &last.run_id)
+                    == (&record.binary, &record.name, &record.run_id) =>
+            {
+                *last = record
+            }
+            _ => deduped.push(record),
+        }
+    }
+    deduped
+}
+
+/// Reads one record file (`.json`: one record).
+pub fn read_record(path: &Path) -> Result<TestRecord, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_record(&text, path)
+}
+
+/// Reads a process's record file (`.jsonl`: one record per line). A last
+/// line without its newline is a record whose process died while writing
+/// it, and is not a record.
+fn read_record_lines(path: &Path) -> Result<Vec<TestRecord>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    text.split_inclusive('\n')
+        .filter(|line| line.ends_with('\n') && !line.trim().is_empty())
+        .map(|line| parse_record(line, path))
+        .collect()
+}
+
+fn parse_record(text: &str, path: &Path) -> Result<TestRecord, ReportError> {
+    let record: TestRecord = serde_json::from_str(text).map_err(|e| ReportError::Record {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    if record.schema > RECORD_SCHEMA_VERSION {
+        return Err(ReportError::Record {
+            path: path.to_owned(),
+            message: format!(
+                "schema version {} is newer than this testkit reads ({RECORD_SCHEMA_VERSION}): upgrade the reader",
+                record.schema
+            ),
+        });
+    }
+    Ok(record)
+}
+
+/// Writes `records` (of any binaries) under `results_dir` in files of their
+/// own, one per binary: how `testkit-runner` records the tests that never
+/// wrote a record themselves.
+pub fn write_records(results_dir: &Path, records: &[TestRecord]) -> Result<(), ReportError> {
+    let mut by_binary: std::collections::BTreeMap<&str, String> = Default::default();
+    for record in records {
+        by_binary
+            .entry(&record.binary)
+            .or_default()
+            .push_str(&record_line(record));
+    }
+    for (binary, lines) in by_binary {
+        let dir = results_dir.join("records").join(binary);
+        let path = dir.join(format!("written-after-{}.jsonl", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| {
+                File::options()
+                    .create(true)
+                    .append(true)
+                    .open(&path)?
+                    .write_all(lines.as_bytes())
+            })
+            .map_err(|source| ReportError::Io { path, source })?;
+    }
+    Ok(())
+}
+
+/// How many records the results folder holds so far: cheap enough to show
+/// progress while tests run.
+pub fn count_records(results_dir: &Path) -> usize {
+    let Ok(dirs) = std::fs::read_dir(results_dir.join("records")) else {
+        return 0;
+    };
+    dirs.filter_map(|d| d.ok())
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flat_map(|files| files.filter_map(|f| f.ok()))
+        .map(|f| {
+            let path = f.path();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => 1,
+                Some("jsonl") => std::fs::read(&path)
+                    .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+                    .unwrap_or(0),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+/// A record as one line of a `.jsonl` file, redacted, with its newline.
+fn record_line(record: &TestRecord) -> String {
+    let mut line =
+        crate::redact::redact(&serde_json::to_string(record).unwrap_or_default()).into_owned();
+    line.push('\n');
+    line
+}
+
+/// A test process's record file, opened on first use. One file per
+/// process, one line per test, appended with a single write: no lock, no
+/// file per test (creating a file per test cost more than running a trivial
+/// test).
+#[derive(Debug, Default)]
+pub struct RecordFile {
+    file: Mutex<Option<File>>,
+}
+
+impl RecordFile {
+    /// A record file not opened yet.
+    pub const fn new() -> RecordFile {
+        RecordFile {
+            file: Mutex::new(None),
+        }
+    }
+
+    /// Appends `record` to `<results>/records/<binary>/<pid>-<nanos>.jsonl`
+    /// in one write, so that a reader never sees half a record.
+    pub fn write(&self, run: &Run, record: &TestRecord) -> Result<(), ReportError> {
+        let line = record_line(record);
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let result = match &mut *file {
+            Some(f) => f.write_all(line.as_bytes()),
+            None => open_record_file(run).and_then(|mut f| {
+                let written = f.write_all(line.as_bytes());
+                *file = Some(f);
+                written
+            }),
+        };
+        result.map_err(|source| ReportError::Io {
+            path: run.results_dir.join("records").join(&run.binary),
+            source,
+        })
+    }
+}
+
+fn open_record_file(run: &Run) -> std::io::Result<File> {
+    let dir = run.results_dir.join("records").join(&run.binary);
+    std::fs::create_dir_all(&dir)?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let path = dir.join(format!("{}-{nanos}.jsonl", std::process::id()));
+    File::options().create(true).append(true).open(&path)
+}
+
+/// Called once per test process after its tests ran. No test process
+/// builds JUnit, under nextest or `cargo test`: that is done once, from the
+/// records, by `testkit-runner`. Nothing here
+/// reads another process's records, so its cost does not grow with the run.
+///
+/// Under nextest it writes the records of the binary's statically ignored
+/// tests (`ignored` makes them: nextest never starts a process for them),
+/// once per binary and run. Under `cargo test` the
+/// binary's one process has recorded them already.
+pub fn finish_binary(run: &Run, under_nextest: bool, ignored: impl FnOnce() -> Vec<TestRecord>) {
+    if !under_nextest {
+        return;
+    }
+    if let Err(e) = record_ignored_once(run, ignored) {
+        eprintln!(
+            "testkit: failed to record the ignored tests of {}: {e}",
+            run.binary
+        );
+    }
+}
+
+/// Nextest runs each test in its own process with `--exact`, so no process
+/// sees the ignored tests. The first process of the binary to finish records
+/// them, in `ignored-<run id>.jsonl`, created with its content in one step
+/// (a hard link, which fails when the file exists): every later process of
+/// the binary finds it there at the cost of one system call. A record with
+/// `started_at_ms` 0 loses to any real one, so a test nextest runs anyway
+/// (`--run-ignored`) is counted as it ran.
+fn record_ignored_once(
+    run: &Run,
+    ignored: impl FnOnce() -> Vec<TestRecord>,
+) -> Result<(), ReportError> {
+    let dir = run.results_dir.join("records").join(&run.binary);
+    let path = dir.join(format!("ignored-{}.jsonl", run.id));
+    if path.exists() {
+        return Ok(());
+    }
+    // Written even when empty: its being there is what spares every later
+    // process of the binary a pass over all of its tests.
+    let ignored = ignored();
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ReportError::Io { path, source }
+    };
+    let lines: String = ignored.iter().map(record_line).collect();
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    // Not `.jsonl`: readers never see the file before it is whole.
+    let tmp = dir.join(format!(".ignored-{}.{}", run.id, std::process::id()));
+    std::fs::write(&tmp, lines).map_err(io(&tmp))?;
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io(&path)(e)),
+        _ => Ok(()),
+    }
+}

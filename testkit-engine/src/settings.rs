@@ -1,0 +1,462 @@
+//! Settings: every environment variable testkit reads, read once per process
+//! and validated once.
+//!
+//! A value that does not parse is an error naming the variable and what it
+//! expects; the harness fails every test with it rather than guessing. The
+//! lookup is injectable ([`Settings::from_lookup`]) so that the rules are
+//! tested without touching the process environment.
+//!
+//! | variable | meaning |
+//! | --- | --- |
+//! | `TESTKIT_RUN_ID` | the run's id (else derived from `NEXTEST_RUN_ID`, else generated) |
+//! | `TESTKIT_RESULTS_DIR` | the run's results folder |
+//! | `TESTKIT_SUITE_DIR` | the suite's workspace root (where `testkit.toml` is) |
+//! | `TESTKIT_POD_HANDLE` | a pod handle file |
+//! | `TESTKIT_SECRETS_DIR` | where the run keeps live credentials (not the results folder) |
+//! | `TESTKIT_TEST_THREADS` | concurrency when `--test-threads` is not given |
+//! | `TESTKIT_TIMEOUT` | the default test timeout |
+//! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
+//! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
+//! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
+//! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
+//! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
+//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed |
+//! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
+//! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
+//! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
+//!
+//! Cargo's and nextest's variables that testkit reads are here too:
+//! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
+//! `NEXTEST_ATTEMPT`, and `XDG_RUNTIME_DIR`.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The names of the variables, for the runner and tests that set them.
+pub mod var {
+    /// The run's id.
+    pub const RUN_ID: &str = "TESTKIT_RUN_ID";
+    /// The run's results folder.
+    pub const RESULTS_DIR: &str = "TESTKIT_RESULTS_DIR";
+    /// The suite's workspace root.
+    pub const SUITE_DIR: &str = "TESTKIT_SUITE_DIR";
+    /// A pod handle file.
+    pub const POD_HANDLE: &str = "TESTKIT_POD_HANDLE";
+    /// Concurrency when `--test-threads` is not given.
+    pub const TEST_THREADS: &str = "TESTKIT_TEST_THREADS";
+    /// The default test timeout.
+    pub const TIMEOUT: &str = "TESTKIT_TIMEOUT";
+    /// Cleanup's time after SIGINT/SIGTERM.
+    pub const GRACE: &str = "TESTKIT_GRACE";
+    /// Keep resources for debugging.
+    pub const KEEP: &str = "TESTKIT_KEEP";
+    /// The CLI program.
+    pub const CLI: &str = "TESTKIT_CLI";
+    /// The Chromium program for browser tests.
+    pub const CHROMIUM: &str = "TESTKIT_CHROMIUM";
+    /// `off` turns the browser phase off: browser tests are skipped.
+    pub const BROWSER: &str = "TESTKIT_BROWSER";
+    /// The cap on ending one test's browsers.
+    pub const BROWSER_TEARDOWN: &str = "TESTKIT_BROWSER_TEARDOWN";
+    /// What a test binary runs as, when testkit starts it for another job.
+    pub const RUN_AS: &str = "TESTKIT_RUN_AS";
+    /// The journal a reaper watches over.
+    pub const REAPER_JOURNAL: &str = "TESTKIT_REAPER_JOURNAL";
+    /// The test process a reaper watches.
+    pub const REAPER_PARENT: &str = "TESTKIT_REAPER_PARENT";
+    /// Where the run keeps its live credentials.
+    pub const SECRETS_DIR: &str = "TESTKIT_SECRETS_DIR";
+    /// The Rust kinds a sweeper sweeps, comma-separated.
+    pub const SWEEP_KINDS: &str = "TESTKIT_SWEEP_KINDS";
+}
+
+/// A test's timeout when its attribute gives none and `TESTKIT_TIMEOUT` is
+/// unset.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long cleanup may take after a signal, unless `TESTKIT_GRACE` says.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// How long ending a test's browsers may take, unless
+/// `TESTKIT_BROWSER_TEARDOWN` says: past it they are killed, and the test
+/// fails with `browser teardown timed out`.
+pub const DEFAULT_BROWSER_TEARDOWN: Duration = Duration::from_secs(10);
+
+/// `TESTKIT_KEEP`: whether a test's resources are kept for debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Keep {
+    /// Delete and verify everything (the default).
+    #[default]
+    Never,
+    /// Keep what a test whose body failed created.
+    OnFailure,
+    /// Keep everything.
+    Always,
+}
+
+/// What a test binary runs as.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RunAs {
+    /// The test harness (the default).
+    #[default]
+    Harness,
+    /// The reaper of another test process: deletes what that process's
+    /// journal says is left when the process dies without cleaning up.
+    Reaper {
+        /// The journal to read.
+        journal: PathBuf,
+        /// The test process's pid, for messages.
+        parent: String,
+    },
+    /// A sweeper for `testkit-runner`: sweeps the run's resources of the
+    /// suite's Rust kinds, which the runner cannot link, and prints what it
+    /// did as JSON.
+    Sweeper {
+        /// The kinds to sweep.
+        kinds: Vec<String>,
+    },
+}
+
+/// Every setting of this process.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Settings {
+    /// `TESTKIT_RUN_ID`, validated.
+    pub run_id: Option<String>,
+    /// `NEXTEST_RUN_ID`: every process of a nextest run shares it.
+    pub nextest_run_id: Option<String>,
+    /// `NEXTEST` is set: each test is a process of its own.
+    pub under_nextest: bool,
+    /// `NEXTEST_ATTEMPT`: 1 for the first try, 2 and up for retries.
+    pub nextest_attempt: Option<u32>,
+    /// `TESTKIT_RESULTS_DIR`.
+    pub results_dir: Option<PathBuf>,
+    /// `TESTKIT_SUITE_DIR`.
+    pub suite_dir: Option<PathBuf>,
+    /// `CARGO_MANIFEST_DIR`, which cargo and nextest set for test processes.
+    pub manifest_dir: Option<PathBuf>,
+    /// `CARGO_TARGET_DIR`.
+    pub target_dir: Option<PathBuf>,
+    /// `XDG_RUNTIME_DIR`, when it is an absolute path.
+    pub runtime_dir: Option<PathBuf>,
+    /// `TESTKIT_POD_HANDLE`.
+    pub pod_handle: Option<PathBuf>,
+    /// `TESTKIT_SECRETS_DIR`.
+    pub secrets_dir: Option<PathBuf>,
+    /// `TESTKIT_TEST_THREADS`, a positive integer.
+    pub test_threads: Option<usize>,
+    /// `TESTKIT_TIMEOUT`, else [`DEFAULT_TIMEOUT`].
+    pub timeout: Duration,
+    /// `TESTKIT_GRACE`, else [`DEFAULT_GRACE`].
+    pub grace: Duration,
+    /// `TESTKIT_KEEP`.
+    pub keep: Keep,
+    /// `TESTKIT_CLI`.
+    pub cli: Option<String>,
+    /// `TESTKIT_RUN_AS` and what goes with it.
+    pub run_as: RunAs,
+    /// `TESTKIT_CHROMIUM`.
+    pub chromium: Option<String>,
+    /// `TESTKIT_BROWSER=off`: browser tests are skipped with that reason.
+    pub browser_off: bool,
+    /// `TESTKIT_BROWSER_TEARDOWN`, else [`DEFAULT_BROWSER_TEARDOWN`].
+    pub browser_teardown: Duration,
+}
+
+/// One or more variables hold values testkit cannot use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    problems: Vec<String>,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.problems.join("; "))
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+impl Settings {
+    /// The settings with nothing set: for code that must go on (a reaper, a
+    /// cleanup) where the harness already reported why the real ones are
+    /// unusable.
+    pub fn defaults() -> Settings {
+        Settings {
+            timeout: DEFAULT_TIMEOUT,
+            grace: DEFAULT_GRACE,
+            browser_teardown: DEFAULT_BROWSER_TEARDOWN,
+            ..Settings::default()
+        }
+    }
+
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Settings, SettingsError> {
+        Settings::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Reads settings through `lookup` (a variable's value, or `None`).
+    /// An empty value counts as unset.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Settings, SettingsError> {
+        let get = |name: &str| lookup(name).filter(|v| !v.is_empty());
+        let mut problems = Vec::new();
+        let mut text = |name: &str| -> Option<String> {
+            let value = get(name)?;
+            match value.into_string() {
+                Ok(s) => Some(s.trim().to_owned()),
+                Err(raw) => {
+                    problems.push(format!("{name}={raw:?} is not valid UTF-8"));
+                    None
+                }
+            }
+        };
+        let run_id = text(var::RUN_ID);
+        let nextest_run_id = text("NEXTEST_RUN_ID");
+        let attempt = text("NEXTEST_ATTEMPT");
+        let threads = text(var::TEST_THREADS);
+        let timeout = text(var::TIMEOUT);
+        let grace = text(var::GRACE);
+        let keep = text(var::KEEP);
+        let cli = text(var::CLI);
+        let run_as = text(var::RUN_AS);
+        let parent = text(var::REAPER_PARENT);
+        let chromium = text(var::CHROMIUM);
+        let browser = text(var::BROWSER);
+        let browser_teardown = text(var::BROWSER_TEARDOWN);
+
+        let mut bad = |name: &str, value: &str, expected: &str| {
+            problems.push(format!("{name}={value:?} is invalid: {expected}"));
+        };
+        if let Some(id) = &run_id {
+            if let Err(why) = crate::run_id::validate_run_id(id) {
+                bad(var::RUN_ID, id, why);
+            }
+        }
+        let nextest_attempt = attempt.and_then(|a| match a.parse::<u32>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                bad("NEXTEST_ATTEMPT", &a, "expected a positive integer");
+                None
+            }
+        });
+        let test_threads = threads.and_then(|t| match t.parse::<usize>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                bad(
+                    var::TEST_THREADS,
+                    &t,
+                    "expected a positive integer, such as 16",
+                );
+                None
+            }
+        });
+        let mut duration = |name: &str, value: Option<String>, default: Duration| match value {
+            None => default,
+            Some(v) => humantime::parse_duration(&v).unwrap_or_else(|e| {
+                bad(
+                    name,
+                    &v,
+                    &format!("{e}; expected a duration such as 90s or 5m"),
+                );
+                default
+            }),
+        };
+        let timeout = duration(var::TIMEOUT, timeout, DEFAULT_TIMEOUT);
+        let grace = duration(var::GRACE, grace, DEFAULT_GRACE);
+        let browser_teardown = duration(
+            var::BROWSER_TEARDOWN,
+            browser_teardown,
+            DEFAULT_BROWSER_TEARDOWN,
+        );
+        let browser_off = match browser.as_deref() {
+            None | Some("on") => false,
+            Some("off") => true,
+            Some(other) => {
+                bad(var::BROWSER, other, "expected `on` or `off`");
+                false
+            }
+        };
+        let keep = match keep.as_deref() {
+            None | Some("never") => Keep::Never,
+            Some("on-failure") => Keep::OnFailure,
+            Some("always") => Keep::Always,
+            Some(other) => {
+                bad(
+                    var::KEEP,
+                    other,
+                    "expected `never`, `on-failure` or `always`",
+                );
+                Keep::Never
+            }
+        };
+        let run_as = match run_as.as_deref() {
+            None => RunAs::Harness,
+            Some("sweeper") => RunAs::Sweeper {
+                kinds: get(var::SWEEP_KINDS)
+                    .and_then(|k| k.into_string().ok())
+                    .map(|k| {
+                        k.split(',')
+                            .map(str::trim)
+                            .filter(|k| !k.is_empty())
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            Some("reaper") => match get(var::REAPER_JOURNAL) {
+                Some(journal) => RunAs::Reaper {
+                    journal: PathBuf::from(journal),
+                    parent: parent.unwrap_or_default(),
+                },
+                None => {
+                    bad(
+                        var::RUN_AS,
+                        "reaper",
+                        "it needs TESTKIT_REAPER_JOURNAL as well",
+                    );
+                    RunAs::Harness
+                }
+            },
+            Some(other) => {
+                bad(
+                    var::RUN_AS,
+                    other,
+                    "expected `reaper` or `sweeper` (testkit sets it; unset it to run tests)",
+                );
+                RunAs::Harness
+            }
+        };
+        if !problems.is_empty() {
+            return Err(SettingsError { problems });
+        }
+        Ok(Settings {
+            run_id,
+            nextest_run_id,
+            under_nextest: get("NEXTEST").is_some(),
+            nextest_attempt,
+            results_dir: get(var::RESULTS_DIR).map(PathBuf::from),
+            suite_dir: get(var::SUITE_DIR).map(PathBuf::from),
+            manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
+            target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
+            runtime_dir: get("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute()),
+            pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
+            secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
+            test_threads,
+            timeout,
+            grace,
+            keep,
+            cli,
+            run_as,
+            chromium,
+            browser_off,
+            browser_teardown,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        let map: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(*v)))
+            .collect();
+        Settings::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        let s = read(&[]).unwrap();
+        assert_eq!(s.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(s.grace, DEFAULT_GRACE);
+        assert_eq!(s.keep, Keep::Never);
+        assert_eq!(s.run_as, RunAs::Harness);
+        assert_eq!(s.browser_teardown, DEFAULT_BROWSER_TEARDOWN);
+        assert!(!s.browser_off && s.chromium.is_none());
+        assert!(s.run_id.is_none() && s.test_threads.is_none() && !s.under_nextest);
+    }
+
+    #[test]
+    fn values_parse() {
+        let s = read(&[
+            (var::RUN_ID, "abc123"),
+            (var::TEST_THREADS, " 16 "),
+            (var::TIMEOUT, "90s"),
+            (var::GRACE, "2s"),
+            (var::KEEP, "on-failure"),
+            ("NEXTEST", "1"),
+            ("NEXTEST_ATTEMPT", "2"),
+            (var::RUN_AS, "reaper"),
+            (var::REAPER_JOURNAL, "/r/j.jsonl"),
+            (var::REAPER_PARENT, "42"),
+            (var::CHROMIUM, "/opt/chromium/chrome"),
+            (var::BROWSER, "off"),
+            (var::BROWSER_TEARDOWN, "3s"),
+        ])
+        .unwrap();
+        assert_eq!(s.run_id.as_deref(), Some("abc123"));
+        assert_eq!(s.test_threads, Some(16));
+        assert_eq!(s.timeout, Duration::from_secs(90));
+        assert_eq!(s.grace, Duration::from_secs(2));
+        assert_eq!(s.keep, Keep::OnFailure);
+        assert!(s.under_nextest);
+        assert_eq!(s.nextest_attempt, Some(2));
+        assert_eq!(s.chromium.as_deref(), Some("/opt/chromium/chrome"));
+        assert!(s.browser_off);
+        assert_eq!(s.browser_teardown, Duration::from_secs(3));
+        assert_eq!(
+            s.run_as,
+            RunAs::Reaper {
+                journal: PathBuf::from("/r/j.jsonl"),
+                parent: "42".into()
+            }
+        );
+    }
+
+    #[test]
+    fn every_bad_value_is_named_with_what_it_expects() {
+        let e = read(&[
+            (var::RUN_ID, "Not-Ok"),
+            (var::TEST_THREADS, "0"),
+            (var::TIMEOUT, "soon"),
+            (var::GRACE, "-1"),
+            (var::KEEP, "sometimes"),
+            (var::RUN_AS, "janitor"),
+            (var::BROWSER, "maybe"),
+            (var::BROWSER_TEARDOWN, "later"),
+        ])
+        .unwrap_err()
+        .to_string();
+        for needle in [
+            "TESTKIT_RUN_ID=\"Not-Ok\" is invalid: it must contain only lowercase",
+            "TESTKIT_TEST_THREADS=\"0\" is invalid: expected a positive integer",
+            "TESTKIT_TIMEOUT=\"soon\" is invalid",
+            "expected a duration such as 90s",
+            "TESTKIT_GRACE=\"-1\"",
+            "TESTKIT_KEEP=\"sometimes\" is invalid: expected `never`, `on-failure` or `always`",
+            "TESTKIT_RUN_AS=\"janitor\"",
+            "TESTKIT_BROWSER=\"maybe\" is invalid: expected `on` or `off`",
+            "TESTKIT_BROWSER_TEARDOWN=\"later\" is invalid",
+        ] {
+            assert!(e.contains(needle), "{needle:?} missing from: {e}");
+        }
+        let e = read(&[(var::RUN_AS, "reaper")]).unwrap_err().to_string();
+        assert!(e.contains("TESTKIT_REAPER_JOURNAL"), "{e}");
+    }
+
+    #[test]
+    fn empty_values_are_unset() {
+        let s = read(&[(var::TIMEOUT, ""), (var::RESULTS_DIR, "")]).unwrap();
+        assert_eq!(s.timeout, DEFAULT_TIMEOUT);
+        assert!(s.results_dir.is_none());
+    }
+}

@@ -1,0 +1,238 @@
+//! The reaper: a copy of the test binary, started on a test process's first
+//! `create`, in its own session (so that a process-group kill of the test,
+//! such as nextest's timeout or Ctrl-C, does not reach it), reading a pipe
+//! whose only writer is the test process. `done` means the test process
+//! cleaned up after itself: the reaper exits. End of file without `done`
+//! means the test process died: the reaper deletes and verifies what the
+//! journal says is still there, records the outcome, and exits. Either way it
+//! first ends the process groups (browsers) the test process left on record
+//! (the engine's `resource::groups`).
+
+use std::io::{BufRead, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::engine::resource::{journal, Event, Journal, JournalEntry, ResourceRef};
+use crate::engine::settings::var;
+
+/// How long a test process waits for its reaper to exit after `done`.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+struct Reaper {
+    child: Child,
+    stdin: Option<ChildStdin>,
+}
+
+/// `None` before the first create; `Some(None)` when starting it failed.
+static REAPER: Mutex<Option<Option<Reaper>>> = Mutex::new(None);
+
+fn lock_reaper() -> std::sync::MutexGuard<'static, Option<Option<Reaper>>> {
+    REAPER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts this process's reaper, once.
+pub(crate) fn ensure_spawned(run: &crate::engine::run::Run) {
+    let mut reaper = lock_reaper();
+    if reaper.is_some() {
+        return;
+    }
+    let journal = crate::globals::journal(run).path().to_owned();
+    *reaper = match spawn(run, &journal) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("testkit: could not start the reaper ({e}); if this process is killed, run `testkit-runner janitor --run {}`", run.id);
+            None
+        }
+    }
+    .into();
+}
+
+fn spawn(run: &crate::engine::run::Run, journal: &std::path::Path) -> std::io::Result<Reaper> {
+    let exe = std::env::current_exe()?;
+    std::fs::create_dir_all(journal.parent().unwrap_or(std::path::Path::new(".")))?;
+    // Its output goes to a file: a reaper holding the test's stdout open
+    // would make cargo or nextest wait for it.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(journal.with_extension("reaper.log"))?;
+    let mut command = Command::new(exe);
+    command
+        .env(var::RUN_AS, "reaper")
+        .env(var::REAPER_JOURNAL, journal)
+        .env(var::REAPER_PARENT, std::process::id().to_string())
+        .env(var::RUN_ID, &run.id)
+        .env(var::RESULTS_DIR, &run.results_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(log.try_clone()?))
+        .stderr(Stdio::from(log));
+    if let Some(dir) = crate::globals::suite_dir() {
+        command.env(var::SUITE_DIR, dir);
+    }
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    // std creates the pipe close-on-exec: no other child inherits the write
+    // end, so the reaper sees end of file exactly when this process is gone.
+    let mut child = command.spawn()?;
+    let stdin = child.stdin.take();
+    Ok(Reaper { child, stdin })
+}
+
+/// Tells the reaper this process cleaned up after itself, and waits for it
+/// to exit, so that no reaper outlives a normal run.
+pub(crate) fn finish_process() {
+    let Some(mut reaper) = lock_reaper().take().flatten() else {
+        return;
+    };
+    if let Some(mut stdin) = reaper.stdin.take() {
+        let _ = stdin.write_all(b"done\n").and_then(|()| stdin.flush());
+    }
+    let deadline = Instant::now() + EXIT_WAIT;
+    loop {
+        match reaper.child.try_wait() {
+            Ok(Some(_)) => return,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                eprintln!(
+                    "testkit: the reaper (pid {}) did not exit after `done`; killing it",
+                    reaper.child.id()
+                );
+                let _ = reaper.child.kill();
+                let _ = reaper.child.wait();
+                return;
+            }
+        }
+    }
+}
+
+/// The reaper's main: wait for `done` or for the test process `parent`
+/// (whose journal is `journal`) to die.
+pub(crate) fn reaper_main(journal: PathBuf, parent: &str) -> ExitCode {
+    let stdin = std::io::stdin();
+    let mut done = false;
+    for line in stdin.lock().lines() {
+        match line {
+            Ok(l) if l.trim() == "done" => {
+                done = true;
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    let runtime = crate::runtime::runtime();
+    // A group still on record after `done` is one its owner could not end.
+    let survivors = runtime.block_on(crate::engine::resource::groups::reap_groups(&journal));
+    if done {
+        return if survivors == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
+    eprintln!(
+        "testkit reaper: test process {parent} ended without cleaning up; reaping {}",
+        journal.display()
+    );
+    match runtime.block_on(reap(journal)) {
+        code if survivors == 0 => code,
+        _ => ExitCode::FAILURE,
+    }
+}
+
+async fn reap(path: PathBuf) -> ExitCode {
+    let todo = journal::outstanding(&journal::read_file(&path));
+    if todo.is_empty() {
+        eprintln!("testkit reaper: nothing to reap");
+        return ExitCode::SUCCESS;
+    }
+    crate::globals::init_pod().await;
+    let pod = match crate::globals::pod() {
+        Ok(pod) => pod,
+        Err(e) => {
+            eprintln!(
+                "testkit reaper: no pod ({e}); {} resource(s) left for the janitor",
+                todo.len()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let kinds = match crate::globals::kinds() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("testkit reaper: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let journal: &'static Journal = Box::leak(Box::new(Journal::at(path)));
+    let prefix = crate::globals::name_prefix();
+    // Newest first, concurrently: each resource stands alone.
+    let mut tasks = tokio::task::JoinSet::new();
+    for journal::Outstanding {
+        kind: kind_name,
+        name,
+        run,
+        id,
+        ..
+    } in todo.into_iter().rev()
+    {
+        let (k, n, r) = (kind_name.clone(), name.clone(), run.clone());
+        let note = move |event: Event, detail: Option<String>| {
+            let entry = JournalEntry::new(event, &k, &n, &r, "", detail);
+            if let Err(e) = journal.append(&entry) {
+                eprintln!(
+                    "testkit reaper: could not journal {event:?} of `{}`: {e}",
+                    entry.name
+                );
+            }
+        };
+        tasks.spawn(async move {
+            let naming = kinds.get(&kind_name).map(|k| k.naming()).unwrap_or_default();
+            if !naming.carries_run_id(&name, prefix, &run) {
+                eprintln!("testkit reaper: refusing to delete `{name}`: it does not carry the run id `{run}`");
+                note(Event::Leaked, Some(format!("refused: `{name}` does not carry the run id")));
+                return false;
+            }
+            let Some(spec) = kinds.get(&kind_name) else {
+                note(Event::Leaked, Some(format!("kind `{kind_name}` is not declared")));
+                return false;
+            };
+            let log = |m: String| eprintln!("testkit reaper: {m}");
+            let target = ResourceRef { name: name.clone(), id };
+            match crate::engine::resource::delete::delete_and_verify(pod, spec, &target, || note(Event::Deleted, None), &log)
+                .await
+            {
+                Ok(()) => {
+                    eprintln!("testkit reaper: deleted {kind_name} `{name}` (verified gone)");
+                    note(Event::Reaped, None);
+                    true
+                }
+                Err(crate::engine::resource::delete::Leak(why)) => {
+                    eprintln!("testkit reaper: LEAKED {kind_name} `{name}`: {why}");
+                    note(Event::Leaked, Some(why));
+                    false
+                }
+            }
+        });
+    }
+    let mut leaks = 0;
+    while let Some(result) = tasks.join_next().await {
+        if !matches!(result, Ok(true)) {
+            leaks += 1;
+        }
+    }
+    if leaks == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,449 @@
+//! A test's resources: named from the run, journaled before they exist,
+//! deleted and verified gone whatever happens.
+//!
+//! A test creates through [`Cx::create`](crate::Cx::create), which waits for a
+//! budget slot, journals the name, and only then sends the request. The
+//! words (cleanup, reaper, leak, residue, janitor) are the engine's
+//! `resource` module's.
+//!
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::engine::report::{CleanupState, ResourceRecord, ResourceState};
+use crate::engine::resource::{budget, groups, names, Event, JournalEntry};
+use crate::engine::settings::Keep;
+use crate::engine::wait::Secs;
+use crate::log::Log;
+use crate::reaper;
+
+/// Resources journaled by this process and not yet settled (verified gone,
+/// kept or forgotten). The signal handler tells the reaper it is done only
+/// when this is zero.
+pub(crate) static OUTSTANDING: AtomicUsize = AtomicUsize::new(0);
+
+/// Resources journaled by this process whose cleanup has not ended either
+/// way (a leak ends it too): what the signal handler waits for.
+static UNFINISHED: AtomicUsize = AtomicUsize::new(0);
+
+fn settled() {
+    OUTSTANDING.fetch_sub(1, Ordering::SeqCst);
+    UNFINISHED.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Set when a signal starts the process's shutdown: creating then fails.
+pub(crate) static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Every live test's tracker, for the signal handler.
+static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+/// What a test's cleanup did.
+#[derive(Debug, Default)]
+pub(crate) struct CleanupSummary {
+    pub(crate) state: CleanupState,
+    pub(crate) resources: Vec<ResourceRecord>,
+    /// Set when something leaked: names what and why.
+    pub(crate) failure: Option<String>,
+}
+
+/// The resources of one test.
+pub(crate) struct Tracker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    test: String,
+    tag: String,
+    counter: AtomicU32,
+    log: Log,
+    /// Not yet claimed by a cleanup, in creation order.
+    live: Mutex<Vec<Tracked>>,
+    /// Every resource the test created, in creation order, with its state.
+    records: Mutex<Vec<ResourceRecord>>,
+}
+
+struct Tracked {
+    kind: String,
+    name: String,
+    /// The server-assigned id, once the creating request answered it.
+    id: Option<String>,
+    _slot: Option<budget::Slot>,
+}
+
+impl Tracker {
+    /// The tracker of the test `test` (its full name), logging to `log`;
+    /// `attempt` is nextest's attempt number, for names of retries.
+    pub(crate) fn new(test: &str, attempt: Option<u32>, log: Log) -> Tracker {
+        let inner = Arc::new(Inner {
+            test: test.to_owned(),
+            tag: names::attempt_tag(test, attempt),
+            counter: AtomicU32::new(0),
+            log,
+            live: Mutex::new(Vec::new()),
+            records: Mutex::new(Vec::new()),
+        });
+        let mut live = lock(&LIVE);
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&inner));
+        Tracker { inner }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Puts the process group `pgid` a test owns beyond its own process (a
+/// browser) on record, and starts this process's reaper if it is not
+/// running yet: whatever kills the process, the group is ended. See
+/// [`groups`].
+#[cfg_attr(not(feature = "browser"), allow(dead_code))]
+pub(crate) fn own_group(
+    run: &crate::engine::run::Run,
+    what: &str,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    dir: Option<&std::path::Path>,
+    tag: Option<(&str, &str)>,
+) -> std::io::Result<()> {
+    groups::record_started(
+        crate::globals::journal(run).path(),
+        what,
+        pgid,
+        start_ticks,
+        dir,
+        tag,
+    )?;
+    reaper::ensure_spawned(run);
+    Ok(())
+}
+
+/// Whether the suite's resource kinds load; the error names what is wrong.
+pub(crate) fn check_kinds() -> Result<(), String> {
+    crate::globals::kinds().map(|_| ())
+}
+
+impl Inner {
+    fn set_state(&self, kind: &str, name: &str, state: ResourceState) {
+        let mut records = lock(&self.records);
+        match records
+            .iter_mut()
+            .rev()
+            .find(|r| r.kind == kind && r.name == name)
+        {
+            Some(r) => r.state = state,
+            None => records.push(ResourceRecord {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                state,
+            }),
+        }
+    }
+
+    fn journal(&self, event: Event, kind: &str, name: &str, detail: Option<String>) {
+        self.append(
+            crate::globals::journal_entry(event, kind, name, &self.test, detail),
+            event,
+            kind,
+            name,
+        );
+    }
+
+    fn journal_with_id(&self, event: Event, kind: &str, name: &str, id: Option<&str>) {
+        self.append(
+            crate::globals::journal_entry(event, kind, name, &self.test, None)
+                .map(|e| e.with_id(id)),
+            event,
+            kind,
+            name,
+        );
+    }
+
+    fn append(&self, entry: Option<JournalEntry>, event: Event, kind: &str, name: &str) {
+        let (Some(entry), Ok(run)) = (entry, crate::globals::run()) else {
+            return;
+        };
+        if let Err(e) = crate::globals::journal(run).append(&entry) {
+            self.log.push(format!(
+                "testkit: could not journal {event:?} of {kind} `{name}`: {e}"
+            ));
+        }
+    }
+
+    /// Takes the newest unclaimed resource, so that it is cleaned up once.
+    fn claim(&self) -> Option<Tracked> {
+        lock(&self.live).pop()
+    }
+
+    /// Deletes and verifies every unclaimed resource, newest first. Returns
+    /// the leaks, as `(kind, name, why)`.
+    async fn clean_up_all(&self) -> Vec<(String, String, String)> {
+        let mut leaks = Vec::new();
+        while let Some(tracked) = self.claim() {
+            if let Some(why) = self.clean_up_one(&tracked).await {
+                leaks.push((tracked.kind.clone(), tracked.name.clone(), why));
+            }
+        }
+        leaks
+    }
+
+    async fn clean_up_one(&self, t: &Tracked) -> Option<String> {
+        let pod = match crate::globals::pod() {
+            Ok(pod) => pod,
+            Err(e) => return Some(self.leaked(t, format!("no pod to delete it from: {e}"))),
+        };
+        let spec = match crate::globals::kinds().map(|k| k.get(&t.kind)) {
+            Ok(Some(spec)) => spec,
+            Ok(None) => return Some(self.leaked(t, format!("kind `{}` is not declared", t.kind))),
+            Err(e) => return Some(self.leaked(t, e)),
+        };
+        let log = |m: String| self.log.push(m);
+        let deleted = || self.journal(Event::Deleted, &t.kind, &t.name, None);
+        let target = crate::engine::resource::ResourceRef {
+            name: t.name.clone(),
+            id: t.id.clone(),
+        };
+        match crate::engine::resource::delete::delete_and_verify(pod, spec, &target, deleted, &log)
+            .await
+        {
+            Ok(()) => {
+                self.journal(Event::Verified, &t.kind, &t.name, None);
+                self.set_state(&t.kind, &t.name, ResourceState::Deleted);
+                self.log
+                    .push(format!("deleted {} `{}` (verified gone)", t.kind, t.name));
+                settled();
+                None
+            }
+            Err(crate::engine::resource::delete::Leak(why)) => Some(self.leaked(t, why)),
+        }
+    }
+
+    fn leaked(&self, t: &Tracked, why: String) -> String {
+        self.journal(Event::Leaked, &t.kind, &t.name, Some(why.clone()));
+        self.set_state(&t.kind, &t.name, ResourceState::Leaked);
+        self.log
+            .push(format!("LEAKED {} `{}`: {why}", t.kind, t.name));
+        UNFINISHED.fetch_sub(1, Ordering::SeqCst);
+        why
+    }
+}
+
+impl Tracker {
+    /// The test's next resource name in the run `run_id`.
+    pub(crate) fn unique_name(&self, run_id: &str) -> String {
+        let n = self.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        names::name(crate::globals::name_prefix(), run_id, &self.inner.tag, n)
+    }
+
+    /// The test's next name for a resource of `kind`, in the kind's alphabet.
+    pub(crate) fn unique_name_for(&self, run_id: &str, kind: &str) -> crate::Result<String> {
+        let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
+        let Some(spec) = kinds.get(kind) else {
+            anyhow::bail!(
+                "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
+                kinds.names()
+            );
+        };
+        let n = self.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(spec
+            .naming()
+            .name(crate::globals::name_prefix(), run_id, &self.inner.tag, n))
+    }
+
+    /// Tracks the resource `kind` `name` from before `request` (the future
+    /// that creates it) is first polled; see [`Cx::create`](crate::Cx::create).
+    /// `log` is the test's log, for budget waits.
+    pub(crate) async fn create<T, F>(
+        &self,
+        run: &crate::engine::run::Run,
+        kind: &str,
+        name: &str,
+        request: F,
+    ) -> crate::Result<T>
+    where
+        F: Future<Output = crate::Result<(T, Option<String>)>>,
+    {
+        let inner = &self.inner;
+        let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
+        let Some(spec) = kinds.get(kind) else {
+            anyhow::bail!(
+                "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
+                kinds.names()
+            );
+        };
+        let naming = spec.naming();
+        if !naming.carries_run_id(name, crate::globals::name_prefix(), &run.id) {
+            let hint = if naming == names::Naming::default() {
+                "`cx.unique_name()`"
+            } else {
+                "`cx.unique_name_for(kind)`: the kind's names look different"
+            };
+            anyhow::bail!(
+                "refusing to create {kind} `{name}`: the names a test creates must carry the run id \
+                 (`{}…`, in the kind's alphabet); use {hint}",
+                naming.run_prefix(crate::globals::name_prefix(), &run.id)
+            );
+        }
+        if SHUTTING_DOWN.load(Ordering::SeqCst) {
+            anyhow::bail!("refusing to create {kind} `{name}`: the test process is shutting down");
+        }
+        let slot = match spec.budget() {
+            None => None,
+            Some(budget) => {
+                let on_wait = || {
+                    inner
+                        .log
+                        .push(format!("waiting for a `{kind}` slot (budget {budget})"))
+                };
+                let (slot, waited) = budget::acquire(&run.results_dir, kind, budget, on_wait)
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "failed to take a `{kind}` budget slot under {}: {e}",
+                            run.results_dir.display()
+                        )
+                    })?;
+                if let Some(waited) = waited {
+                    inner
+                        .log
+                        .push(format!("got a `{kind}` slot after {}", Secs(waited)));
+                }
+                Some(slot)
+            }
+        };
+        reaper::ensure_spawned(run);
+        let entry = JournalEntry::new(Event::Pending, kind, name, &run.id, &inner.test, None);
+        crate::globals::journal(run).append(&entry).map_err(|e| {
+            anyhow::anyhow!(
+                "refusing to create {kind} `{name}`: could not journal it in {}: {e}",
+                crate::globals::journal(run).path().display()
+            )
+        })?;
+        OUTSTANDING.fetch_add(1, Ordering::SeqCst);
+        UNFINISHED.fetch_add(1, Ordering::SeqCst);
+        lock(&inner.live).push(Tracked {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            id: None,
+            _slot: slot,
+        });
+        inner.set_state(kind, name, ResourceState::Pending);
+        match request.await {
+            Ok((value, id)) => {
+                if let Some(id) = &id {
+                    if let Some(t) = lock(&inner.live)
+                        .iter_mut()
+                        .rev()
+                        .find(|t| t.kind == kind && t.name == name)
+                    {
+                        t.id = Some(id.clone());
+                    }
+                }
+                inner.journal_with_id(Event::Created, kind, name, id.as_deref());
+                inner.set_state(kind, name, ResourceState::Created);
+                Ok(value)
+            }
+            Err(error) => {
+                inner.journal(Event::Failed, kind, name, Some(format!("{error:#}")));
+                Err(error)
+            }
+        }
+    }
+
+    /// Stops tracking a resource the test deleted itself and verified gone.
+    pub(crate) fn forget(&self, kind: &str, name: &str) {
+        let inner = &self.inner;
+        let removed = {
+            let mut live = lock(&inner.live);
+            live.iter()
+                .rposition(|t| t.kind == kind && t.name == name)
+                .map(|i| live.remove(i))
+        };
+        if removed.is_some() {
+            inner.journal(Event::Forgotten, kind, name, None);
+            inner.set_state(kind, name, ResourceState::Deleted);
+            settled();
+        }
+    }
+
+    /// Deletes what the test created, newest first, and verifies it is gone,
+    /// or keeps it when `keep` (`TESTKIT_KEEP`) says so.
+    pub(crate) async fn finish(&self, keep: Keep, body_failed: bool) -> CleanupSummary {
+        let inner = Arc::clone(&self.inner);
+        let keep = match keep {
+            Keep::Always => true,
+            Keep::OnFailure => body_failed,
+            Keep::Never => false,
+        };
+        let mut leaks = Vec::new();
+        let mut kept = Vec::new();
+        if keep {
+            while let Some(t) = inner.claim() {
+                inner.journal(Event::Kept, &t.kind, &t.name, None);
+                inner.set_state(&t.kind, &t.name, ResourceState::Kept);
+                settled();
+                kept.push(format!("{} `{}`", t.kind, t.name));
+            }
+        } else {
+            leaks = inner.clean_up_all().await;
+        }
+        let resources = lock(&inner.records).clone();
+        if !kept.is_empty() {
+            kept.reverse();
+            let (id, dir) = crate::globals::run()
+                .map(|r| (r.id.clone(), r.results_dir.display().to_string()))
+                .unwrap_or_default();
+            let message = format!(
+                "kept {} (TESTKIT_KEEP): {}; remove them with: testkit-runner janitor --run {id} --results {dir}",
+                if kept.len() == 1 { "1 resource".to_owned() } else { format!("{} resources", kept.len()) },
+                kept.join(", ")
+            );
+            inner.log.push(message.clone());
+            eprintln!("testkit: {}: {message}", inner.test);
+        }
+        let state = if resources.is_empty() {
+            CleanupState::Nothing
+        } else if !leaks.is_empty() {
+            CleanupState::Failed
+        } else if !kept.is_empty() {
+            CleanupState::Kept
+        } else {
+            CleanupState::Verified
+        };
+        let failure = (!leaks.is_empty()).then(|| {
+            let list: Vec<String> = leaks
+                .iter()
+                .map(|(kind, name, why)| format!("leaked {kind} `{name}` ({why})"))
+                .collect();
+            format!("cleanup failed: {}", list.join("; "))
+        });
+        CleanupSummary {
+            state,
+            resources,
+            failure,
+        }
+    }
+}
+
+/// Deletes every live test's unclaimed resources, then waits for cleanups
+/// already in flight, until nothing of this process is outstanding.
+pub(crate) async fn clean_up_everything() {
+    let trackers: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+    let mut tasks = tokio::task::JoinSet::new();
+    for inner in trackers {
+        tasks.spawn(async move {
+            inner.clean_up_all().await;
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    while UNFINISHED.load(Ordering::SeqCst) > 0 {
+        // Claimed by a test's own cleanup, or pending in a body still
+        // running: claim what appears, wait for the rest.
+        let trackers: Vec<Arc<Inner>> = lock(&LIVE).iter().filter_map(Weak::upgrade).collect();
+        for inner in trackers {
+            inner.clean_up_all().await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
