@@ -134,14 +134,18 @@ pub fn artifacts_dir(results_dir: &Path, binary: &str, test: &str) -> PathBuf {
     results_dir.join("artifacts").join(binary).join(safe)
 }
 
-/// `smoke-1a2b3c4d` → `smoke`.
+/// The name of this process's test binary.
 fn binary_name() -> String {
-    let exe = std::env::current_exe().ok();
-    let stem = exe
-        .as_deref()
-        .and_then(Path::file_stem)
-        .and_then(|s| s.to_str())
-        .unwrap_or("tests");
+    match std::env::current_exe() {
+        Ok(exe) => binary_name_of(&exe),
+        Err(_) => "tests".to_owned(),
+    }
+}
+
+/// `smoke-1a2b3c4d5e6f7a8b` → `smoke`: the name a test binary's records
+/// carry, without cargo's hash.
+pub fn binary_name_of(exe: &Path) -> String {
+    let stem = exe.file_stem().and_then(|s| s.to_str()).unwrap_or("tests");
     match stem.rsplit_once('-') {
         Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
             name.to_owned()

@@ -73,6 +73,40 @@ pub use summary::{KnownIssueState, KnownIssueSummary, Summary};
 
 use crate::run::Run;
 
+/// Bytes every testkit test binary carries (its harness keeps them linked).
+/// The runner tells a testkit binary, every test of which that ran writes a
+/// record, from a plain libtest one by them ([`is_testkit_binary`]): a test
+/// of a testkit binary that ran and left no record did not pass, whatever
+/// its process's exit status said.
+pub const HARNESS_MARKER: [u8; 32] = *b"testkit harness: records tests\0\0";
+
+/// Whether the executable at `path` is a testkit test binary: whether it
+/// holds [`HARNESS_MARKER`]. Reads the file once, in pieces.
+pub fn is_testkit_binary(path: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    // The tail of the previous piece, so a marker that straddles two is seen.
+    let keep = HARNESS_MARKER.len() - 1;
+    let mut filled = 0;
+    loop {
+        let n = file.read(&mut buf[filled..])?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let end = filled + n;
+        if buf[..end]
+            .windows(HARNESS_MARKER.len())
+            .any(|w| w == HARNESS_MARKER)
+        {
+            return Ok(true);
+        }
+        let tail = end.saturating_sub(keep);
+        buf.copy_within(tail..end, 0);
+        filled = end - tail;
+    }
+}
+
 /// Reading or writing results failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

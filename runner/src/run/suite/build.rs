@@ -70,8 +70,9 @@ fn selection_args(spec: &TestsSpec<'_>) -> Vec<String> {
     args
 }
 
-/// Builds the suite (the compiler's output goes to `build.log`). Under
-/// nextest, returns the tests the run selects; under `cargo test`, `None`.
+/// Builds the suite (the compiler's output goes to `build.log`), and
+/// returns the tests the run selects: nextest's list, or under `cargo test`
+/// the list of every testkit binary cargo built.
 /// The error is the tests phase's evidence.
 pub(super) async fn build(
     spec: &TestsSpec<'_>,
@@ -87,7 +88,13 @@ pub(super) async fn build(
             build.args(name_filters(spec.extra));
         }
         Engine::CargoTest => {
-            build.args(["test", "--workspace", "--no-run"]);
+            build.args([
+                "test",
+                "--workspace",
+                "--no-run",
+                "--message-format",
+                "json-render-diagnostics",
+            ]);
         }
     }
     match capture(build, &build_log, interrupt).await {
@@ -106,7 +113,7 @@ pub(super) async fn build(
                 Engine::Nextest => parse_list(&stdout)
                     .map(Some)
                     .map_err(|e| format!("cannot read `cargo nextest list`: {e}")),
-                Engine::CargoTest => Ok(None),
+                Engine::CargoTest => list_cargo_test(spec, &stdout).await.map(Some),
             }
         }
     }
@@ -191,6 +198,79 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
                 binary: binary.clone(),
                 binary_path: binary_path.clone(),
                 name: name.clone(),
+                event: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The tests `cargo test` will run of each testkit binary that
+/// `cargo test --no-run --message-format json` built: each binary's own
+/// `--list`, with the run's name filters and binary arguments. Plain libtest
+/// binaries report no records, so only testkit's are listed; a listed test
+/// that then writes no record did not pass.
+async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<Listed>, String> {
+    let (filters, binary_args) = match spec.extra.iter().position(|a| a == "--") {
+        Some(i) => (&spec.extra[..i], &spec.extra[i + 1..]),
+        None => (spec.extra, &[][..]),
+    };
+    let mut out = Vec::new();
+    for line in stdout.split(|b| *b == b'\n') {
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] != "compiler-artifact" || message["profile"]["test"] != true {
+            continue;
+        }
+        let Some(exe) = message["executable"].as_str().map(std::path::PathBuf::from) else {
+            continue;
+        };
+        match testkit_engine::report::is_testkit_binary(&exe) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the test binary {}: {e}",
+                    exe.display()
+                ))
+            }
+        }
+        let dir = message["manifest_path"]
+            .as_str()
+            .and_then(|m| Path::new(m).parent())
+            .map(Path::to_owned)
+            .unwrap_or_else(|| spec.suite_dir.to_owned());
+        let mut list = tokio::process::Command::new(&exe);
+        list.args(["--list", "--format", "terse"])
+            .args(filters.iter().filter(|a| !a.starts_with('-')))
+            .args(binary_args)
+            .current_dir(&dir)
+            .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        let listed = list
+            .output()
+            .await
+            .map_err(|e| format!("failed to list the tests of {}: {e}", exe.display()))?;
+        if !listed.status.success() {
+            return Err(format!(
+                "`{} --list` failed ({})",
+                exe.display(),
+                describe_status(listed.status)
+            ));
+        }
+        let binary = testkit_engine::run::binary_name_of(&exe);
+        for name in String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .filter_map(|l| l.strip_suffix(": test"))
+        {
+            out.push(Listed {
+                binary_id: binary.clone(),
+                binary: binary.clone(),
+                binary_path: Some(exe.clone()),
+                name: name.to_owned(),
                 event: None,
             });
         }

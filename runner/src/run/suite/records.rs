@@ -46,12 +46,18 @@ pub(super) fn complete(
     } else {
         Vec::new()
     };
+    let mut testkit_binaries = std::collections::BTreeMap::new();
     for t in listed {
         if have.contains(&(t.binary.clone(), t.name.clone())) {
             continue;
         }
+        let testkit = *testkit_binaries
+            .entry(t.binary_path.clone())
+            .or_insert_with(|| is_testkit(t.binary_path.as_deref()));
         let synthetic = if interrupted {
             interrupted_record(spec, t, &journal)
+        } else if testkit && t.event.as_deref() == Some("ok") {
+            exited_unrecorded(spec, t)
         } else {
             synthesize(spec, t, interrupted)
         };
@@ -65,6 +71,27 @@ pub(super) fn complete(
     }
     records.extend(written);
     Ok(Records { records, crashed })
+}
+
+/// Whether the test binary at `path` is testkit's; an unknown or unreadable
+/// binary is taken for a plain one, as before this check existed.
+fn is_testkit(path: Option<&Path>) -> bool {
+    path.is_some_and(|p| report::is_testkit_binary(p).unwrap_or(false))
+}
+
+/// The record of a test of a testkit binary that the engine saw pass but
+/// that wrote no record: its process ended before the harness could record
+/// it (`std::process::exit`, an abort at exit). It did not pass.
+fn exited_unrecorded(spec: &TestsSpec<'_>, t: &Listed) -> TestRecord {
+    let mut record = TestRecord::new(spec.run_id, &t.binary, &t.name);
+    record.fail(
+        FailureKind::Error,
+        "no record: the engine says it passed, but its process exited before testkit recorded \
+         it (a call to std::process::exit, or a crash on the way out); a testkit test that \
+         passes always writes its record; see tests.log"
+            .to_owned(),
+    );
+    record
 }
 
 /// The record of a listed test that wrote none: a plain (non-testkit) test
