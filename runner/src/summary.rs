@@ -20,6 +20,8 @@ pub(crate) struct RunSummary<'a> {
     pub(crate) tests: Option<&'a Summary>,
     pub(crate) failures: &'a [(String, String)],
     pub(crate) leaks: &'a [String],
+    /// The residue phase listed everything: no leak means none, not unknown.
+    pub(crate) leaks_known: bool,
     pub(crate) exit_code: u8,
     pub(crate) interrupted: bool,
     pub(crate) keep_note: Option<&'a str>,
@@ -114,7 +116,12 @@ impl RunSummary<'_> {
                 self.failures.len() - MAX_FAILURES
             );
         }
-        if self.leaks.is_empty() {
+        if !self.leaks_known {
+            let _ = writeln!(
+                out,
+                "  leaks: unknown: the residue could not be listed whole (see `residue`)"
+            );
+        } else if self.leaks.is_empty() {
             let _ = writeln!(out, "  leaks: none");
         }
         for leak in self.leaks {
@@ -151,7 +158,12 @@ impl RunSummary<'_> {
             }
         }
         let _ = writeln!(out, "\n## Leaks\n");
-        if self.leaks.is_empty() {
+        if !self.leaks_known {
+            let _ = writeln!(
+                out,
+                "Unknown: the residue could not be listed whole (see the residue phase)."
+            );
+        } else if self.leaks.is_empty() {
             let _ = writeln!(out, "None.");
         }
         for leak in self.leaks {

@@ -171,14 +171,24 @@ pub(crate) fn check_known_issue_listed(id: &str) -> Result<(), String> {
 /// This process's record file.
 static RECORD_FILE: RecordFile = RecordFile::new();
 
+/// Set once a record could not be written: the process then fails, since
+/// a test whose record is lost counts for nothing.
+static RECORD_LOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Appends `record` to this process's record file.
 pub(crate) fn write_record(run: &Run, record: &TestRecord) {
     if let Err(e) = RECORD_FILE.write(run, record) {
+        RECORD_LOST.store(true, std::sync::atomic::Ordering::SeqCst);
         eprintln!(
             "testkit: failed to write the record of {}: {e}",
             record.name
         );
     }
+}
+
+/// Whether a record of this process could not be written.
+pub(crate) fn record_lost() -> bool {
+    RECORD_LOST.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Why a test process has no usable pod.

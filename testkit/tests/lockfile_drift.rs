@@ -233,13 +233,13 @@ fn every_workspace_has_the_root_manifests_profiles() {
         problems.is_empty(),
         "workspaces sharing the target dir build crates with other profiles, so the target \
          dir builds those crates twice:\n  {}\nCopy the root Cargo.toml's [profile] tables \
-         into them, and add `[profile.dev.package.testkit] incremental = false` (see \
+         into them, and add `incremental = false` for `testkit` and `testkit-engine` (see \
          bench/Cargo.toml for why).",
         problems.join("\n  ")
     );
 }
 
-/// The root's `[profile]` tables with testkit built whole, as every other
+/// The root's `[profile]` tables with testkit and its engine built whole, as every other
 /// workspace sets them.
 fn with_testkit_built_whole(mut profiles: toml::Table) -> toml::Table {
     let package = profiles
@@ -251,8 +251,10 @@ fn with_testkit_built_whole(mut profiles: toml::Table) -> toml::Table {
         .or_insert_with(|| toml::Table::new().into())
         .as_table_mut()
         .expect("[profile.dev.package] is a table");
-    let mut testkit = toml::Table::new();
-    testkit.insert("incremental".into(), false.into());
-    package.insert("testkit".into(), testkit.into());
+    for crate_name in ["testkit", "testkit-engine"] {
+        let mut whole = toml::Table::new();
+        whole.insert("incremental".into(), false.into());
+        package.insert(crate_name.into(), whole.into());
+    }
     profiles
 }

@@ -117,18 +117,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// At the end of a run: what it tested (`source.json`), then the page.
 /// A failure to write either is said, and does not change the run's verdict.
-pub(crate) fn write_for_run(results_dir: &Path, suite_dir: &Path) -> Option<PathBuf> {
-    if let Err(e) = Source::of(suite_dir).write(results_dir) {
-        eprintln!(
-            "testkit-runner: failed to write {}: {e}",
-            results_dir.join("source.json").display()
-        );
-    }
-    match write(results_dir) {
-        Ok(path) => Some(path),
-        Err(e) => {
-            eprintln!("testkit-runner: failed to write the report: {e}");
-            None
-        }
-    }
+/// The error names the file that could not be written, and why.
+pub(crate) fn write_for_run(results_dir: &Path, suite_dir: &Path) -> Result<PathBuf, String> {
+    let source = results_dir.join("source.json");
+    Source::of(suite_dir)
+        .write(results_dir)
+        .map_err(|e| format!("{}: {e}", source.display()))?;
+    write(results_dir).map_err(|e| e.to_string())
 }

@@ -59,6 +59,9 @@ pub(super) struct Run<'a> {
     record_dir: Option<PathBuf>,
     /// The pod's crash, once noticed (and given its verdict).
     crash: Option<Crash>,
+    /// The residue phase could not list or sweep everything: what is left
+    /// on the pod is unknown, and the run could not complete.
+    residue_unknown: bool,
 }
 
 impl<'a> Run<'a> {
@@ -97,6 +100,7 @@ impl<'a> Run<'a> {
             watch: None,
             record_dir: None,
             crash: None,
+            residue_unknown: false,
         })
     }
 
@@ -425,7 +429,8 @@ impl<'a> Run<'a> {
                 .map(|b| (b.as_path(), test_env(plan, &self.handle_file))),
             bounds,
         };
-        let (verdict, evidence, leaks) = pod::residue(p, spec).await;
+        let (verdict, evidence, leaks, unknown) = pod::residue(p, spec).await;
+        self.residue_unknown = unknown;
         self.decide(PhaseResult::new(
             "residue",
             verdict,
@@ -532,8 +537,11 @@ impl<'a> Run<'a> {
         }
         // Without a session the run never got to test the pod.
         // Nor did it when the pod crashed under the tests.
-        let incomplete =
-            !authenticated || self.crash.is_some() || tests.as_ref().is_some_and(|t| t.incomplete);
+        // Nor did it complete when what the tests left on the pod is unknown.
+        let incomplete = !authenticated
+            || self.crash.is_some()
+            || self.residue_unknown
+            || tests.as_ref().is_some_and(|t| t.incomplete);
         let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
         let result = if interrupted {
             Err(ExpectedError::Run(RunFailure::Interrupted))
@@ -553,7 +561,7 @@ impl<'a> Run<'a> {
         self.log.finish(verdict, code);
 
         let plan = self.plan;
-        let summary = RunSummary {
+        let summary = |code: u8| RunSummary {
             suite: &plan.suite_dir,
             run_id: &plan.run_id,
             results_dir: &plan.results_dir,
@@ -564,19 +572,47 @@ impl<'a> Run<'a> {
                 .map(|t| t.failures.as_slice())
                 .unwrap_or_default(),
             leaks: &leaks,
+            leaks_known: !self.residue_unknown,
             exit_code: code,
             interrupted,
             keep_note: keep_note.as_deref(),
             took: self.started.elapsed(),
         };
         let md = plan.results_dir.join("summary.md");
-        let markdown = testkit_engine::redact(&summary.markdown()).into_owned();
-        if let Err(e) = std::fs::write(&md, markdown.as_bytes()) {
-            eprintln!("testkit-runner: failed to write {}: {e}", md.display());
+        let write_md = |code: u8| {
+            let markdown = testkit_engine::redact(&summary(code).markdown()).into_owned();
+            std::fs::write(&md, markdown.as_bytes())
+                .map(|()| markdown)
+                .map_err(|e| format!("{}: {e}", md.display()))
+        };
+        // An output the run promised and could not write fails it: the run
+        // could not complete, whatever its tests said.
+        let mut unwritten: Vec<String> = self
+            .log
+            .unwritten()
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        let markdown = write_md(code).map_err(|e| unwritten.push(e)).ok();
+        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir)
+            .map_err(|e| unwritten.push(e))
+            .ok();
+        let (result, code, markdown) = if unwritten.is_empty() {
+            (result, code, markdown)
+        } else {
+            let result = Err(ExpectedError::Run(RunFailure::Incomplete));
+            let code = crate::errors::exit_code(&result);
+            // The last `run` line of verdict.jsonl is the run's verdict.
+            self.log.finish(Verdict::Fail, code);
+            (result, code, write_md(code).ok())
+        };
+        if let Some(markdown) = &markdown {
+            crate::summary::to_github_step_summary(markdown);
         }
-        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir);
-        crate::summary::to_github_step_summary(&markdown);
-        print!("{}", testkit_engine::redact(&summary.text()));
+        print!("{}", testkit_engine::redact(&summary(code).text()));
+        for problem in &unwritten {
+            println!("  NOT WRITTEN: {problem}");
+        }
         crate::summary::print_where_to_look(&plan.results_dir, report.as_deref());
         result
     }

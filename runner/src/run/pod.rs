@@ -170,7 +170,13 @@ pub(crate) struct ResidueSpec<'a> {
 /// anything found is a leak, named, deleted and verified gone, concurrently
 /// and within the bounds. Returns the verdict, its evidence and the leaks
 /// (`kind name: what became of it`).
-pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, String, Vec<String>) {
+/// Sweeps the run's residue: the verdict, its evidence, the leaks, and
+/// whether what is left is unknown (a listing failed, or the sweep was cut
+/// short).
+pub(crate) async fn residue(
+    pod: &Pod,
+    spec: ResidueSpec<'_>,
+) -> (Verdict, String, Vec<String>, bool) {
     let ResidueSpec {
         kinds,
         prefix,
@@ -185,6 +191,7 @@ pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, Strin
             Verdict::Pass,
             "no resource kinds declared in testkit.toml: nothing to list".to_owned(),
             Vec::new(),
+            false,
         );
     }
     // Rust kinds first: the runner links no suite code, a test binary sweeps
@@ -239,17 +246,27 @@ pub(crate) async fn residue(pod: &Pod, spec: ResidueSpec<'_>) -> (Verdict, Strin
         ),
     };
     if report.found.is_empty() && report.is_clean() {
-        return (Verdict::Pass, format!("{listed}: nothing left"), leaks);
+        return (
+            Verdict::Pass,
+            format!("{listed}: nothing left"),
+            leaks,
+            false,
+        );
     }
+    let unknown = !report.errors.is_empty() || report.cut_short.is_some();
     let mut parts = Vec::new();
     if !leaks.is_empty() {
         parts.push(format!("{} leaked: {}", leaks.len(), leaks.join("; ")));
     }
     parts.extend(report.errors.iter().cloned());
+    if unknown {
+        parts.push("what is left on the pod is unknown".to_owned());
+    }
     (
         Verdict::Fail,
         format!("{listed}: {}", parts.join("; ")),
         leaks,
+        unknown,
     )
 }
 

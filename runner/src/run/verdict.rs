@@ -70,6 +70,8 @@ impl PhaseResult {
 pub(crate) struct VerdictLog {
     path: PathBuf,
     file: File,
+    /// The first line that could not be written, and why.
+    unwritten: Option<String>,
 }
 
 impl VerdictLog {
@@ -77,7 +79,11 @@ impl VerdictLog {
     pub(crate) fn create(results_dir: &Path) -> std::io::Result<VerdictLog> {
         let path = results_dir.join("verdict.jsonl");
         let file = File::create(&path)?;
-        Ok(VerdictLog { path, file })
+        Ok(VerdictLog {
+            path,
+            file,
+            unwritten: None,
+        })
     }
 
     pub(crate) fn append(&mut self, result: &PhaseResult) {
@@ -102,7 +108,14 @@ impl VerdictLog {
                 "testkit-runner: failed to append to {}: {e}",
                 self.path.display()
             );
+            self.unwritten
+                .get_or_insert_with(|| format!("{}: {e}", self.path.display()));
         }
+    }
+
+    /// Why a line of the log could not be written, if one could not.
+    pub(crate) fn unwritten(&self) -> Option<&str> {
+        self.unwritten.as_deref()
     }
 }
 

@@ -213,6 +213,11 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     crate::globals::finish_pod();
     // Every test's cleanup ran: the reaper has nothing to do.
     crate::reaper::finish_process();
+    if crate::globals::record_lost() {
+        // The tests may all have passed, but no report will say so.
+        eprintln!("testkit: a test record could not be written (see above): failing the process");
+        return ExitCode::FAILURE;
+    }
     conclusion.exit_code()
 }
 

@@ -141,11 +141,22 @@ fn outcome(
         status,
         interrupted,
     } = *followed;
-    let known = KnownIssues::load(spec.suite_dir).ok();
+    // What keeps the run from a verdict at all: it could not complete.
+    let mut unfinished = Vec::new();
+    // A KNOWN-ISSUES.md the suite has is valid or an error naming its line;
+    // without it, no expected failure can be judged.
+    let known = match KnownIssues::load(spec.suite_dir) {
+        Ok(known) => Some(known),
+        Err(e) => {
+            unfinished.push(e.to_string());
+            None
+        }
+    };
     let summary = Summary::from_records(records, known.as_ref());
-    // Test processes write records only; JUnit is built here, once.
+    // Test processes write records only; JUnit is built here, once. A JUnit
+    // file the run promised and could not write fails it.
     if let Err(e) = crate::junit::write_junit_files(spec.results_dir, spec.run_id, records) {
-        eprintln!("testkit-runner: {e}");
+        unfinished.push(e.to_string());
     }
     let failures: Vec<(String, String)> = records
         .iter()
@@ -186,7 +197,7 @@ fn outcome(
     }
     if !crashed.is_empty() {
         problems.push(format!(
-            "no record (process crashed or killed): {}",
+            "no record (its process exited early, crashed or was killed): {}",
             crashed.join(", ")
         ));
     }
@@ -204,6 +215,7 @@ fn outcome(
             tests_log.display()
         ));
     }
+    problems.extend(unfinished.iter().cloned());
     let ok = green && problems.is_empty();
     let mut evidence = format!("{counts} ({engine}, {})", describe_status(status));
     if !problems.is_empty() {
@@ -213,7 +225,7 @@ fn outcome(
     let verdict = if ok { Verdict::Pass } else { Verdict::Fail };
     TestsOutcome {
         result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
-        incomplete: false,
+        incomplete: !unfinished.is_empty(),
         summary: Some(summary),
         failures,
         binaries: Vec::new(),
