@@ -224,7 +224,7 @@ pub fn merge_results(
         } else {
             let text = std::fs::read_to_string(input).map_err(|source| ReportError::Io {
                 path: input.to_owned(),
-                source,
+                cause: source,
             })?;
             let report = Report::deserialize_from_str(&text).map_err(|e| ReportError::Junit {
                 path: input.to_owned(),
@@ -276,7 +276,7 @@ pub fn merge_results(
 pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
     let io = |source| ReportError::Io {
         path: path.to_owned(),
-        source,
+        cause: source,
     };
     let xml = report.to_string().map_err(|e| ReportError::Junit {
         path: path.to_owned(),

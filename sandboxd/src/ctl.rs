@@ -324,16 +324,15 @@ fn state_str(sb: &Sandbox) -> &'static str {
     }
 }
 
+/// Everything but RFC 3986's unreserved characters, encoded: safe in a path
+/// segment and in a query.
 fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(s, NOT_UNRESERVED).to_string()
 }
 
 async fn run(ctl: Ctl) -> Result<i32, CtlError> {

@@ -167,7 +167,7 @@ pub struct PodSection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
-pub enum Send {
+pub enum SendAs {
     /// `Authorization: Bearer <credential>`.
     #[default]
     Bearer,
@@ -177,8 +177,9 @@ pub enum Send {
     Basic,
     /// `Cookie: <cookie>=<credential>`.
     Cookie,
-    /// Nothing.
-    None,
+    /// Nothing (`send = "none"`).
+    #[serde(rename = "none")]
+    Nothing,
 }
 
 /// `[auth]` of `testkit.toml`.
@@ -189,7 +190,7 @@ pub struct AuthSection {
     /// How each request carries the credential (the handle's token, or what
     /// the login step returned as a token).
     #[serde(default)]
-    pub send: Send,
+    pub send: SendAs,
     /// `send = "header"`: the header's name.
     #[serde(default)]
     pub header: Option<String>,
@@ -229,7 +230,7 @@ pub struct LoginSection {
     /// How the login request carries the handle's token; default: as
     /// `[auth] send` says.
     #[serde(default)]
-    pub send: Option<Send>,
+    pub send: Option<SendAs>,
     /// The JSON pointer of the token in the answer.
     #[serde(default)]
     pub token: Option<String>,
@@ -255,7 +256,7 @@ impl AuthSection {
     /// `sandboxd`'s: the token (bearer) opens a cookie session.
     pub fn sandboxd() -> AuthSection {
         AuthSection {
-            send: Send::Bearer,
+            send: SendAs::Bearer,
             header: None,
             prefix: String::new(),
             cookie: None,
@@ -275,8 +276,11 @@ impl AuthSection {
     /// Whether a handle needs a `token` field for this auth.
     pub fn needs_token(&self) -> bool {
         match &self.login {
-            None => !matches!(self.send, Send::None | Send::Basic),
-            Some(login) => !matches!(login.send.unwrap_or(self.send), Send::None | Send::Basic),
+            None => !matches!(self.send, SendAs::Nothing | SendAs::Basic),
+            Some(login) => !matches!(
+                login.send.unwrap_or(self.send),
+                SendAs::Nothing | SendAs::Basic
+            ),
         }
     }
 }
@@ -413,13 +417,12 @@ mod humantime_serde_compat {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file exists but cannot be read.
-    #[error("failed to read {}: {source}", path.display())]
+    #[error("failed to read {}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Not valid TOML, an unknown key, or a value of the wrong type.
     #[error("invalid {}: {message}", path.display())]
@@ -448,7 +451,12 @@ impl SuiteConfig {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SuiteConfig::default()),
-            Err(source) => return Err(ConfigError::Read { path, source }),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path,
+                    cause: source,
+                })
+            }
         };
         SuiteConfig::parse(&text, &path)
     }
@@ -522,19 +530,14 @@ impl SuiteConfig {
             return Err(invalid("cli.program", "is empty".to_owned()));
         }
         for key in self.pod.fields.keys() {
-            if matches!(
-                key.as_str(),
-                "name" | "base_url" | "port" | "capabilities" | "health"
-            ) || key.is_empty()
-                || !key
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            {
+            let filled = crate::template::FILLED_FIELDS;
+            if filled.contains(&key.as_str()) || !crate::template::is_placeholder_name(key) {
                 return Err(invalid(
                     "pod.fields",
                     format!(
-                        "has {key:?}: expected names of a-z, 0-9 and `_` other than \
-                         name, base_url, port, capabilities and health (testkit fills those)"
+                        "has {key:?}: expected names of a-z, 0-9 and `_` other than {} \
+                         (testkit fills those)",
+                        filled.join(", ")
                     ),
                 ));
             }
@@ -559,7 +562,7 @@ impl SuiteConfig {
             ));
         }
         let auth = &self.auth;
-        if auth.send == Send::Header
+        if auth.send == SendAs::Header
             && auth.header.as_deref().is_none_or(|h| {
                 h.is_empty() || reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
             })
@@ -572,7 +575,7 @@ impl SuiteConfig {
                 ),
             ));
         }
-        if auth.send == Send::Cookie && auth.cookie.as_deref().is_none_or(str::is_empty) {
+        if auth.send == SendAs::Cookie && auth.cookie.as_deref().is_none_or(str::is_empty) {
             return Err(invalid(
                 "auth.cookie",
                 "is missing: `send = \"cookie\"` needs the cookie's name, e.g. cookie = \"session\"".to_owned(),
@@ -583,7 +586,7 @@ impl SuiteConfig {
                 crate::template::RequestTemplate::parse(probe)
                     .map_err(|p| invalid("auth.probe", p))?;
             }
-            None if auth.send != Send::None || auth.login.is_some() => {
+            None if auth.send != SendAs::Nothing || auth.login.is_some() => {
                 return Err(invalid(
                     "auth.probe",
                     "is missing: name a request that needs the credential and changes nothing, \

@@ -7,7 +7,11 @@ use std::path::Path;
 pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension(format!("tmp{}-{}", std::process::id(), random_id(6)));
+    let tmp = path.with_extension(format!(
+        "tmp{}-{}",
+        std::process::id(),
+        crate::ids::random_id(6)
+    ));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -17,15 +21,4 @@ pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     f.sync_all()?;
     drop(f);
     std::fs::rename(&tmp, path)
-}
-
-/// `len` random lowercase letters and digits.
-pub fn random_id(len: usize) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = vec![0u8; len];
-    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-    bytes
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
 }

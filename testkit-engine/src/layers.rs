@@ -9,8 +9,8 @@ const LAYERS: Layers<'static> = Layers {
     ranks: &[
         // Facts that know nothing of tests.
         ("redact", 0),
-        ("files", 0),
-        ("run_id", 0),
+        ("files", 1),
+        ("ids", 0),
         ("process", 1),
         ("settings", 1),
         ("template", 1),

@@ -24,13 +24,13 @@
 
 pub mod config;
 pub mod files;
+mod ids;
 pub mod pod;
 pub mod process;
 pub mod redact;
 pub mod report;
 pub mod resource;
 pub mod run;
-mod run_id;
 pub mod settings;
 pub mod template;
 pub mod wait;

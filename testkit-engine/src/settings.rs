@@ -232,7 +232,7 @@ impl Settings {
             problems.push(format!("{name}={value:?} is invalid: {expected}"));
         };
         if let Some(id) = &run_id {
-            if let Err(why) = crate::run_id::validate_run_id(id) {
+            if let Err(why) = crate::ids::validate_run_id(id) {
                 bad(var::RUN_ID, id, why);
             }
         }

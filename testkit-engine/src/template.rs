@@ -133,16 +133,28 @@ impl<'a> Values<'a> {
     }
 }
 
+/// The handle fields testkit fills itself, as placeholders of the same
+/// names: no `[pod] fields` entry may be named so.
+pub const FILLED_FIELDS: &[&str] = &["name", "base_url", "port", "capabilities", "health"];
+
+/// Whether a byte may stand in a placeholder's name.
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'
+}
+
+/// Whether `name` can name a `{placeholder}`: a-z, 0-9 and `_`, not empty.
+/// Handle fields and `[pod] fields` become placeholders, so they follow it.
+pub fn is_placeholder_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(is_name_byte)
+}
+
 /// The next placeholder of `text`: the text before it, its key, and the
 /// text after it. `None` when there is none left.
 fn next_placeholder(text: &str) -> Option<(&str, &str, &str)> {
     let mut from = 0;
     while let Some(open) = text[from..].find('{').map(|i| from + i) {
         let after = &text[open + 1..];
-        let len = after
-            .bytes()
-            .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_')
-            .count();
+        let len = after.bytes().take_while(|b| is_name_byte(*b)).count();
         if len > 0 && after.as_bytes().get(len) == Some(&b'}') {
             return Some((&text[..open], &after[..len], &after[len + 1..]));
         }
@@ -188,18 +200,17 @@ pub fn verbatim(value: &str) -> String {
     value.to_owned()
 }
 
+/// Everything but RFC 3986's unreserved characters.
+const NOT_UNRESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// Percent-encodes everything but RFC 3986's unreserved characters, so a
 /// value is safe in a path segment and in a query.
 pub fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(value, NOT_UNRESERVED).to_string()
 }
 
 /// The inside of a JSON string holding `value`.

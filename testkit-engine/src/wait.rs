@@ -121,7 +121,7 @@ impl Wait {
                         what: what.to_owned(),
                         waited: start.elapsed(),
                         last,
-                        source,
+                        cause: source,
                     })
                 }
                 Err(_) => "the last poll did not answer before the ceiling".to_owned(),
@@ -216,7 +216,7 @@ pub enum WaitError {
         last: Option<String>,
     },
     /// A poll returned an error.
-    #[error("failed waiting for {what} after {}: {source:#} (last observation: {})", Secs(*waited), last.as_deref().unwrap_or("none"))]
+    #[error("failed waiting for {what} after {}: {cause:#} (last observation: {})", Secs(*waited), last.as_deref().unwrap_or("none"))]
     Failed {
         /// What was waited for.
         what: String,
@@ -225,8 +225,7 @@ pub enum WaitError {
         /// The last observation before the error.
         last: Option<String>,
         /// The poll's error.
-        #[source]
-        source: anyhow::Error,
+        cause: anyhow::Error,
     },
 }
 
@@ -346,5 +345,18 @@ mod tests {
             matches!(e, WaitError::Failed { .. }) && e.to_string().contains("boom"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_poll_error_is_printed_once_in_a_chain() {
+        let e = rt()
+            .block_on(Wait::new().until("the sandbox", || async {
+                Err::<Check<()>, _>(anyhow::anyhow!("connection refused").context("GET /api/x"))
+            }))
+            .unwrap_err();
+        // `{:#}` is how a failed test is shown: every cause, once.
+        let shown = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(shown.matches("connection refused").count(), 1, "{shown}");
+        assert_eq!(shown.matches("GET /api/x").count(), 1, "{shown}");
     }
 }

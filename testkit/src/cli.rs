@@ -74,8 +74,8 @@ impl<'a> CliCommand<'a> {
     /// Runs it. A non-zero exit is not an error: check [`CliOutput::exit_code`].
     pub async fn run(self) -> crate::Result<CliOutput> {
         let pod = crate::globals::require_pod()?;
-        let config = crate::globals::config().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let config = crate::globals::config().map_err(crate::globals::Shared)?;
+        let settings = crate::globals::settings().map_err(crate::globals::Shared)?;
         let program = match &settings.cli {
             Some(p) => p.clone(),
             None => config.cli.program.clone().ok_or_else(|| {

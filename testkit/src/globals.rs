@@ -18,6 +18,23 @@ use engine::run::Run;
 use engine::settings::{Settings, SettingsError};
 use testkit_engine as engine;
 
+/// An error of a process global, as a test's error: its message and its
+/// chain, printed once each.
+#[derive(Debug)]
+pub(crate) struct Shared<E: 'static>(pub(crate) &'static E);
+
+impl<E: std::error::Error> fmt::Display for Shared<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.0, f)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Shared<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// The settings of this process, read on first use.
 pub(crate) fn settings() -> Result<&'static Settings, &'static SettingsError> {
     static SETTINGS: OnceLock<Result<Settings, SettingsError>> = OnceLock::new();

@@ -87,7 +87,7 @@ pub(crate) fn write_with(
         .and_then(|()| write_atomically(&path, html.as_bytes()))
         .map_err(|source| ReportError::Io {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
     Ok(path)
 }

@@ -118,7 +118,12 @@ fn read_phases(dir: &Path) -> Result<Vec<PhaseLine>, ReportError> {
         Ok(t) => t,
         // A plain `cargo test` leaves no verdicts: the report says so.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(ReportError::Io { path, source }),
+        Err(source) => {
+            return Err(ReportError::Io {
+                path,
+                cause: source,
+            })
+        }
     };
     // A run killed halfway may leave a last line cut short: the lines before
     // it are what it got through.

@@ -60,16 +60,13 @@ impl HandlePolicy {
     }
 }
 
-/// The fields of a handle that testkit reads itself; any other string field
-/// is an extra (`user`, `password`, a second endpoint…).
-const KNOWN_FIELDS: &[&str] = &[
-    "name",
-    "base_url",
-    "port",
-    "token",
-    "capabilities",
-    "health",
-];
+/// Whether testkit reads the handle field `key` itself (the template's
+/// [`FILLED_FIELDS`](crate::template::FILLED_FIELDS)
+/// and the token); any other string field is an extra (`user`,
+/// `password`, a second endpoint…).
+fn is_known_field(key: &str) -> bool {
+    key == "token" || crate::template::FILLED_FIELDS.contains(&key)
+}
 
 /// A handle that cannot be used: which field, and what is wrong with it.
 /// The message never contains the token.
@@ -231,14 +228,10 @@ impl PodHandle {
         };
         let mut extras = BTreeMap::new();
         for (key, value) in obj {
-            if KNOWN_FIELDS.contains(&key.as_str()) {
+            if is_known_field(key) {
                 continue;
             }
-            let valid_key = !key.is_empty()
-                && key
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-            if !valid_key {
+            if !crate::template::is_placeholder_name(key) {
                 return Err(HandleError {
                     field: None,
                     problem: format!(

@@ -100,13 +100,12 @@ pub enum LaunchError {
         hint: String,
     },
     /// Setting up (directories, port, spawn) failed.
-    #[error("failed to {what}: {source}")]
+    #[error("failed to {what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
         /// Why it failed.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The pod exited before it was up.
     #[error("the pod exited early ({status}) before it was up; last seen: {last_seen}; logs kept in {}", logs.display())]
@@ -146,11 +145,10 @@ pub enum LaunchError {
     #[error("invalid [pod] in testkit.toml: {0}")]
     Placeholder(String),
     /// It printed a handle that does not validate.
-    #[error("the pod printed an unusable handle: {source}; logs kept in {}", logs.display())]
+    #[error("the pod printed an unusable handle: {cause}; logs kept in {}", logs.display())]
     BadHandle {
         /// What is wrong with it.
-        #[source]
-        source: HandleError,
+        cause: HandleError,
         /// The logs folder.
         logs: PathBuf,
     },
@@ -236,7 +234,12 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
         spec.base_dir.as_deref(),
         spec.target_dir.as_deref(),
     )?;
-    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let io = |what: String| {
+        move |source| LaunchError::Io {
+            what,
+            cause: source,
+        }
+    };
     std::fs::create_dir_all(&spec.logs_dir)
         .map_err(io(format!("create {}", spec.logs_dir.display())))?;
     let private_dir = create_private_dir(spec.private_parent.as_deref())?;
@@ -252,7 +255,12 @@ async fn boot(
     program: &Path,
     private_dir: PathBuf,
 ) -> Result<LaunchedPod, LaunchError> {
-    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let io = |what: String| {
+        move |source| LaunchError::Io {
+            what,
+            cause: source,
+        }
+    };
     let home = private_dir.join("home");
     std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -266,7 +274,7 @@ async fn boot(
     let randoms: Vec<String> = spec
         .fields
         .keys()
-        .map(|_| crate::files::random_id(24))
+        .map(|_| crate::ids::random_id(24))
         .collect();
     let mut fields = BTreeMap::new();
     for ((key, value), random) in spec.fields.iter().zip(&randoms) {
@@ -285,7 +293,7 @@ async fn boot(
         let mut obj = serde_json::Map::new();
         obj.insert(
             "name".into(),
-            format!("pod-{}", crate::files::random_id(6)).into(),
+            format!("pod-{}", crate::ids::random_id(6)).into(),
         );
         obj.insert("base_url".into(), format!("http://{listen}").into());
         obj.insert("port".into(), port.into());
@@ -294,7 +302,7 @@ async fn boot(
         }
         let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
             .map_err(|source| LaunchError::BadHandle {
-                source,
+                cause: source,
                 logs: spec.logs_dir.clone(),
             })?;
         handle.register_secrets();
@@ -411,7 +419,12 @@ async fn run_setup(
     spec: &LaunchSpec,
 ) -> Result<(), LaunchError> {
     let log_path = spec.logs_dir.join("pod.setup.log");
-    let io = |what: String| move |source| LaunchError::Io { what, source };
+    let io = |what: String| {
+        move |source| LaunchError::Io {
+            what,
+            cause: source,
+        }
+    };
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -509,7 +522,12 @@ async fn wait_until_up(
                         handle = Some(h);
                         continue;
                     }
-                    Err(source) => return Err(LaunchError::BadHandle { source, logs }),
+                    Err(source) => {
+                        return Err(LaunchError::BadHandle {
+                            cause: source,
+                            logs,
+                        })
+                    }
                 }
             }
             last_seen = format!("stdout: {}", crate::redact(&line));
@@ -727,7 +745,7 @@ fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
         .unwrap_or_else(std::env::temp_dir);
     let mut last = None;
     for _ in 0..8 {
-        let dir = parent.join(format!("testkit-pod-{}", crate::files::random_id(10)));
+        let dir = parent.join(format!("testkit-pod-{}", crate::ids::random_id(10)));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(e) => last = Some(e),
@@ -735,7 +753,7 @@ fn create_private_dir(parent: Option<&Path>) -> Result<PathBuf, LaunchError> {
     }
     Err(LaunchError::Io {
         what: format!("create a private directory under {}", parent.display()),
-        source: last.expect("tried"),
+        cause: last.expect("tried"),
     })
 }
 

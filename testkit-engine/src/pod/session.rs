@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::plain_client;
 use super::{Pod, PodHandle};
-use crate::config::{AuthSection, CapabilitiesSection, Send, SuiteConfig};
+use crate::config::{AuthSection, CapabilitiesSection, SendAs, SuiteConfig};
 use crate::files::write_private;
 use crate::template::RequestTemplate;
 
@@ -30,15 +30,14 @@ const AUTH_TIMEOUT: Duration = Duration::from_secs(30);
 #[non_exhaustive]
 pub enum ConnectError {
     /// The session file or its lock.
-    #[error("failed to {what} {}: {source}", path.display())]
+    #[error("failed to {what} {}: {cause}", path.display())]
     Io {
         /// What was being done.
         what: &'static str,
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The pod did not answer.
     #[error("failed to reach pod {name} at {url}: {message}")]
@@ -286,7 +285,7 @@ fn write_session(
     write_private(path, &json).map_err(|source| ConnectError::Io {
         what: "write",
         path: path.to_owned(),
-        source,
+        cause: source,
     })
 }
 
@@ -301,7 +300,11 @@ impl SessionLock {
         use nix::fcntl::{Flock, FlockArg};
         let io = |what, path: &Path| {
             let path = path.to_owned();
-            move |source| ConnectError::Io { what, path, source }
+            move |source| ConnectError::Io {
+                what,
+                path,
+                cause: source,
+            }
         };
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         let path = dir.join("session.lock");
@@ -352,7 +355,7 @@ async fn still_accepted(pod: &Pod) -> Result<bool, ConnectError> {
 async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, ConnectError> {
     let Some(login) = &auth.login else {
         return Ok(match handle.field("token") {
-            Some(t) if !matches!(auth.send, Send::Basic | Send::None) => {
+            Some(t) if !matches!(auth.send, SendAs::Basic | SendAs::Nothing) => {
                 Credential::Token(t.to_owned())
             }
             _ => Credential::Handle,
@@ -369,7 +372,7 @@ async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, Co
     let send = login.send.unwrap_or(auth.send);
     let mut headers = HeaderMap::new();
     let handle_credential = match (send, handle.field("token")) {
-        (Send::Basic | Send::None, _) | (_, None) => Credential::Handle,
+        (SendAs::Basic | SendAs::Nothing, _) | (_, None) => Credential::Handle,
         (_, Some(t)) => Credential::Token(t.to_owned()),
     };
     apply(&mut headers, handle, auth, send, &handle_credential);
@@ -552,7 +555,7 @@ fn apply(
     headers: &mut HeaderMap,
     handle: &PodHandle,
     auth: &AuthSection,
-    send: Send,
+    send: SendAs,
     credential: &Credential,
 ) {
     let mut set = |name: HeaderName, value: String| {
@@ -564,8 +567,8 @@ fn apply(
     match credential {
         Credential::Cookie(c) => set(COOKIE, c.clone()),
         Credential::Token(t) => match send {
-            Send::Bearer => set(AUTHORIZATION, format!("Bearer {t}")),
-            Send::Header => {
+            SendAs::Bearer => set(AUTHORIZATION, format!("Bearer {t}")),
+            SendAs::Header => {
                 if let Some(name) = auth
                     .header
                     .as_deref()
@@ -574,14 +577,14 @@ fn apply(
                     set(name, format!("{}{t}", auth.prefix));
                 }
             }
-            Send::Cookie => set(
+            SendAs::Cookie => set(
                 COOKIE,
                 format!("{}={t}", auth.cookie.as_deref().unwrap_or("token")),
             ),
-            Send::Basic | Send::None => {}
+            SendAs::Basic | SendAs::Nothing => {}
         },
         Credential::Handle => {
-            if send == Send::Basic {
+            if send == SendAs::Basic {
                 use base64::Engine as _;
                 let pair = format!(
                     "{}:{}",

@@ -49,13 +49,12 @@ pub struct KnownIssues {
 #[non_exhaustive]
 pub enum KnownIssuesError {
     /// The file exists but cannot be read.
-    #[error("failed to read {}: {source}", path.display())]
+    #[error("failed to read {}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// An entry breaks the format.
     #[error("invalid {}:{line}: {problem}", path.display())]
@@ -79,7 +78,10 @@ impl KnownIssues {
                 path,
                 entries: Vec::new(),
             }),
-            Err(source) => Err(KnownIssuesError::Read { path, source }),
+            Err(source) => Err(KnownIssuesError::Read {
+                path,
+                cause: source,
+            }),
         }
     }
 
@@ -356,7 +358,7 @@ pub fn check_known_issues(suite_dir: &Path) -> Result<KnownIssuesCheck, KnownIss
     let known = KnownIssues::load(suite_dir)?;
     let pinned = pinned_in_sources(suite_dir).map_err(|source| KnownIssuesError::Read {
         path: suite_dir.to_owned(),
-        source,
+        cause: source,
     })?;
     let stale = known
         .stale(pinned.keys().map(String::as_str))

@@ -112,13 +112,12 @@ pub fn is_testkit_binary(path: &Path) -> std::io::Result<bool> {
 #[non_exhaustive]
 pub enum ReportError {
     /// A file or folder could not be read or written.
-    #[error("failed to access {}: {source}", path.display())]
+    #[error("failed to access {}: {cause}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
         /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A record is not valid JSON of the record schema.
     #[error("invalid test record {}: {message}", path.display())]
@@ -145,7 +144,10 @@ pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> 
     let root = results_dir.join("records");
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |source| ReportError::Io { path, source }
+        move |source| ReportError::Io {
+            path,
+            cause: source,
+        }
     };
     let binaries = match std::fs::read_dir(&root) {
         Ok(entries) => entries,
@@ -200,7 +202,7 @@ fn latest_per_test(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
 pub fn read_record(path: &Path) -> Result<TestRecord, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
         path: path.to_owned(),
-        source,
+        cause: source,
     })?;
     parse_record(&text, path)
 }
@@ -211,7 +213,7 @@ pub fn read_record(path: &Path) -> Result<TestRecord, ReportError> {
 fn read_record_lines(path: &Path) -> Result<Vec<TestRecord>, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
         path: path.to_owned(),
-        source,
+        cause: source,
     })?;
     text.split_inclusive('\n')
         .filter(|line| line.ends_with('\n') && !line.trim().is_empty())
@@ -258,7 +260,10 @@ pub fn write_records(results_dir: &Path, records: &[TestRecord]) -> Result<(), R
                     .open(&path)?
                     .write_all(lines.as_bytes())
             })
-            .map_err(|source| ReportError::Io { path, source })?;
+            .map_err(|source| ReportError::Io {
+                path,
+                cause: source,
+            })?;
     }
     Ok(())
 }
@@ -325,7 +330,7 @@ impl RecordFile {
         };
         result.map_err(|source| ReportError::Io {
             path: run.results_dir.join("records").join(&run.binary),
-            source,
+            cause: source,
         })
     }
 }
@@ -383,7 +388,10 @@ fn record_ignored_once(
     let ignored = ignored();
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |source| ReportError::Io { path, source }
+        move |source| ReportError::Io {
+            path,
+            cause: source,
+        }
     };
     let lines: String = ignored.iter().map(record_line).collect();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;

@@ -84,7 +84,7 @@ pub async fn delete_and_verify(
         .await;
     let last = match verified {
         Ok(()) => return Ok(()),
-        Err(WaitError::Failed { source, .. }) => {
+        Err(WaitError::Failed { cause: source, .. }) => {
             return Err(Leak(format!(
                 "checking whether it is gone failed: {source:#}"
             )))

@@ -86,7 +86,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The skip of a test that opens a browser while the phase is turned off.
 pub(crate) fn check_enabled() -> crate::Result {
-    let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let settings = crate::globals::settings().map_err(crate::globals::Shared)?;
     if settings.browser_off {
         return Err(crate::Skip::new(format!(
             "browser tests are turned off ({}=off)",
@@ -116,9 +116,9 @@ impl Browsers {
         artifacts_dir: &Path,
         signed_in: bool,
     ) -> crate::Result<Page> {
-        let settings = crate::globals::settings().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let settings = crate::globals::settings().map_err(crate::globals::Shared)?;
         let program = launch::find_chromium(settings.chromium.as_deref(), std::env::var_os("PATH"))
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            .map_err(anyhow::Error::msg)?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
         let profile = new_profile(index)?;
         std::fs::create_dir_all(artifacts_dir)

@@ -101,16 +101,5 @@ pub(crate) async fn call_status(
     Ok(status)
 }
 
-/// Percent-encodes everything but unreserved characters, `/` included, so
-/// that a path reaches the server exactly as given (no dot-segment folding).
-pub fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
+/// Percent-encodes a path segment or query value, as testkit's templates do.
+pub use testkit::template::encode;

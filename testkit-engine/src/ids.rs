@@ -1,5 +1,6 @@
-//! Run ids: short, lowercase, DNS-label-safe, the same in every process of a
-//! run. Public through [`crate::run`]: `testkit-runner` makes its ids here.
+//! Ids: run ids (short, lowercase, DNS-label-safe, the same in every process
+//! of a run; public through [`crate::run`], `testkit-runner` makes its ids
+//! here) and random ids for private names.
 
 /// Length of a generated run id.
 pub const RUN_ID_LEN: usize = 10;
@@ -45,6 +46,17 @@ pub fn run_id_from_seed(seed: &[u8]) -> String {
         hash /= 36;
     }
     id
+}
+
+/// `len` random lowercase letters and digits.
+pub(crate) fn random_id(len: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = vec![0u8; len];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
 }
 
 #[cfg(test)]
