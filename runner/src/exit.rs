@@ -32,7 +32,10 @@ pub(crate) const RUN: &[Row] = &[
         INCOMPLETE,
         "the run could not complete (the pod did not come up, the build failed)",
     ),
-    (BAD_ARGS, BAD_ARGS_MEANS),
+    (
+        BAD_ARGS,
+        "bad arguments, suite or handle, or a run id a live runner holds",
+    ),
     (
         INTERRUPTED,
         "interrupted (Ctrl-C or SIGTERM); cleanup and teardown still ran",

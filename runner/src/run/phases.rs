@@ -73,18 +73,18 @@ impl<'a> Run<'a> {
                 plan.results_dir.display()
             ))
         })?;
+        if let Some(dead) = plan.claim.taken_over() {
+            println!(
+                "run id {0}: taking over the secrets dir of run {0} from testkit-runner pid {1}, which is gone: {2}",
+                plan.run_id,
+                dead.pid,
+                plan.claim.dir().display()
+            );
+        }
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
-        let secrets_dir =
-            testkit_engine::run::create_secrets_dir(crate::verb::settings(), &plan.run_id)
-                .map_err(|e| {
-                    ExpectedError::bad_args(format_args!(
-                        "cannot create the run's private folder {}: {e}",
-                        testkit_engine::run::secrets_dir(crate::verb::settings(), &plan.run_id)
-                            .display()
-                    ))
-                })?;
+        let secrets_dir = plan.claim.dir().to_owned();
         Ok(Run {
             plan,
             log,

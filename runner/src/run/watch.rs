@@ -57,6 +57,9 @@ pub(crate) struct WatchArgs {
 /// The watchdog's life: read the runner's lines until the pipe closes, then
 /// end what the runner did not.
 pub(crate) fn watchdog(args: WatchArgs) -> u8 {
+    // The runner started this process: its pid is the one that claims the
+    // run id (see `secrets_dir` below).
+    let runner = nix::unistd::getppid().as_raw() as u32;
     let mut groups: Vec<(i32, Option<u64>)> = Vec::new();
     let mut released = false;
     for line in std::io::stdin().lock().lines() {
@@ -106,7 +109,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
                     r.processes,
                     r.removed.display()
                 );
-                for dir in [&args.record, &args.secrets_dir].into_iter().flatten() {
+                // A runner that took the run id over once the dead one's
+                // claim lapsed owns the secrets dir now: leave it.
+                let secrets = args.secrets_dir.as_ref().filter(|dir| {
+                    testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner)
+                });
+                for dir in [args.record.as_ref(), secrets].into_iter().flatten() {
                     if let Err(e) = std::fs::remove_dir_all(dir) {
                         if e.kind() != std::io::ErrorKind::NotFound {
                             eprintln!("watchdog: cannot remove {}: {e}", dir.display());

@@ -31,11 +31,23 @@ fn slow_run_with(
     pods: &Path,
     adjust: impl FnOnce(&mut std::process::Command),
 ) -> Running {
+    run_in_mode(suite, pods, "slow", adjust)
+}
+
+/// Starts `run` on the fixture suite in `mode` (`slow`, `hold`) with its own
+/// pods dir, `adjust` applied to the command last, and waits until the
+/// test of that mode is running (its flag, `<suite>/running.flag`, exists).
+fn run_in_mode(
+    suite: &Path,
+    pods: &Path,
+    mode: &str,
+    adjust: impl FnOnce(&mut std::process::Command),
+) -> Running {
     let flag = suite.join("running.flag");
     let mut command = runner();
     command
         .env("TESTKIT_PODS_DIR", pods)
-        .env("FIXTURE_MODE", "slow")
+        .env("FIXTURE_MODE", mode)
         .env("FIXTURE_FLAG", &flag)
         .arg("run")
         .arg(suite)
@@ -530,4 +542,116 @@ fn ctrl_c_reaches_a_runner_whose_stderr_is_gone() {
         .finish_within(Duration::from_secs(120))
         .expect("the interrupted run ended (the slow test waits 300 s otherwise)");
     assert_eq!(ran.code, 130, "{}", ran.stdout);
+}
+
+/// Lets the test of a `hold` run end: it waits for `<flag>.go`.
+fn release(suite: &Path) {
+    std::fs::write(suite.join("running.flag.go"), "go").unwrap();
+}
+
+/// The record of the test `name` in the results of `ran`.
+fn record_of(ran: &Ran, name: &str) -> serde_json::Value {
+    jsonl_under(&ran.results().join("records"))
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no record of {name}"))
+}
+
+/// A second `run --run-id X` while a runner with run id X is live is
+/// refused before it starts anything (exit 64), naming the id, the live
+/// runner's pid and what to do; the first run goes on undisturbed.
+#[test]
+fn a_run_id_in_use_by_a_live_runner_is_refused() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("dup");
+    let results = tempfile::tempdir().unwrap();
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(results.path());
+    });
+    let first = running.pid().as_raw();
+    let second_results = tempfile::tempdir().unwrap();
+    let second = runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .arg("run")
+        .arg(suite.path())
+        .args(["--run-id", &run_id, "-E", "test(capabilities_answer)"])
+        .arg("--handle-json")
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(second_results.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = Running(Some(second))
+        .finish_within(Duration::from_secs(240))
+        .expect("the second run ended");
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the first run ended");
+    assert_eq!(second.code, 64, "{}", second.stderr);
+    for what in [
+        format!("--run-id {run_id}"),
+        format!("pid {first}"),
+        "pick another run id".to_owned(),
+    ] {
+        assert!(second.stderr.contains(&what), "{what}: {}", second.stderr);
+    }
+    assert!(
+        !second_results.path().join("verdict.jsonl").exists(),
+        "the refused run started nothing"
+    );
+    assert_eq!(ran.code, 0, "the first run is undisturbed");
+    let record = record_of(&ran, "sandboxes::create_two");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+}
+
+/// The secrets dir of a runner that is gone is taken over, saying so: its
+/// claim names a pid that belongs to another process now (this test's, which
+/// started at another time).
+#[test]
+fn the_run_id_of_a_dead_runner_is_taken_over_saying_so() {
+    let suite = fixture("suite");
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("stale");
+    let scratch = tempfile::tempdir().unwrap();
+    let secrets = scratch.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let claim =
+        serde_json::json!({ "pid": std::process::id(), "start_ticks": 1, "run_id": run_id });
+    std::fs::write(secrets.join("runner.json"), claim.to_string()).unwrap();
+    let ran = Ran::from(
+        runner()
+            .env("TESTKIT_SECRETS_DIR", &secrets)
+            .arg("run")
+            .arg(suite.path())
+            .args(["--run-id", &run_id, "-E", "test(capabilities_answer)"])
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stdout.contains(&format!(
+            "taking over the secrets dir of run {run_id} from testkit-runner pid {}, which is gone",
+            std::process::id()
+        )),
+        "{}",
+        ran.stdout
+    );
 }
