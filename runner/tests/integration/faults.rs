@@ -549,6 +549,21 @@ fn release(suite: &Path) {
     std::fs::write(suite.join("running.flag.go"), "go").unwrap();
 }
 
+/// The names of the sandboxes of run `run_id` on `pod`.
+fn sandboxes_of(pod: &crate::CallerPod, run_id: &str) -> Vec<String> {
+    let (status, body) = pod.get(&format!("/api/sandboxes?prefix=ct-{run_id}-&limit=1000"));
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The record of the test `name` in the results of `ran`.
 fn record_of(ran: &Ran, name: &str) -> serde_json::Value {
     jsonl_under(&ran.results().join("records"))
@@ -557,6 +572,112 @@ fn record_of(ran: &Ran, name: &str) -> serde_json::Value {
         .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
         .find(|r| r["name"] == name)
         .unwrap_or_else(|| panic!("no record of {name}"))
+}
+
+/// `janitor --older-than` run while a test holds its sandboxes, journaled
+/// longer ago than that age, leaves the live run alone and says so; the
+/// test's own cleanup deletes them afterwards, and verifies that.
+#[test]
+fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let root = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("live");
+    let results = root.path().join(&run_id);
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(&results);
+    });
+    let held = sandboxes_of(&pod, &run_id);
+    // The journal's last entry must be older than the janitor's age (1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    let janitor = Ran::from(
+        runner()
+            .arg("janitor")
+            .arg("--suite")
+            .arg(suite.path())
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .args(["--older-than", "1s", "--results-root"])
+            .arg(root.path())
+            .output()
+            .unwrap(),
+    );
+    let after = sandboxes_of(&pod, &run_id);
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(held.len(), 2, "the test holds two sandboxes: {held:?}");
+    assert_eq!(after, held, "the janitor deleted a live run's sandboxes");
+    assert_eq!(janitor.code, 0, "{}", janitor.stderr);
+    assert!(
+        janitor
+            .stdout
+            .contains(&format!("skipped run {run_id}: it is live")),
+        "{}",
+        janitor.stdout
+    );
+    assert_eq!(ran.code, 0);
+    let record = record_of(&ran, "sandboxes::create_two");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+}
+
+/// Sandboxes someone else deleted while their test held them are not
+/// "deleted and verified" by the test's cleanup, whose first delete found
+/// them gone: the record says `gone_before_delete`, and so does the summary.
+#[test]
+fn sandboxes_deleted_by_someone_else_are_not_reported_as_verified() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("gone");
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file);
+    });
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let held = sandboxes_of(&pod, &run_id);
+    for name in &held {
+        let path = format!("/api/sandboxes/{name}");
+        let (status, body) = crate::http("DELETE", &pod.url(&path), Some(&token), None);
+        assert!(status < 300, "{status} {body}");
+    }
+    let gone = wait_for(Duration::from_secs(30), || {
+        held.iter()
+            .all(|n| pod.get(&format!("/api/sandboxes/{n}")).0 == 404)
+    });
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert!(gone, "the pod deleted {held:?}");
+    assert_eq!(held.len(), 2, "{held:?}");
+    let record = record_of(&ran, "sandboxes::create_two");
+    for r in record["resources"].as_array().unwrap() {
+        assert_eq!(r["state"], "gone_before_delete", "{record:#}");
+    }
+    assert_eq!(record["cleanup"], "gone_before_delete", "{record:#}");
+    assert!(
+        ran.stdout.contains("gone before") && ran.stdout.contains("sandboxes::create_two"),
+        "{}",
+        ran.stdout
+    );
 }
 
 /// A second `run --run-id X` while a runner with run id X is live is
