@@ -30,7 +30,7 @@ pub(crate) const RUN: &[Row] = &[
     ),
     (
         INCOMPLETE,
-        "the run could not complete (the pod did not come up, the build failed)",
+        "the run could not complete (the pod did not come up or was stopped, the build failed)",
     ),
     (
         BAD_ARGS,

@@ -84,6 +84,8 @@ impl<'a> Run<'a> {
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
+        // Word of an earlier run's `pod down` is not about this run's pod.
+        let _ = std::fs::remove_file(crate::pod_cmd::stopped_by_file(&plan.results_dir));
         let secrets_dir = plan.claim.dir().to_owned();
         Ok(Run {
             plan,
@@ -192,7 +194,8 @@ impl<'a> Run<'a> {
             .health()
             .unwrap_or(&self.plan.config.pod.health_path)
             .to_owned();
-        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health) {
+        let run = crate::pod_cmd::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health, run) {
             Ok(dir) => Some(dir),
             Err(e) => {
                 // Still stopped by the watchdog; only `pod ls` will not show it.
@@ -209,11 +212,12 @@ impl<'a> Run<'a> {
             }
             return Err(e);
         }
-        self.watch = Some(PodWatch::start(p));
+        self.watch = Some(PodWatch::start(p, &self.plan.results_dir));
         Ok(())
     }
 
-    /// Whether the pod crashed; the first time, its own verdict, `pod`.
+    /// Whether the pod crashed or was stopped by `pod down`; the first time,
+    /// its own verdict, `pod`.
     pub(super) fn pod_crashed(&mut self) -> bool {
         if self.crash.is_some() {
             return true;
@@ -375,6 +379,7 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         if self.pod_crashed() {
+            let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
             // Nothing can be swept, but the journal still says what was left.
             let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
             let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
@@ -382,12 +387,12 @@ impl<'a> Run<'a> {
                 .filter(|o| o.run == self.plan.run_id)
                 .map(|o| {
                     format!(
-                        "{} `{}`: left on the crashed pod (the journal has no verified delete)",
+                        "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
                         o.kind, o.name
                     )
                 })
                 .collect();
-            let what = if leaks.is_empty() {
+            let left = if leaks.is_empty() {
                 "the journal names nothing left".to_owned()
             } else {
                 format!(
@@ -398,7 +403,7 @@ impl<'a> Run<'a> {
             };
             self.decide(PhaseResult::skip(
                 "residue",
-                format!("the pod crashed (see `pod`): nothing can be listed on it; {what}"),
+                format!("{what} (see `pod`): nothing can be listed on it; {left}"),
             ));
             return leaks;
         }

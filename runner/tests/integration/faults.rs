@@ -776,3 +776,48 @@ fn the_run_id_of_a_dead_runner_is_taken_over_saying_so() {
         ran.stdout
     );
 }
+
+/// `pod down` of a pod a run is using says which run it interrupts (the
+/// run id and its runner's pid); the run names the stop as a stop by `pod
+/// down` and its pid, never as a crash.
+#[test]
+fn pod_down_mid_run_is_named_as_a_stop_and_names_the_run_it_interrupts() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("down");
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args(["--run-id", &run_id, "-E", "test(create_two)"]);
+    });
+    let runner_pid = running.pid().as_raw();
+    let (name, _, _) = the_pod(pods.path());
+    let down = runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .args(["pod", "down", &name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let down_pid = down.id();
+    let down = Ran::from(down.wait_with_output().unwrap());
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    let said = format!("{}{}", down.stdout, down.stderr);
+    assert!(
+        said.contains(&format!("run {run_id}")) && said.contains(&format!("pid {runner_pid}")),
+        "{said}"
+    );
+    assert_eq!(ran.code, 2, "the run could not complete");
+    let (verdict, evidence) = ran.verdict("pod");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains(&format!(
+            "the pod was stopped by `pod down` (pid {down_pid}) mid-run"
+        )),
+        "{evidence}"
+    );
+    assert!(!evidence.contains("crash"), "{evidence}");
+    assert!(!ran.stdout.contains("the pod crashed"), "{}", ran.stdout);
+}
