@@ -30,9 +30,12 @@ pub(crate) const RUN: &[Row] = &[
     ),
     (
         INCOMPLETE,
-        "the run could not complete (the pod did not come up, the build failed)",
+        "the run could not complete (the pod did not come up or was stopped, the build failed)",
     ),
-    (BAD_ARGS, BAD_ARGS_MEANS),
+    (
+        BAD_ARGS,
+        "bad arguments, suite or handle, or a run id a live runner holds",
+    ),
     (
         INTERRUPTED,
         "interrupted (Ctrl-C or SIGTERM); cleanup and teardown still ran",
@@ -40,10 +43,13 @@ pub(crate) const RUN: &[Row] = &[
 ];
 
 pub(crate) const JANITOR: &[Row] = &[
-    (OK, "every leftover found was deleted and verified gone"),
+    (
+        OK,
+        "every leftover found was deleted and verified gone (live runs are skipped, saying so)",
+    ),
     (
         VERIFY_FAILED,
-        "a leftover could not be deleted or verified gone, or a listing failed",
+        "a leftover could not be deleted or verified gone, a listing failed, or the run of --run is live",
     ),
     (INCOMPLETE, "the pod could not be reached"),
     (BAD_ARGS, BAD_ARGS_MEANS),

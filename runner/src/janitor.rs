@@ -2,7 +2,10 @@
 //! or of every run under a results root whose journals are older than an
 //! age (`--older-than 1h`): first by exact name from the run's journals,
 //! then by listing each resource kind by the run's prefix. A name that does
-//! not carry the run id is never deleted.
+//! not carry the run id is never deleted, and a live run is never touched:
+//! one whose runner still runs (its claim on the run id: pid and start
+//! time), or whose journal a process that still runs wrote (a test holding
+//! a resource for longer than `--older-than`, its reaper).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,7 +28,7 @@ pub(crate) struct JanitorArgs {
     /// `<results>/pod/handle.json`).
     #[arg(long, value_name = "FILE")]
     handle_json: Option<PathBuf>,
-    /// Clean up this run.
+    /// Clean up this run; refused (exit 1) while it is live.
     #[arg(long, value_name = "ID")]
     run: Option<String>,
     /// The run's results folder, whose journals name what it created (and
@@ -33,7 +36,9 @@ pub(crate) struct JanitorArgs {
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
     /// Clean up every run under `--results-root` last journaled longer ago
-    /// than this (e.g. `1h`, `30m`).
+    /// than this (e.g. `1h`, `30m`). A run that is live (its runner, or a
+    /// process that wrote its journal, still runs) is skipped, saying so,
+    /// however old its journal.
     #[arg(long, value_name = "AGE", value_parser = parse_duration)]
     older_than: Option<Duration>,
     /// The folder holding one results folder per run (default:
@@ -104,8 +109,19 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         Some(run) => pod.for_run(run),
         None => pod,
     };
-    let report =
-        testkit_engine::resource::janitor(&pod, &kinds, &config.suite.name_prefix, &target).await;
+    let report = testkit_engine::resource::janitor_with(
+        &pod,
+        &kinds,
+        &config.suite.name_prefix,
+        &target,
+        Some(crate::verb::settings()),
+    )
+    .await;
+    for (run, why) in &report.skipped_live {
+        println!(
+            "skipped run {run}: it is live ({why}); the janitor leaves a live run alone: run it again once that run has ended"
+        );
+    }
     for item in &report.deleted {
         println!("deleted {} `{}` (verified gone)", item.kind, item.name);
     }
@@ -122,13 +138,16 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         println!("error: {e}");
     }
     println!(
-        "janitor: {} found, {} deleted, {} could not be deleted, {} left alone",
+        "janitor: {} found, {} deleted, {} could not be deleted, {} left alone, {} live runs skipped",
         report.found.len(),
         report.deleted.len(),
         report.leaked.len(),
-        report.refused.len()
+        report.refused.len(),
+        report.skipped_live.len()
     );
-    if report.is_clean() {
+    // Asked for one run by name, the janitor did not do it: not a success.
+    let refused_run = args.run.is_some() && !report.skipped_live.is_empty();
+    if report.is_clean() && !refused_run {
         Ok(())
     } else {
         Err(ExpectedError::ChecksReported)

@@ -194,12 +194,7 @@ pub fn outcome_name(outcome: Outcome) -> &'static str {
 }
 
 fn cleanup_name(state: testkit_engine::report::CleanupState) -> &'static str {
-    match state {
-        testkit_engine::report::CleanupState::Nothing => "nothing",
-        testkit_engine::report::CleanupState::Verified => "verified",
-        testkit_engine::report::CleanupState::Kept => "kept",
-        testkit_engine::report::CleanupState::Failed => "failed",
-    }
+    state.as_str()
 }
 
 /// Merges the results of several shards, binaries or machines into one

@@ -6,7 +6,10 @@
 //! else `$XDG_STATE_HOME/testkit/pods`, else `~/.local/state/testkit/pods`.
 //! A pod that went away without `down` (a crash, `kill -9`, a reboot) shows
 //! as dead in `ls`, and `down` reclaims what it left. A pod `run` started
-//! is listed too, while the run goes on (its folder has `pod.json` only).
+//! is listed too, while the run goes on (its folder has `pod.json` only,
+//! naming the run): `down` of such a pod says which run it interrupts, and
+//! leaves word in the run's results folder (`pod/stopped-by.json`) so that
+//! the run names the stop as a stop, not as a crash.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -35,7 +38,9 @@ pub(crate) enum PodCommand {
     /// List pods, dead ones included.
     #[command(after_help = exit::help(exit::POD_LS))]
     Ls,
-    /// Stop a pod (or reclaim a dead one) and verify it is gone.
+    /// Stop a pod (or reclaim a dead one) and verify it is gone. A pod a
+    /// live `testkit-runner run` is using is stopped too: `down` says which
+    /// run it interrupts, and that run reports its pod stopped by `pod down`.
     #[command(after_help = exit::help(exit::POD_DOWN))]
     Down {
         /// The pod's name, as `pod ls` shows it.
@@ -69,6 +74,61 @@ struct PodRecord {
     logs_dir: PathBuf,
     health_path: String,
     started_at: u64,
+    /// The run using the pod, when `run` started it (absent in records of
+    /// `pod up`, and of older runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<RunOfPod>,
+}
+
+/// The run a pod was started for: who to warn, and where to say it was
+/// stopped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct RunOfPod {
+    pub(crate) run_id: String,
+    /// The runner's pid, with its start time: a later process of the same
+    /// pid is not the runner.
+    pub(crate) runner_pid: u32,
+    pub(crate) runner_start_ticks: Option<u64>,
+    pub(crate) results_dir: PathBuf,
+}
+
+impl RunOfPod {
+    /// The run of this process (the runner).
+    pub(crate) fn this_runner(run_id: &str, results_dir: &std::path::Path) -> RunOfPod {
+        let pid = std::process::id();
+        RunOfPod {
+            run_id: run_id.to_owned(),
+            runner_pid: pid,
+            runner_start_ticks: testkit_engine::process::start_ticks(pid as i32),
+            results_dir: results_dir.to_owned(),
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        self.runner_start_ticks
+            .is_some_and(|t| testkit_engine::process::is_running(self.runner_pid as i32, t))
+    }
+}
+
+/// Where `pod down` says it stopped a run's pod: `<results>/pod/stopped-by.json`.
+pub(crate) fn stopped_by_file(results_dir: &std::path::Path) -> PathBuf {
+    results_dir.join("pod").join("stopped-by.json")
+}
+
+/// What `pod down` leaves in the results folder of the run it interrupts.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct StoppedBy {
+    /// The pid of the `pod down` that stopped the pod.
+    pub(crate) pid: u32,
+    /// When, in seconds since the Unix epoch.
+    pub(crate) at: u64,
+}
+
+/// The word of a `pod down` that stopped the pod of the run whose results
+/// folder is `results_dir`, if one did.
+pub(crate) fn stopped_by(results_dir: &std::path::Path) -> Option<StoppedBy> {
+    let bytes = std::fs::read(stopped_by_file(results_dir)).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 fn pods_dir() -> PathBuf {
@@ -137,7 +197,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         let handle_path = dir.join("handle.json");
         launched.handle.write_file(&handle_path)?;
         let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
-        write_record(&dir, &launched, health_path, dir.join("logs"))?;
+        write_record(&dir, &launched, health_path, dir.join("logs"), None)?;
         Ok(handle_path)
     })();
     let handle_path = match result {
@@ -196,6 +256,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
 pub(crate) fn record_run_pod(
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
+    run: RunOfPod,
 ) -> std::io::Result<PathBuf> {
     let name = launched.handle.name();
     let dir = pods_dir().join(name);
@@ -206,7 +267,13 @@ pub(crate) fn record_run_pod(
         )));
     }
     std::fs::create_dir_all(&dir)?;
-    write_record(&dir, launched, health_path, launched.logs_dir.clone())?;
+    write_record(
+        &dir,
+        launched,
+        health_path,
+        launched.logs_dir.clone(),
+        Some(run),
+    )?;
     Ok(dir)
 }
 
@@ -216,6 +283,7 @@ fn write_record(
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
     logs_dir: PathBuf,
+    run: Option<RunOfPod>,
 ) -> std::io::Result<()> {
     let record = PodRecord {
         name: launched.handle.name().to_owned(),
@@ -228,6 +296,7 @@ fn write_record(
         logs_dir,
         health_path: health_path.to_owned(),
         started_at: now(),
+        run,
     };
     std::fs::write(
         dir.join("pod.json"),
@@ -353,6 +422,32 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
 async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     let (dir, rec) = find(name)?;
     let was_alive = testkit_engine::process::is_alive(rec.pgid, rec.start_ticks);
+    // A run still using the pod is interrupted by this: say so, and tell the
+    // run (before the pod exits) that its pod was stopped, not crashed.
+    let interrupted = rec.run.as_ref().filter(|r| was_alive && r.is_live());
+    if let Some(run) = interrupted {
+        eprintln!(
+            "testkit-runner: pod {name} is in use by run {} (testkit-runner pid {}, results {}): stopping it interrupts that run",
+            run.run_id,
+            run.runner_pid,
+            run.results_dir.display()
+        );
+        let word = StoppedBy {
+            pid: std::process::id(),
+            at: now(),
+        };
+        let file = stopped_by_file(&run.results_dir);
+        let written = serde_json::to_vec(&word)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&file, bytes));
+        if let Err(e) = written {
+            eprintln!(
+                "testkit-runner: cannot tell run {} that its pod was stopped ({}: {e}): it will report a crash",
+                run.run_id,
+                file.display()
+            );
+        }
+    }
     match pod::stop_recorded(
         rec.pgid,
         rec.start_ticks,
@@ -381,6 +476,14 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
                 report.removed.display(),
                 report.duration
             );
+            if let Some(run) = interrupted {
+                println!(
+                    "run {} (testkit-runner pid {}) was using it: that run is interrupted, and reports its pod stopped by `pod down` (pid {})",
+                    run.run_id,
+                    run.runner_pid,
+                    std::process::id()
+                );
+            }
             Ok(())
         }
         Err(e @ (StopError::Survivors { .. } | StopError::HomeSurvived { .. })) => {

@@ -64,6 +64,13 @@ impl RunSummary<'_> {
         })
     }
 
+    /// The line that names tests whose resources something else deleted
+    /// before their cleanup could (`gone_before_delete`), when any did.
+    fn gone_before_delete(&self) -> Option<String> {
+        let s = self.tests.filter(|s| !s.gone_before_delete.is_empty())?;
+        Some(gone_before_delete_line(s))
+    }
+
     /// The browser phase's line, when a test opened a browser.
     fn browser(&self) -> Option<String> {
         let s = self.tests.filter(|s| s.browser_tests > 0)?;
@@ -90,6 +97,9 @@ impl RunSummary<'_> {
         }
         if let Some(browser) = self.browser() {
             let _ = writeln!(out, "  {browser}");
+        }
+        if let Some(gone) = self.gone_before_delete() {
+            let _ = writeln!(out, "  {gone}");
         }
         if let Some(s) = self.tests {
             for issue in &s.known_issues {
@@ -196,6 +206,9 @@ pub(crate) fn tests_markdown(out: &mut String, s: &Summary, failures: &[(String,
         "| {} | {} | {} | {} | {} |",
         s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
     );
+    if !s.gone_before_delete.is_empty() {
+        let _ = writeln!(out, "\n{}", md_cell(&gone_before_delete_line(s)));
+    }
     if !failures.is_empty() {
         let _ = writeln!(out, "\nFailed:\n");
         for (name, why) in failures.iter().take(MAX_FAILURES) {
@@ -223,6 +236,18 @@ pub(crate) fn tests_markdown(out: &mut String, s: &Summary, failures: &[(String,
             );
         }
     }
+}
+
+/// `gone before delete: …`: the tests whose cleanup found a resource already
+/// gone, so that a resource someone else deleted is not taken for one the
+/// test's cleanup deleted and verified.
+fn gone_before_delete_line(s: &Summary) -> String {
+    let n = s.gone_before_delete.len();
+    format!(
+        "gone before delete: {n} test{} found resources already gone when cleanup came to delete them (something else deleted them; their cleanup verified nothing): {}",
+        if n == 1 { "" } else { "s" },
+        s.gone_before_delete.join(", ")
+    )
 }
 
 /// On GitHub Actions, the job's page shows what is appended to the file

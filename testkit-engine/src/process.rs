@@ -169,6 +169,12 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     stat(pid).map(|s| s.3)
 }
 
+/// Whether `pid` runs (not a zombie) and is the process that started at
+/// `ticks`: a later process given the same pid is not it.
+pub fn is_running(pid: i32, ticks: u64) -> bool {
+    alive_with(pid, ticks)
+}
+
 fn alive_with(pid: i32, ticks: u64) -> bool {
     stat(pid).is_some_and(|(state, _, _, t)| state != 'Z' && state != 'X' && t == ticks)
 }

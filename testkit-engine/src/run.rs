@@ -117,6 +117,176 @@ pub fn create_secrets_dir(settings: &Settings, run_id: &str) -> std::io::Result<
     Ok(dir)
 }
 
+/// The file in a run's [`secrets_dir`] by which a `testkit-runner` claims
+/// the run id: JSON, a [`Claimant`], locked (`flock`) by the runner for as
+/// long as it lives.
+pub const CLAIM_FILE: &str = "runner.json";
+
+/// The runner that claims a run id, as its [`CLAIM_FILE`] says.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Claimant {
+    /// The runner's pid.
+    pub pid: u32,
+    /// When it started, in clock ticks since boot: with the pid, what tells
+    /// it from a later process given the same pid.
+    #[serde(default)]
+    pub start_ticks: Option<u64>,
+    /// The run id it claims.
+    #[serde(default)]
+    pub run_id: String,
+    /// Its results folder.
+    #[serde(default)]
+    pub results_dir: Option<PathBuf>,
+}
+
+impl Claimant {
+    /// Whether the runner still runs: the same pid, started at the same
+    /// time. A claim without a start time cannot be told from a reused pid,
+    /// and counts as dead.
+    pub fn is_live(&self) -> bool {
+        self.start_ticks
+            .is_some_and(|t| crate::process::is_running(self.pid as i32, t))
+    }
+}
+
+/// The claim in the secrets dir `dir`, when there is a readable one.
+pub fn read_claim(dir: &Path) -> Option<Claimant> {
+    let bytes = std::fs::read(dir.join(CLAIM_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The live runner that claims `run_id`, if one does.
+pub fn live_runner(settings: &Settings, run_id: &str) -> Option<Claimant> {
+    read_claim(&secrets_dir(settings, run_id))
+        .filter(|c| c.is_live() && c.pid != std::process::id())
+}
+
+/// A run id this process holds: its secrets dir, created, and the claim in
+/// it, locked until the value is dropped (or the process ends, however it
+/// ends: the kernel releases the lock).
+#[derive(Debug)]
+pub struct RunClaim {
+    dir: PathBuf,
+    taken_over: Option<Claimant>,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl RunClaim {
+    /// The run's secrets dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The runner whose claim this one replaced: it is gone, and what it
+    /// left in the secrets dir (its handle, its session) was removed.
+    pub fn taken_over(&self) -> Option<&Claimant> {
+        self.taken_over.as_ref()
+    }
+}
+
+/// Why [`claim_run`] could not claim a run id.
+#[derive(Debug)]
+pub enum ClaimError {
+    /// A live runner holds it.
+    InUse {
+        /// That runner.
+        holder: Claimant,
+        /// The secrets dir they would share.
+        dir: PathBuf,
+    },
+    /// The secrets dir or its claim file could not be made or written.
+    Io {
+        /// The secrets dir.
+        dir: PathBuf,
+        /// What failed.
+        error: std::io::Error,
+    },
+}
+
+/// Claims `run_id` for this process (a `testkit-runner` whose results go to
+/// `results_dir`): creates the run's [`secrets_dir`], locks its
+/// [`CLAIM_FILE`] and writes this process into it. A run id that a live
+/// runner holds is refused ([`ClaimError::InUse`]); the claim of a runner
+/// that is gone is taken over, and what it left removed. Test processes do
+/// not claim: all of a run's share its id.
+pub fn claim_run(
+    settings: &Settings,
+    run_id: &str,
+    results_dir: &Path,
+) -> Result<RunClaim, ClaimError> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = secrets_dir(settings, run_id);
+    let io = |error: std::io::Error| ClaimError::Io {
+        dir: dir.clone(),
+        error,
+    };
+    create_secrets_dir(settings, run_id).map_err(io)?;
+    let path = dir.join(CLAIM_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io)?;
+    let unknown = || Claimant {
+        pid: 0,
+        start_ticks: None,
+        run_id: run_id.to_owned(),
+        results_dir: None,
+    };
+    let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            return Err(ClaimError::InUse {
+                holder: read_claim(&dir).unwrap_or_else(unknown),
+                dir,
+            })
+        }
+        Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
+    };
+    let before = read_claim(&dir);
+    // The lock says the holder is gone; its pid and start time say so too
+    // where a lock cannot be trusted (a network file system).
+    if let Some(holder) = before.as_ref().filter(|c| c.is_live()) {
+        return Err(ClaimError::InUse {
+            holder: holder.clone(),
+            dir,
+        });
+    }
+    if before.is_some() {
+        // A dead run's credentials, for a pod that is gone: never this run's.
+        for stale in ["handle.json", "session.json"] {
+            match std::fs::remove_file(dir.join(stale)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(e)),
+                _ => {}
+            }
+        }
+    }
+    let pid = std::process::id();
+    let me = Claimant {
+        pid,
+        start_ticks: crate::process::start_ticks(pid as i32),
+        run_id: run_id.to_owned(),
+        results_dir: Some(results_dir.to_owned()),
+    };
+    let json = serde_json::to_vec(&me).map_err(|e| io(std::io::Error::other(e)))?;
+    lock.set_len(0).map_err(io)?;
+    (&*lock)
+        .write_all(&json)
+        .and_then(|()| (&*lock).flush())
+        .map_err(io)?;
+    Ok(RunClaim {
+        dir,
+        taken_over: before,
+        _lock: lock,
+    })
+}
+
 /// `<results>/artifacts/<binary>/<test>`: a test's artifacts folder, the
 /// test's full name made file-name-safe (`smoke::create` → `smoke__create`).
 pub fn artifacts_dir(results_dir: &Path, binary: &str, test: &str) -> PathBuf {

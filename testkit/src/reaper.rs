@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::engine::resource::{journal, Event, Journal, JournalEntry, ResourceRef};
+use crate::engine::resource::{journal, Event, Gone, Journal, JournalEntry, ResourceRef};
 use crate::engine::settings::var;
 
 /// How long a test process waits for its reaper to exit after `done`.
@@ -150,7 +150,8 @@ pub(crate) fn reaper_main(journal: PathBuf, parent: &str) -> ExitCode {
 }
 
 async fn reap(path: PathBuf) -> ExitCode {
-    let todo = journal::outstanding(&journal::read_file(&path));
+    let entries = journal::read_file(&path);
+    let todo = journal::outstanding(&entries);
     if todo.is_empty() {
         eprintln!("testkit reaper: nothing to reap");
         return ExitCode::SUCCESS;
@@ -185,6 +186,15 @@ async fn reap(path: PathBuf) -> ExitCode {
         ..
     } in todo.into_iter().rev()
     {
+        // Gone before the reaper's delete says something else deleted it
+        // only of a resource that was created and that no delete of the
+        // test process's was accepted for.
+        let events = |event: Event| {
+            entries
+                .iter()
+                .any(|e| e.kind == kind_name && e.name == name && e.event == event)
+        };
+        let others_deleted = events(Event::Created) && !events(Event::Deleted);
         let (k, n, r) = (kind_name.clone(), name.clone(), run.clone());
         let note = move |event: Event, detail: Option<String>| {
             let entry = JournalEntry::new(event, &k, &n, &r, "", detail);
@@ -211,8 +221,18 @@ async fn reap(path: PathBuf) -> ExitCode {
             match crate::engine::resource::delete::delete_and_verify(pod, spec, &target, || note(Event::Deleted, None), &log)
                 .await
             {
-                Ok(()) => {
+                Ok(Gone::Verified) => {
                     eprintln!("testkit reaper: deleted {kind_name} `{name}` (verified gone)");
+                    note(Event::Reaped, None);
+                    true
+                }
+                Ok(_) if others_deleted => {
+                    eprintln!("testkit reaper: {kind_name} `{name}` was already gone: something else deleted it");
+                    note(Event::GoneBeforeDelete, None);
+                    true
+                }
+                Ok(_) => {
+                    eprintln!("testkit reaper: {kind_name} `{name}` is gone (verified)");
                     note(Event::Reaped, None);
                     true
                 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::report::{CleanupState, ResourceRecord, ResourceState};
-use crate::engine::resource::{budget, groups, names, Event, JournalEntry};
+use crate::engine::resource::{budget, groups, names, Event, Gone, JournalEntry};
 use crate::engine::settings::Keep;
 use crate::engine::wait::Secs;
 use crate::log::Log;
@@ -207,7 +207,7 @@ impl Inner {
         match crate::engine::resource::delete::delete_and_verify(pod, spec, &target, deleted, &log)
             .await
         {
-            Ok(()) => {
+            Ok(Gone::Verified) => {
                 self.journal(Event::Verified, &t.kind, &t.name, None);
                 self.set_state(&t.kind, &t.name, ResourceState::Deleted);
                 self.log
@@ -215,8 +215,43 @@ impl Inner {
                 settled();
                 None
             }
+            Ok(_) if !self.was_created(&t.kind, &t.name) => {
+                // Its creation was never answered, or failed: a first delete
+                // that finds nothing says it never existed, not that
+                // something else deleted it.
+                self.journal(Event::Verified, &t.kind, &t.name, None);
+                self.set_state(&t.kind, &t.name, ResourceState::Deleted);
+                self.log.push(format!(
+                    "{} `{}` is gone (verified): its creation was not answered, and there was nothing to delete",
+                    t.kind, t.name
+                ));
+                settled();
+                None
+            }
+            Ok(_) => {
+                // Gone, but not by this cleanup: whatever deleted it (a
+                // janitor, another run, the product) is worth knowing, and
+                // "verified" would say this cleanup did it.
+                self.journal(Event::GoneBeforeDelete, &t.kind, &t.name, None);
+                self.set_state(&t.kind, &t.name, ResourceState::GoneBeforeDelete);
+                self.log.push(format!(
+                    "{} `{}` was gone before cleanup deleted it: something else deleted it (gone_before_delete)",
+                    t.kind, t.name
+                ));
+                settled();
+                None
+            }
             Err(crate::engine::resource::delete::Leak(why)) => Some(self.leaked(t, why)),
         }
+    }
+
+    /// Whether the creating request of `kind` `name` succeeded.
+    fn was_created(&self, kind: &str, name: &str) -> bool {
+        lock(&self.records)
+            .iter()
+            .rev()
+            .find(|r| r.kind == kind && r.name == name)
+            .is_some_and(|r| r.state == ResourceState::Created)
     }
 
     fn leaked(&self, t: &Tracked, why: String) -> String {
@@ -408,6 +443,11 @@ impl Tracker {
             CleanupState::Failed
         } else if !kept.is_empty() {
             CleanupState::Kept
+        } else if resources
+            .iter()
+            .any(|r| r.state == ResourceState::GoneBeforeDelete)
+        {
+            CleanupState::GoneBeforeDelete
         } else {
             CleanupState::Verified
         };

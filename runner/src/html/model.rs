@@ -174,6 +174,7 @@ fn event_word(event: Event) -> &'static str {
         Event::Kept => "kept",
         Event::Forgotten => "deleted by the test",
         Event::Reaped => "reaped",
+        Event::GoneBeforeDelete => "gone before its delete (something else deleted it)",
         _ => "unknown",
     }
 }

@@ -54,7 +54,9 @@ pub(crate) struct RunArgs {
     /// Leave the pod running after the run, and say how to reach and stop it.
     #[arg(long)]
     keep: bool,
-    /// Use this run id (1-16 of a-z0-9) instead of a fresh one.
+    /// Use this run id (1-16 of a-z0-9) instead of a fresh one. Refused
+    /// (exit 64) while another runner with this id is live; the secrets dir
+    /// of a run whose runner is gone is taken over, saying so.
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
     /// Show the test engine's output instead of keeping it in `tests.log`.

@@ -76,18 +76,20 @@ impl<'a> Run<'a> {
                 plan.results_dir.display()
             ))
         })?;
+        if let Some(dead) = plan.claim.taken_over() {
+            println!(
+                "run id {0}: taking over the secrets dir of run {0} from testkit-runner pid {1}, which is gone: {2}",
+                plan.run_id,
+                dead.pid,
+                plan.claim.dir().display()
+            );
+        }
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
-        let secrets_dir =
-            testkit_engine::run::create_secrets_dir(crate::verb::settings(), &plan.run_id)
-                .map_err(|e| {
-                    ExpectedError::bad_args(format_args!(
-                        "cannot create the run's private folder {}: {e}",
-                        testkit_engine::run::secrets_dir(crate::verb::settings(), &plan.run_id)
-                            .display()
-                    ))
-                })?;
+        // Word of an earlier run's `pod down` is not about this run's pod.
+        let _ = std::fs::remove_file(crate::pod_cmd::stopped_by_file(&plan.results_dir));
+        let secrets_dir = plan.claim.dir().to_owned();
         Ok(Run {
             plan,
             log,
@@ -196,7 +198,8 @@ impl<'a> Run<'a> {
             .health()
             .unwrap_or(&self.plan.config.pod.health_path)
             .to_owned();
-        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health) {
+        let run = crate::pod_cmd::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health, run) {
             Ok(dir) => Some(dir),
             Err(e) => {
                 // Still stopped by the watchdog; only `pod ls` will not show it.
@@ -213,11 +216,12 @@ impl<'a> Run<'a> {
             }
             return Err(e);
         }
-        self.watch = Some(PodWatch::start(p));
+        self.watch = Some(PodWatch::start(p, &self.plan.results_dir));
         Ok(())
     }
 
-    /// Whether the pod crashed; the first time, its own verdict, `pod`.
+    /// Whether the pod crashed or was stopped by `pod down`; the first time,
+    /// its own verdict, `pod`.
     pub(super) fn pod_crashed(&mut self) -> bool {
         if self.crash.is_some() {
             return true;
@@ -379,6 +383,7 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         if self.pod_crashed() {
+            let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
             // Nothing can be swept, but the journal still says what was left.
             let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
             let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
@@ -386,12 +391,12 @@ impl<'a> Run<'a> {
                 .filter(|o| o.run == self.plan.run_id)
                 .map(|o| {
                     format!(
-                        "{} `{}`: left on the crashed pod (the journal has no verified delete)",
+                        "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
                         o.kind, o.name
                     )
                 })
                 .collect();
-            let what = if leaks.is_empty() {
+            let left = if leaks.is_empty() {
                 "the journal names nothing left".to_owned()
             } else {
                 format!(
@@ -402,7 +407,7 @@ impl<'a> Run<'a> {
             };
             self.decide(PhaseResult::skip(
                 "residue",
-                format!("the pod crashed (see `pod`): nothing can be listed on it; {what}"),
+                format!("{what} (see `pod`): nothing can be listed on it; {left}"),
             ));
             return leaks;
         }

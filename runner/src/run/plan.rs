@@ -1,6 +1,7 @@
 //! What a run will do, decided from its arguments before anything starts:
 //! every usage error (exit 64) is found here, so a run that gets past this
-//! point has a suite, a config, a run id and a results folder.
+//! point has a suite, a config, a run id it holds alone and a results
+//! folder.
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,9 @@ pub(super) struct Plan {
     pub(super) results_dir: PathBuf,
     pub(super) show_output: bool,
     pub(super) extra: Vec<String>,
+    /// The run id, held for as long as the run goes on: no other runner
+    /// can run with it meanwhile.
+    pub(super) claim: testkit_engine::run::RunClaim,
 }
 
 impl Plan {
@@ -120,6 +124,10 @@ impl Plan {
             )));
         }
         let results_dir = results_dir.canonicalize().unwrap_or(results_dir);
+        // Last, so that no other mistake leaves a claim behind; before the
+        // run writes anything, so that a run id in use has nothing of the
+        // live run's overwritten (its results folder may be this one).
+        let claim = claim_run_id(&run_id, &results_dir)?;
         Ok(Plan {
             suite_dir,
             config,
@@ -134,7 +142,39 @@ impl Plan {
             results_dir,
             show_output: args.show_output,
             extra: args.extra,
+            claim,
         })
+    }
+}
+
+/// Claims `run_id` for this runner. Two runs of one id would share its
+/// secrets dir (the pod handle the tests read, their session) and its
+/// resource names, and the first to end would delete the other's handle: a
+/// run id a live runner holds is refused. Test processes under plain
+/// nextest share a run id without claiming it: only runners are exclusive.
+fn claim_run_id(
+    run_id: &str,
+    results_dir: &Path,
+) -> Result<testkit_engine::run::RunClaim, ExpectedError> {
+    use testkit_engine::run::ClaimError;
+    match testkit_engine::run::claim_run(crate::verb::settings(), run_id, results_dir) {
+        Ok(claim) => Ok(claim),
+        Err(ClaimError::InUse { holder, dir }) => {
+            let results = holder
+                .results_dir
+                .as_deref()
+                .map(|d| format!(", results {}", d.display()))
+                .unwrap_or_default();
+            Err(ExpectedError::bad_args(format_args!(
+                "--run-id {run_id} is in use: testkit-runner pid {}{results} is running with it, and two runs of one id would share its secrets dir {} and its resource names; pick another run id (or drop --run-id for a fresh one), or wait for that run to end",
+                holder.pid,
+                dir.display()
+            )))
+        }
+        Err(ClaimError::Io { dir, error }) => Err(ExpectedError::bad_args(format_args!(
+            "cannot claim run id {run_id} in its private folder {}: {error}",
+            dir.display()
+        ))),
     }
 }
 

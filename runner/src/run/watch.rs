@@ -11,8 +11,10 @@
 //! drained, and removes the pod's private dir and its `pod ls` record.
 //!
 //! The crash watch: while the run goes on, the pod's process is polled; an
-//! exit nobody asked for is a verdict of its own, and what the pod's tree
-//! held is remembered, so that teardown ends what outlived the pod.
+//! exit the runner did not ask for is a verdict of its own, and what the
+//! pod's tree held is remembered, so that teardown ends what outlived the
+//! pod. An exit is a crash unless `testkit-runner pod down` left word in the
+//! results folder that it stopped the pod: then it is named as that stop.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
@@ -57,6 +59,9 @@ pub(crate) struct WatchArgs {
 /// The watchdog's life: read the runner's lines until the pipe closes, then
 /// end what the runner did not.
 pub(crate) fn watchdog(args: WatchArgs) -> u8 {
+    // The runner started this process: its pid is the one that claims the
+    // run id (see `secrets_dir` below).
+    let runner = nix::unistd::getppid().as_raw() as u32;
     let mut groups: Vec<(i32, Option<u64>)> = Vec::new();
     let mut released = false;
     for line in std::io::stdin().lock().lines() {
@@ -106,7 +111,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
                     r.processes,
                     r.removed.display()
                 );
-                for dir in [&args.record, &args.secrets_dir].into_iter().flatten() {
+                // A runner that took the run id over once the dead one's
+                // claim lapsed owns the secrets dir now: leave it.
+                let secrets = args.secrets_dir.as_ref().filter(|dir| {
+                    testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner)
+                });
+                for dir in [args.record.as_ref(), secrets].into_iter().flatten() {
                     if let Err(e) = std::fs::remove_dir_all(dir) {
                         if e.kind() != std::io::ErrorKind::NotFound {
                             eprintln!("watchdog: cannot remove {}: {e}", dir.display());
@@ -188,11 +198,15 @@ pub(crate) fn disarm() {
     SWITCH.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
 
-/// An exit of the pod nobody asked for.
+/// An exit of the pod the runner did not ask for: a crash, or a stop by
+/// `pod down`.
 #[derive(Debug, Clone)]
 pub(crate) struct Crash {
     /// `exit status 134`, `killed by SIGABRT`.
     pub(crate) status: String,
+    /// The pid of the `testkit-runner pod down` that stopped it, when one
+    /// did: a stop, not a crash.
+    pub(crate) stopped_by: Option<u32>,
     pub(crate) at: SystemTime,
     /// How long after it was up.
     pub(crate) after: Duration,
@@ -208,11 +222,25 @@ impl Crash {
         } else {
             format!("its last lines: {}", self.last_lines.join(" | "))
         };
-        format!(
-            "the pod crashed mid-run: {} at {at}, {} after it was up; {lines}",
-            self.status,
-            humantime::format_duration(Duration::from_secs(self.after.as_secs())),
-        )
+        let after = humantime::format_duration(Duration::from_secs(self.after.as_secs()));
+        match self.stopped_by {
+            Some(pid) => format!(
+                "the pod was stopped by `pod down` (pid {pid}) mid-run: {} at {at}, {after} after it was up; {lines}",
+                self.status
+            ),
+            None => format!(
+                "the pod crashed mid-run: {} at {at}, {after} after it was up; {lines}",
+                self.status
+            ),
+        }
+    }
+
+    /// What happened to the pod, in a few words: `the pod crashed`.
+    pub(crate) fn what(&self) -> &'static str {
+        match self.stopped_by {
+            Some(_) => "the pod was stopped by `pod down`",
+            None => "the pod crashed",
+        }
     }
 }
 
@@ -229,7 +257,10 @@ pub(crate) struct PodWatch {
 }
 
 impl PodWatch {
-    pub(crate) fn start(pod: &LaunchedPod) -> PodWatch {
+    /// Watches `pod`, the pod of the run whose results folder is
+    /// `results_dir` (where `pod down` says it stopped it).
+    pub(crate) fn start(pod: &LaunchedPod, results_dir: &Path) -> PodWatch {
+        let results_dir = results_dir.to_owned();
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (pid, pgid) = (pod.pid as i32, pod.pgid);
         let stderr_log = pod.logs_dir.join("pod.stderr.log");
@@ -251,6 +282,8 @@ impl PodWatch {
                         Some(status) => {
                             s.crash = Some(Crash {
                                 status,
+                                // Written before `pod down` signals the pod.
+                                stopped_by: crate::pod_cmd::stopped_by(&results_dir).map(|w| w.pid),
                                 at: SystemTime::now(),
                                 after: up.elapsed(),
                                 last_lines: last_lines(&stderr_log, 5),

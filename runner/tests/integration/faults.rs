@@ -31,11 +31,23 @@ fn slow_run_with(
     pods: &Path,
     adjust: impl FnOnce(&mut std::process::Command),
 ) -> Running {
+    run_in_mode(suite, pods, "slow", adjust)
+}
+
+/// Starts `run` on the fixture suite in `mode` (`slow`, `hold`) with its own
+/// pods dir, `adjust` applied to the command last, and waits until the
+/// test of that mode is running (its flag, `<suite>/running.flag`, exists).
+fn run_in_mode(
+    suite: &Path,
+    pods: &Path,
+    mode: &str,
+    adjust: impl FnOnce(&mut std::process::Command),
+) -> Running {
     let flag = suite.join("running.flag");
     let mut command = runner();
     command
         .env("TESTKIT_PODS_DIR", pods)
-        .env("FIXTURE_MODE", "slow")
+        .env("FIXTURE_MODE", mode)
         .env("FIXTURE_FLAG", &flag)
         .arg("run")
         .arg(suite)
@@ -530,4 +542,282 @@ fn ctrl_c_reaches_a_runner_whose_stderr_is_gone() {
         .finish_within(Duration::from_secs(120))
         .expect("the interrupted run ended (the slow test waits 300 s otherwise)");
     assert_eq!(ran.code, 130, "{}", ran.stdout);
+}
+
+/// Lets the test of a `hold` run end: it waits for `<flag>.go`.
+fn release(suite: &Path) {
+    std::fs::write(suite.join("running.flag.go"), "go").unwrap();
+}
+
+/// The names of the sandboxes of run `run_id` on `pod`.
+fn sandboxes_of(pod: &crate::CallerPod, run_id: &str) -> Vec<String> {
+    let (status, body) = pod.get(&format!("/api/sandboxes?prefix=ct-{run_id}-&limit=1000"));
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The record of the test `name` in the results of `ran`.
+fn record_of(ran: &Ran, name: &str) -> serde_json::Value {
+    jsonl_under(&ran.results().join("records"))
+        .iter()
+        .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l).unwrap())
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no record of {name}"))
+}
+
+/// `janitor --older-than` run while a test holds its sandboxes, journaled
+/// longer ago than that age, leaves the live run alone and says so; the
+/// test's own cleanup deletes them afterwards, and verifies that.
+#[test]
+fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let root = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("live");
+    let results = root.path().join(&run_id);
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(&results);
+    });
+    let held = sandboxes_of(&pod, &run_id);
+    // The journal's last entry must be older than the janitor's age (1 s).
+    std::thread::sleep(Duration::from_millis(1500));
+    let janitor = Ran::from(
+        runner()
+            .arg("janitor")
+            .arg("--suite")
+            .arg(suite.path())
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .args(["--older-than", "1s", "--results-root"])
+            .arg(root.path())
+            .output()
+            .unwrap(),
+    );
+    let after = sandboxes_of(&pod, &run_id);
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(held.len(), 2, "the test holds two sandboxes: {held:?}");
+    assert_eq!(after, held, "the janitor deleted a live run's sandboxes");
+    assert_eq!(janitor.code, 0, "{}", janitor.stderr);
+    assert!(
+        janitor
+            .stdout
+            .contains(&format!("skipped run {run_id}: it is live")),
+        "{}",
+        janitor.stdout
+    );
+    assert_eq!(ran.code, 0);
+    let record = record_of(&ran, "sandboxes::create_two");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+}
+
+/// Sandboxes someone else deleted while their test held them are not
+/// "deleted and verified" by the test's cleanup, whose first delete found
+/// them gone: the record says `gone_before_delete`, and so does the summary.
+#[test]
+fn sandboxes_deleted_by_someone_else_are_not_reported_as_verified() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("gone");
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file);
+    });
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let held = sandboxes_of(&pod, &run_id);
+    for name in &held {
+        let path = format!("/api/sandboxes/{name}");
+        let (status, body) = crate::http("DELETE", &pod.url(&path), Some(&token), None);
+        assert!(status < 300, "{status} {body}");
+    }
+    let gone = wait_for(Duration::from_secs(30), || {
+        held.iter()
+            .all(|n| pod.get(&format!("/api/sandboxes/{n}")).0 == 404)
+    });
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert!(gone, "the pod deleted {held:?}");
+    assert_eq!(held.len(), 2, "{held:?}");
+    let record = record_of(&ran, "sandboxes::create_two");
+    for r in record["resources"].as_array().unwrap() {
+        assert_eq!(r["state"], "gone_before_delete", "{record:#}");
+    }
+    assert_eq!(record["cleanup"], "gone_before_delete", "{record:#}");
+    assert!(
+        ran.stdout.contains("gone before") && ran.stdout.contains("sandboxes::create_two"),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// A second `run --run-id X` while a runner with run id X is live is
+/// refused before it starts anything (exit 64), naming the id, the live
+/// runner's pid and what to do; the first run goes on undisturbed.
+#[test]
+fn a_run_id_in_use_by_a_live_runner_is_refused() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("dup");
+    let results = tempfile::tempdir().unwrap();
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args([
+            "--run-id",
+            &run_id,
+            "-E",
+            "test(create_two)",
+            "--handle-json",
+        ])
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(results.path());
+    });
+    let first = running.pid().as_raw();
+    let second_results = tempfile::tempdir().unwrap();
+    let second = runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .arg("run")
+        .arg(suite.path())
+        .args(["--run-id", &run_id, "-E", "test(capabilities_answer)"])
+        .arg("--handle-json")
+        .arg(&pod.handle_file)
+        .arg("--results")
+        .arg(second_results.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = Running(Some(second))
+        .finish_within(Duration::from_secs(240))
+        .expect("the second run ended");
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the first run ended");
+    assert_eq!(second.code, 64, "{}", second.stderr);
+    for what in [
+        format!("--run-id {run_id}"),
+        format!("pid {first}"),
+        "pick another run id".to_owned(),
+    ] {
+        assert!(second.stderr.contains(&what), "{what}: {}", second.stderr);
+    }
+    assert!(
+        !second_results.path().join("verdict.jsonl").exists(),
+        "the refused run started nothing"
+    );
+    assert_eq!(ran.code, 0, "the first run is undisturbed");
+    let record = record_of(&ran, "sandboxes::create_two");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+}
+
+/// The secrets dir of a runner that is gone is taken over, saying so: its
+/// claim names a pid that belongs to another process now (this test's, which
+/// started at another time).
+#[test]
+fn the_run_id_of_a_dead_runner_is_taken_over_saying_so() {
+    let suite = fixture("suite");
+    let pod = crate::CallerPod::start();
+    let run_id = fresh_run_id("stale");
+    let scratch = tempfile::tempdir().unwrap();
+    let secrets = scratch.path().join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    let claim =
+        serde_json::json!({ "pid": std::process::id(), "start_ticks": 1, "run_id": run_id });
+    std::fs::write(secrets.join("runner.json"), claim.to_string()).unwrap();
+    let ran = Ran::from(
+        runner()
+            .env("TESTKIT_SECRETS_DIR", &secrets)
+            .arg("run")
+            .arg(suite.path())
+            .args(["--run-id", &run_id, "-E", "test(capabilities_answer)"])
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(
+        ran.stdout.contains(&format!(
+            "taking over the secrets dir of run {run_id} from testkit-runner pid {}, which is gone",
+            std::process::id()
+        )),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// `pod down` of a pod a run is using says which run it interrupts (the
+/// run id and its runner's pid); the run names the stop as a stop by `pod
+/// down` and its pid, never as a crash.
+#[test]
+fn pod_down_mid_run_is_named_as_a_stop_and_names_the_run_it_interrupts() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("down");
+    let running = run_in_mode(suite.path(), pods.path(), "hold", |c| {
+        c.args(["--run-id", &run_id, "-E", "test(create_two)"]);
+    });
+    let runner_pid = running.pid().as_raw();
+    let (name, _, _) = the_pod(pods.path());
+    let down = runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .args(["pod", "down", &name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let down_pid = down.id();
+    let down = Ran::from(down.wait_with_output().unwrap());
+    release(suite.path());
+    let ran = running
+        .finish_within(Duration::from_secs(120))
+        .expect("the run ended");
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    let said = format!("{}{}", down.stdout, down.stderr);
+    assert!(
+        said.contains(&format!("run {run_id}")) && said.contains(&format!("pid {runner_pid}")),
+        "{said}"
+    );
+    assert_eq!(ran.code, 2, "the run could not complete");
+    let (verdict, evidence) = ran.verdict("pod");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains(&format!(
+            "the pod was stopped by `pod down` (pid {down_pid}) mid-run"
+        )),
+        "{evidence}"
+    );
+    assert!(!evidence.contains("crash"), "{evidence}");
+    assert!(!ran.stdout.contains("the pod crashed"), "{}", ran.stdout);
 }

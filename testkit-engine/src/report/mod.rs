@@ -26,7 +26,8 @@
 //! # The record (schema version 1)
 //!
 //! A JSON object, [`TestRecord`]; fields are only ever added, and a reader
-//! accepts records of its own version or older:
+//! accepts records of its own version or older (values are added too: the
+//! `gone_before_delete` states are newer than version 1's first readers):
 //!
 //! | field | type | meaning |
 //! | --- | --- | --- |
@@ -44,8 +45,8 @@
 //! | `duration_ms` | integer | body and cleanup |
 //! | `known_issue`, `fails_with` | string \| null | the attribute's values |
 //! | `requires`, `capabilities_missing` | array of strings | pod capabilities |
-//! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked` |
-//! | `cleanup` | `nothing` \| `verified` \| `kept` \| `failed` | the cleanup as a whole |
+//! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked`, `gone_before_delete` (its first delete found it already gone: something else deleted it) |
+//! | `cleanup` | `nothing` \| `verified` \| `kept` \| `failed` \| `gone_before_delete` | the cleanup as a whole; `gone_before_delete`: nothing leaked, but something else deleted a resource before cleanup did |
 //! | `output` | string | the test's log, redacted |
 //! | `browsers` | integer, default 0 | browsers the test opened |
 //! | `screenshots` | array of strings, default empty | the PNG files it saved, absolute paths |

@@ -12,7 +12,8 @@ pub const RECORD_SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    /// The test passed and its cleanup was verified.
+    /// The test passed and its resources are gone (`cleanup` says whether
+    /// its own cleanup deleted them).
     Passed,
     /// The body failed, or its cleanup did.
     Failed,
@@ -65,6 +66,23 @@ pub enum CleanupState {
     Kept,
     /// Something could not be deleted or verified gone.
     Failed,
+    /// Everything is gone, but at least one resource was already gone when
+    /// cleanup came to delete it: something else deleted it (a janitor,
+    /// another run, the product), so its cleanup verified nothing.
+    GoneBeforeDelete,
+}
+
+impl CleanupState {
+    /// The word records and JUnit use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupState::Nothing => "nothing",
+            CleanupState::Verified => "verified",
+            CleanupState::Kept => "kept",
+            CleanupState::Failed => "failed",
+            CleanupState::GoneBeforeDelete => "gone_before_delete",
+        }
+    }
 }
 
 /// What became of one resource a test created.
@@ -81,6 +99,9 @@ pub enum ResourceState {
     Kept,
     /// It could not be deleted or verified gone.
     Leaked,
+    /// Its first delete found it already gone: something else deleted it.
+    /// It is gone (verified), but not by the test's cleanup.
+    GoneBeforeDelete,
 }
 
 impl ResourceState {
@@ -92,6 +113,7 @@ impl ResourceState {
             ResourceState::Deleted => "deleted",
             ResourceState::Kept => "kept",
             ResourceState::Leaked => "leaked",
+            ResourceState::GoneBeforeDelete => "gone_before_delete",
         }
     }
 }

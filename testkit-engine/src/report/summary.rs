@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::known_issues::KnownIssues;
-use super::{FailureKind, Outcome, TestRecord};
+use super::{CleanupState, FailureKind, Outcome, TestRecord};
 
 /// What became of a known issue in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -84,6 +84,9 @@ pub struct Summary {
     pub unexpected_passes: usize,
     /// Of the failed tests, those whose cleanup failed.
     pub cleanup_failures: usize,
+    /// Tests (`binary::name`) whose cleanup found a resource already gone:
+    /// something else deleted it before cleanup did (`gone_before_delete`).
+    pub gone_before_delete: Vec<String>,
     /// Every known issue pinned by a test or listed in `KNOWN-ISSUES.md`,
     /// sorted by id.
     pub known_issues: Vec<KnownIssueSummary>,
@@ -120,6 +123,11 @@ impl Summary {
             }
             if record.failure_kind == Some(FailureKind::Cleanup) {
                 summary.cleanup_failures += 1;
+            }
+            if record.cleanup == CleanupState::GoneBeforeDelete {
+                summary
+                    .gone_before_delete
+                    .push(format!("{}::{}", record.binary, record.name));
             }
             if record.browsers > 0 {
                 summary.browser_tests += 1;

@@ -1,6 +1,9 @@
 //! Finding residue on the pod: [`sweep`] lists every kind by a run's
 //! prefix; [`janitor`] also deletes by exact name what a run's journals say
-//! may still exist. Neither ever touches a name that does not carry a run id.
+//! may still exist. Neither ever touches a name that does not carry a run id,
+//! and the janitor never touches a run that is live: one whose journal was
+//! written by a process that still runs (pid and start time), or, with the
+//! settings ([`janitor_with`]), whose id a live runner claims.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,7 @@ use super::delete;
 use super::journal::{self, Event, Journal, JournalEntry};
 use super::kind::{Kinds, ResourceRef};
 use crate::pod::Pod;
+use crate::settings::Settings;
 
 /// One resource on the pod.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -60,6 +64,10 @@ pub struct SweepReport {
     /// was interrupted); what it did not do is in `leaked` and `errors`.
     #[serde(default)]
     pub cut_short: Option<String>,
+    /// Runs the janitor left alone because they are live, each with why
+    /// (`testkit-runner pid 4242 runs it`).
+    #[serde(default)]
+    pub skipped_live: Vec<(String, String)>,
 }
 
 /// What stops a sweep early.
@@ -250,6 +258,7 @@ impl SweepReport {
         self.leaked.extend(other.leaked);
         self.refused.extend(other.refused);
         self.errors.extend(other.errors);
+        self.skipped_live.extend(other.skipped_live);
         if self.cut_short.is_none() {
             self.cut_short = other.cut_short;
         }
@@ -344,12 +353,26 @@ pub enum JanitorTarget {
 
 /// Deletes the residue of a run, or of old runs: first by exact name from
 /// the journals, then by listing each kind by the run's prefix. Outcomes are
-/// appended to the run's journal.
+/// appended to the run's journal. A live run (a process that wrote its
+/// journal still runs) is left alone, in `skipped_live`.
 pub async fn janitor(
     pod: &Pod,
     kinds: &Kinds,
     prefix: &str,
     target: &JanitorTarget,
+) -> SweepReport {
+    janitor_with(pod, kinds, prefix, target, None).await
+}
+
+/// [`janitor`], which with `settings` (where secrets dirs are) also leaves
+/// alone a run whose id a live `testkit-runner` claims: its tests may not
+/// have journaled anything yet, or not for a while.
+pub async fn janitor_with(
+    pod: &Pod,
+    kinds: &Kinds,
+    prefix: &str,
+    target: &JanitorTarget,
+    settings: Option<&Settings>,
 ) -> SweepReport {
     let of_run = |run_id: &str, dir: Option<&Path>| {
         let (run_id, dir) = (run_id.to_owned(), dir.map(Path::to_owned));
@@ -371,7 +394,14 @@ pub async fn janitor(
             run_id,
             results_dir,
         } => {
-            report.merge(of_run(run_id, results_dir.as_deref()).await);
+            let entries = results_dir
+                .as_deref()
+                .map(journal::read_journal)
+                .unwrap_or_default();
+            match live_because(&entries, run_id, settings) {
+                Some(why) => report.skipped_live.push((run_id.clone(), why)),
+                None => report.merge(of_run(run_id, results_dir.as_deref()).await),
+            }
         }
         JanitorTarget::OlderThan { results_root, age } => {
             let cutoff = journal::now_ms().saturating_sub(age.as_millis() as u64);
@@ -395,12 +425,50 @@ pub async fn janitor(
                 runs.sort();
                 runs.dedup();
                 for run_id in runs {
-                    report.merge(of_run(run_id, Some(&dir)).await);
+                    // Old journals are no proof of a dead run: a test may
+                    // hold a resource for longer than the age, silently.
+                    match live_because(&entries, run_id, settings) {
+                        Some(why) => report.skipped_live.push((run_id.to_owned(), why)),
+                        None => report.merge(of_run(run_id, Some(&dir)).await),
+                    }
                 }
             }
         }
     }
     report
+}
+
+/// Why the run `run_id` is live, when it is: the runner that claims its id
+/// still runs (known from `settings`), or a process that wrote its entries
+/// of `entries` does (a test process, its reaper, a janitor).
+fn live_because(
+    entries: &[JournalEntry],
+    run_id: &str,
+    settings: Option<&Settings>,
+) -> Option<String> {
+    if let Some(runner) = settings.and_then(|s| crate::run::live_runner(s, run_id)) {
+        return Some(format!("testkit-runner pid {} runs it", runner.pid));
+    }
+    let of_run: Vec<JournalEntry> = entries
+        .iter()
+        .filter(|e| e.run == run_id)
+        .cloned()
+        .collect();
+    let live = journal::live_writers(&of_run);
+    if live.is_empty() {
+        return None;
+    }
+    let who: Vec<String> = live
+        .iter()
+        .map(|(pid, test)| match test.as_str() {
+            "" => format!("pid {pid}"),
+            test => format!("pid {pid} (test `{test}`)"),
+        })
+        .collect();
+    Some(format!(
+        "a process that wrote its journal still runs: {}",
+        who.join(", ")
+    ))
 }
 
 /// The residue of one run: first by exact name what its journals (in
@@ -499,6 +567,7 @@ async fn remove(
                 &log,
             )
             .await
+            .map(drop)
             .map_err(|delete::Leak(why)| why)
         })
     };

@@ -35,6 +35,9 @@ pub enum Event {
     Forgotten,
     /// The reaper of a dead test process deleted it and verified it gone.
     Reaped,
+    /// Its first delete found it already gone: something else deleted it
+    /// (verified gone, but not by this delete).
+    GoneBeforeDelete,
 }
 
 impl Event {
@@ -42,7 +45,11 @@ impl Event {
     pub fn is_settled(self) -> bool {
         matches!(
             self,
-            Event::Verified | Event::Kept | Event::Forgotten | Event::Reaped
+            Event::Verified
+                | Event::Kept
+                | Event::Forgotten
+                | Event::Reaped
+                | Event::GoneBeforeDelete
         )
     }
 }
@@ -64,6 +71,10 @@ pub struct JournalEntry {
     pub test: String,
     /// The process that wrote the entry.
     pub pid: u32,
+    /// When that process started, in clock ticks since boot: with `pid`,
+    /// what tells whether it still runs (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ticks: Option<u64>,
     /// Milliseconds since the Unix epoch.
     pub time: u64,
     /// An error or a reason, when there is one.
@@ -91,6 +102,7 @@ impl JournalEntry {
             run: run.to_owned(),
             test: test.to_owned(),
             pid: std::process::id(),
+            start_ticks: own_start_ticks(),
             time: now_ms(),
             detail,
             id: None,
@@ -102,6 +114,34 @@ impl JournalEntry {
         self.id = id.map(str::to_owned);
         self
     }
+}
+
+/// This process's start time, read once.
+fn own_start_ticks() -> Option<u64> {
+    static TICKS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| crate::process::start_ticks(std::process::id() as i32))
+}
+
+/// The processes other than this one that wrote `entries` and still run
+/// (the same pid, started at the same time), each once, with the test it
+/// wrote for (empty for a reaper's or a janitor's entries). Entries of
+/// older journals, without a start time, cannot be told from a reused pid
+/// and name no one.
+pub fn live_writers(entries: &[JournalEntry]) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut seen: Vec<(u32, u64)> = Vec::new();
+    let mut live = Vec::new();
+    for e in entries {
+        let Some(ticks) = e.start_ticks else { continue };
+        if e.pid == me || seen.contains(&(e.pid, ticks)) {
+            continue;
+        }
+        seen.push((e.pid, ticks));
+        if crate::process::is_running(e.pid as i32, ticks) {
+            live.push((e.pid, e.test.clone()));
+        }
+    }
+    live
 }
 
 /// Now, in milliseconds since the Unix epoch.
@@ -274,5 +314,37 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_writer_is_live_only_with_its_own_start_time() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("300")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let ticks = crate::process::start_ticks(pid as i32).unwrap();
+        let entry = |pid: u32, start_ticks: Option<u64>| JournalEntry {
+            pid,
+            start_ticks,
+            ..JournalEntry::new(
+                Event::Pending,
+                "sandbox",
+                "ct-run1-a-01",
+                "run1",
+                "t::a",
+                None,
+            )
+        };
+        let live = live_writers(&[entry(pid, Some(ticks))]);
+        // The same pid, started at another time, is another process: a
+        // reused pid; and an entry without a start time proves nothing.
+        let reused = live_writers(&[entry(pid, Some(ticks + 1)), entry(pid, None)]);
+        let _ = child.kill();
+        let _ = child.wait();
+        let dead = live_writers(&[entry(pid, Some(ticks))]);
+        assert_eq!(live, [(pid, "t::a".to_owned())]);
+        assert!(reused.is_empty(), "{reused:?}");
+        assert!(dead.is_empty(), "{dead:?}");
     }
 }

@@ -107,6 +107,16 @@ pub enum Presence {
     Present(String),
 }
 
+/// How the pod answered a delete it did not refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeleteAnswer {
+    /// It accepted the deletion.
+    Accepted,
+    /// There was nothing to delete: the resource was already gone.
+    AlreadyGone,
+}
+
 /// The future a [`ResourceKind`] method returns.
 pub type KindFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, OpError>> + Send + 'a>>;
 
@@ -607,17 +617,27 @@ impl KindSpec {
     /// Asks for the deletion; `Ok` when the pod accepted it or the resource
     /// was already gone.
     pub async fn delete(&self, pod: &Pod, r: &ResourceRef) -> Result<(), OpError> {
+        self.delete_answer(pod, r).await.map(drop)
+    }
+
+    /// Asks for the deletion, and says whether the pod accepted it or the
+    /// resource was already gone (a `gone` status, or nothing listed under
+    /// its name). A Rust kind's `delete` cannot tell: its answer is
+    /// [`DeleteAnswer::Accepted`].
+    pub async fn delete_answer(&self, pod: &Pod, r: &ResourceRef) -> Result<DeleteAnswer, OpError> {
         let http = match &self.ops {
             Ops::Http(h) => h,
-            Ops::Rust(k) => return k.delete(pod, r).await,
+            Ops::Rust(k) => return k.delete(pod, r).await.map(|()| DeleteAnswer::Accepted),
             Ops::Elsewhere => return Err(self.elsewhere()),
         };
         let Some(r) = self.with_id(pod, r).await? else {
-            return Ok(());
+            return Ok(DeleteAnswer::AlreadyGone);
         };
         let (status, body) = send(pod, &http.delete, &r, "").await?;
-        if status.is_success() || http.gone.contains(&status.as_u16()) {
-            Ok(())
+        if status.is_success() {
+            Ok(DeleteAnswer::Accepted)
+        } else if http.gone.contains(&status.as_u16()) {
+            Ok(DeleteAnswer::AlreadyGone)
         } else {
             Err(classify(&http.delete, status, &body))
         }

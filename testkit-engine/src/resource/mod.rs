@@ -25,14 +25,16 @@ pub mod journal;
 mod kind;
 pub mod names;
 
-pub use delete::{delete_and_verify, Leak};
+pub use delete::{delete_and_verify, Gone, Leak};
 pub use janitor::{
-    janitor, sweep, sweep_in_binary, sweep_run, JanitorTarget, Resource, SweepBounds, SweepReport,
-    DEFAULT_SWEEP_CONCURRENCY,
+    janitor, janitor_with, sweep, sweep_in_binary, sweep_run, JanitorTarget, Resource, SweepBounds,
+    SweepReport, DEFAULT_SWEEP_CONCURRENCY,
 };
-pub use journal::{outstanding, read_journal, Event, Journal, JournalEntry, Outstanding};
+pub use journal::{
+    live_writers, outstanding, read_journal, Event, Journal, JournalEntry, Outstanding,
+};
 pub use kind::{
-    KindError, KindFuture, KindSpec, Kinds, LinkedKinds, OpError, Presence, ResourceKind,
-    ResourceRef,
+    DeleteAnswer, KindError, KindFuture, KindSpec, Kinds, LinkedKinds, OpError, Presence,
+    ResourceKind, ResourceRef,
 };
 pub use names::{attempt_tag, carries_run_id, Naming};

@@ -147,9 +147,10 @@ fn interrupted_record(spec: &TestsSpec<'_>, t: &Listed, journal: &[JournalEntry]
         "the journal has no resource of it".to_owned()
     } else {
         format!(
-            "the journal has {} resource(s) of it: {} deleted and verified gone, {} left (created or pending), {} leaked, {} kept",
+            "the journal has {} resource(s) of it: {} deleted and verified gone, {} gone before its delete (something else deleted them), {} left (created or pending), {} leaked, {} kept",
             resources.len(),
             count(ResourceState::Deleted),
+            count(ResourceState::GoneBeforeDelete),
             count(ResourceState::Created) + count(ResourceState::Pending),
             count(ResourceState::Leaked),
             count(ResourceState::Kept),
@@ -197,14 +198,23 @@ fn journaled(journal: &[JournalEntry], name: &str) -> Option<(Vec<ResourceRecord
             .max_by_key(|e| e.time);
         r.state = match last.map(|e| e.event) {
             Some(Event::Verified | Event::Reaped | Event::Forgotten) => ResourceState::Deleted,
+            Some(Event::GoneBeforeDelete) => ResourceState::GoneBeforeDelete,
             Some(Event::Kept) => ResourceState::Kept,
             Some(Event::Leaked) => ResourceState::Leaked,
             Some(Event::Created | Event::Deleted) => ResourceState::Created,
             _ => ResourceState::Pending,
         };
     }
+    let gone = |r: &ResourceRecord| {
+        matches!(
+            r.state,
+            ResourceState::Deleted | ResourceState::GoneBeforeDelete
+        )
+    };
     let cleanup = if resources.iter().all(|r| r.state == ResourceState::Deleted) {
         CleanupState::Verified
+    } else if resources.iter().all(gone) {
+        CleanupState::GoneBeforeDelete
     } else if resources.iter().all(|r| r.state == ResourceState::Kept) {
         CleanupState::Kept
     } else {
