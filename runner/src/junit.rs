@@ -25,7 +25,12 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use testkit_engine::redact::redact;
-use testkit_engine::report::{read_records, FailureKind, Outcome, ReportError, TestRecord};
+use testkit_engine::report::{
+    read_records, write_records, FailureKind, Outcome, ReportError, TestRecord,
+};
+use testkit_engine::resource::read_journal;
+
+use crate::runs::{choose, latest_records, Chosen, RunChoiceError};
 
 /// The JUnit `type` of a skipped testcase that is an expected failure.
 pub const XFAIL_TYPE: &str = "xfail";
@@ -206,8 +211,9 @@ fn cleanup_name(state: testkit_engine::report::CleanupState) -> &'static str {
 /// report. Each input is a results folder (its records are read) or a JUnit
 /// XML file (for example nextest's own `junit.xml`).
 ///
-/// Records are the source of truth: tests are deduplicated by binary and
-/// name, the latest start winning. A testcase of a JUnit file is added only
+/// Records are the source of truth, those of each folder's latest run (see
+/// [`crate::runs`]): tests are deduplicated by binary and name, the latest
+/// start winning. A testcase of a JUnit file is added only
 /// when no record covers it, which is what nextest's JUnit adds: tests whose
 /// process died before writing a record. A JUnit testsuite named
 /// `package::binary` (nextest's naming) is matched to records of `binary`.
@@ -220,7 +226,7 @@ pub fn merge_results(
     for input in inputs {
         let input = input.as_ref();
         if input.is_dir() {
-            records.extend(read_records(input)?);
+            records.extend(latest_records(input)?);
         } else {
             let text = std::fs::read_to_string(input).map_err(|source| ReportError::Io {
                 path: input.to_owned(),
@@ -317,43 +323,37 @@ pub fn write_junit_files(
 }
 
 /// Builds the JUnit files of a results folder left by a plain `cargo test`
-/// or `cargo nextest run` (what `testkit-runner report` does), and returns
-/// the records they were built from. A folder that outlives one run (a
-/// fixed `TESTKIT_RESULTS_DIR`) holds older records too: each binary's
-/// latest run counts. `junit.xml` is named after the run ids it holds. A
-/// folder without records is left as it is.
-pub fn write_results_junit(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
-    let records = latest_run_per_binary(read_records(results_dir)?);
-    if records.is_empty() {
+/// or `cargo nextest run` (what `testkit-runner report` does) for one run:
+/// `run` (`None`: the latest, see [`crate::runs`]), and returns it with its
+/// records. `junit.xml` is named after the run. A test of the run whose
+/// process was killed before it wrote its record gets one from its journal
+/// ([`crate::killed`]), kept beside the others. A run without records is
+/// left as it is.
+pub fn write_results_junit(
+    results_dir: &Path,
+    run: Option<&str>,
+) -> Result<Chosen, RunChoiceError> {
+    let journal = read_journal(results_dir);
+    let mut chosen = choose(results_dir, read_records(results_dir)?, &journal, run)?;
+    let killed = crate::killed::from_journal(results_dir, &chosen.records, &chosen.run_id);
+    if !killed.is_empty() {
+        write_records(results_dir, &killed)?;
+        // Read again: what counts only for a run that has records (the
+        // listing of its ignored tests) counts now.
+        chosen.records = read_records(results_dir)?
+            .into_iter()
+            .filter(|r| r.run_id == chosen.run_id)
+            .collect();
+    }
+    if chosen.records.is_empty() {
         // Not a results folder, or one whose tests never ran: no JUnit
         // that would pass for an empty, green run.
-        return Ok(records);
+        return Ok(chosen);
     }
-    let mut ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    write_junit_files(results_dir, &ids.join(","), &records)?;
-    Ok(records)
+    write_junit_files(results_dir, &chosen.run_id, &chosen.records)?;
+    Ok(chosen)
 }
 
-/// For every binary, the records of its latest run (the run of its most
-/// recently started test).
-fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
-    let mut latest: std::collections::BTreeMap<String, (u64, String)> =
-        std::collections::BTreeMap::new();
-    for record in &records {
-        let slot = latest
-            .entry(record.binary.clone())
-            .or_insert((0, record.run_id.clone()));
-        if record.started_at_ms > slot.0 {
-            *slot = (record.started_at_ms, record.run_id.clone());
-        }
-    }
-    records
-        .into_iter()
-        .filter(|r| latest.get(&r.binary).is_some_and(|(_, id)| *id == r.run_id))
-        .collect()
-}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,7 +67,7 @@ impl<'a> Run<'a> {
     pub(super) fn begin(plan: &'a Plan) -> Result<Run<'a>, ExpectedError> {
         println!("run id: {}", plan.run_id);
         println!("results: {}", plan.results_dir.display());
-        let log = VerdictLog::create(&plan.results_dir).map_err(|e| {
+        let log = VerdictLog::create(&plan.results_dir, &plan.run_id).map_err(|e| {
             ExpectedError::bad_args(format_args!(
                 "cannot create verdict.jsonl in {}: {e}",
                 plan.results_dir.display()
@@ -574,7 +574,7 @@ impl<'a> Run<'a> {
         if let Err(e) = std::fs::write(&md, markdown.as_bytes()) {
             eprintln!("testkit-runner: failed to write {}: {e}", md.display());
         }
-        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir);
+        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id);
         crate::summary::to_github_step_summary(&markdown);
         print!("{}", testkit_engine::redact(&summary.text()));
         crate::summary::print_where_to_look(&plan.results_dir, report.as_deref());

@@ -8,6 +8,7 @@ mod fanout;
 mod faults;
 mod report;
 mod run;
+mod truth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

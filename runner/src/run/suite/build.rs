@@ -192,6 +192,7 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
                 binary_path: binary_path.clone(),
                 name: name.clone(),
                 event: None,
+                ..Listed::default()
             });
         }
     }

@@ -75,6 +75,10 @@ struct Listed {
     binary_path: Option<std::path::PathBuf>,
     name: String,
     event: Option<String>,
+    /// When nextest said it started, and when its result came (ms since
+    /// the Unix epoch).
+    started_ms: Option<u64>,
+    ended_ms: Option<u64>,
 }
 
 pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -> TestsOutcome {
