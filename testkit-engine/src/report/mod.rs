@@ -394,3 +394,43 @@ fn record_ignored_once(
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_counts_only_for_a_run_that_has_other_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("records/later");
+        std::fs::create_dir_all(&folder).unwrap();
+        let ignored = |run: &str| {
+            let mut r = TestRecord::new(run, "later", "later::v2_only");
+            r.outcome = Outcome::Skipped;
+            r.skip_reason = Some("ignored: waits for the v2 API".to_owned());
+            record_line(&r)
+        };
+        // `cargo nextest list` lists, and runs nothing: no run.
+        std::fs::write(folder.join("ignored-listonly.listed"), ignored("listonly")).unwrap();
+        std::fs::write(folder.join("ignored-ran.listed"), ignored("ran")).unwrap();
+        assert!(read_records(dir.path()).unwrap().is_empty());
+        // A run with a record of another binary counts its listed tests.
+        let other = dir.path().join("records/runs");
+        std::fs::create_dir_all(&other).unwrap();
+        let mut passed = TestRecord::new("ran", "runs", "runs::passes");
+        passed.started_at_ms = 1;
+        std::fs::write(other.join("1-1.jsonl"), record_line(&passed)).unwrap();
+        let read: Vec<(String, String)> = read_records(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.run_id, r.name))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                ("ran".to_owned(), "later::v2_only".to_owned()),
+                ("ran".to_owned(), "runs::passes".to_owned())
+            ]
+        );
+    }
+}
