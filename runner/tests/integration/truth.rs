@@ -236,28 +236,41 @@ async fn v2_only(_cx: &mut Cx) -> testkit::Result {
 testkit::main!();
 "#;
 
+/// A plain libtest binary (no testkit) whose only test is ignored.
+const PLAIN_IGNORED: &str = r#"#[test]
+#[ignore = "needs a second pod"]
+fn two_pods() {}
+"#;
+
 /// A test binary whose only test is ignored is counted as skipped, with its
 /// reason, under the runner and under a plain `cargo nextest run` followed
-/// by `testkit-runner report`.
+/// by `testkit-runner report`. The runner counts a plain libtest binary's
+/// too, from nextest's listing; after a plain nextest run no testkit code
+/// ran for that one, and only nextest's own JUnit knows of it.
 #[test]
 fn a_binary_whose_only_tests_are_ignored_is_counted_as_skipped() {
     let suite = fixture("suite");
     std::fs::write(suite.path().join("tests/later.rs"), IGNORED_ONLY).unwrap();
+    std::fs::write(suite.path().join("tests/plain.rs"), PLAIN_IGNORED).unwrap();
     let manifest = suite.path().join("Cargo.toml");
     let mut text = std::fs::read_to_string(&manifest).unwrap();
     text.push_str("\n[[test]]\nname = \"later\"\npath = \"tests/later.rs\"\nharness = false\n");
+    text.push_str("\n[[test]]\nname = \"plain\"\npath = \"tests/plain.rs\"\n");
     std::fs::write(&manifest, text).unwrap();
 
     let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
     assert_eq!(ran.code, 0);
     assert!(
         ran.stdout
-            .contains("7 tests: 4 passed, 0 failed, 2 skipped"),
+            .contains("8 tests: 4 passed, 0 failed, 3 skipped"),
         "{}",
         ran.stdout
     );
-    let case = junit_case(&ran.results().join("junit.xml"), "later::v2_only");
+    let junit = ran.results().join("junit.xml");
+    let case = junit_case(&junit, "later::v2_only");
     assert!(case.contains("ignored: waits for the v2 API"), "{case}");
+    let case = junit_case(&junit, "two_pods");
+    assert!(case.contains("ignored (nextest)"), "{case}");
 
     let pod = CallerPod::start();
     let results = tempfile::tempdir().unwrap();
