@@ -303,18 +303,28 @@ fn binary_junit_path(results_dir: &Path, binary: &str) -> PathBuf {
 
 /// Writes the JUnit files of a results folder from `records`: one per
 /// binary (`junit/<binary>.xml`) and `junit.xml` with every binary, named
-/// `report_name`. Each testsuite is built once and serves both files.
+/// `report_name`. Each testsuite is built once and serves both files. The
+/// file of a binary `records` do not have (another run's, in a folder
+/// reused) is removed: every JUnit file of the folder is of one run.
 pub fn write_junit_files(
     results_dir: &Path,
     report_name: &str,
     records: &[TestRecord],
 ) -> Result<(), ReportError> {
     let suites = suites_from_records(records);
+    let mut written = std::collections::BTreeSet::new();
     for suite in &suites {
-        write_junit(
-            &report_from_suites(&suite.name, vec![suite.clone()]),
-            &binary_junit_path(results_dir, &suite.name),
-        )?;
+        let path = binary_junit_path(results_dir, &suite.name);
+        write_junit(&report_from_suites(&suite.name, vec![suite.clone()]), &path)?;
+        written.insert(path);
+    }
+    let stale = std::fs::read_dir(results_dir.join("junit"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "xml") && !written.contains(p));
+    for path in stale {
+        std::fs::remove_file(&path).map_err(|source| ReportError::Io { path, source })?;
     }
     write_junit(
         &report_from_suites(report_name, suites),
@@ -357,6 +367,23 @@ pub fn write_results_junit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_folder_keeps_no_junit_file_of_another_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = [
+            TestRecord::new("old", "a", "a::t"),
+            TestRecord::new("old", "b", "b::t"),
+        ];
+        write_junit_files(dir.path(), "old", &old).unwrap();
+        assert!(dir.path().join("junit/b.xml").is_file());
+        write_junit_files(dir.path(), "new", &[TestRecord::new("new", "a", "a::t")]).unwrap();
+        assert!(dir.path().join("junit/a.xml").is_file());
+        assert!(
+            !dir.path().join("junit/b.xml").exists(),
+            "the old run's JUnit of b is left beside the new run's"
+        );
+    }
 
     #[test]
     fn screenshots_follow_the_log_as_attachment_lines() {
