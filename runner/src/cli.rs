@@ -30,9 +30,9 @@ enum Command {
     /// one report.html and one summary.
     #[command(after_help = exit::help(exit::MERGE))]
     Merge(merge::MergeArgs),
-    /// Build junit.xml, the summary and report.html for a results folder (of
-    /// a plain `cargo test` or `cargo nextest run`, or of a run), or one
-    /// report.html for several merged.
+    /// Build junit.xml, the summary and report.html for one run of a results
+    /// folder (of a plain `cargo test` or `cargo nextest run`, or of a run;
+    /// its latest, or `--run ID`), or one report.html for several merged.
     #[command(after_help = exit::help(exit::REPORT))]
     Report(report_cmd::ReportArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.

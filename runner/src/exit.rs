@@ -75,7 +75,7 @@ pub(crate) const REPORT: &[Row] = &[
     ),
     (
         BAD_ARGS,
-        "bad arguments, a folder that is not a results folder, or an unreadable KNOWN-ISSUES.md",
+        "bad arguments, a folder that is not a results folder, an unreadable KNOWN-ISSUES.md, or a --run the folder does not hold (or none, where several runs are equally late)",
     ),
 ];
 

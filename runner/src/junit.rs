@@ -25,7 +25,12 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use testkit_engine::redact::redact;
-use testkit_engine::report::{read_records, FailureKind, Outcome, ReportError, TestRecord};
+use testkit_engine::report::{
+    read_records, write_records, FailureKind, Outcome, ReportError, TestRecord,
+};
+use testkit_engine::resource::read_journal;
+
+use crate::runs::{choose, latest_records, Chosen, RunChoiceError};
 
 /// The JUnit `type` of a skipped testcase that is an expected failure.
 pub const XFAIL_TYPE: &str = "xfail";
@@ -201,8 +206,9 @@ fn cleanup_name(state: testkit_engine::report::CleanupState) -> &'static str {
 /// report. Each input is a results folder (its records are read) or a JUnit
 /// XML file (for example nextest's own `junit.xml`).
 ///
-/// Records are the source of truth: tests are deduplicated by binary and
-/// name, the latest start winning. A testcase of a JUnit file is added only
+/// Records are the source of truth, those of each folder's latest run (see
+/// [`crate::runs`]): tests are deduplicated by binary and name, the latest
+/// start winning. A testcase of a JUnit file is added only
 /// when no record covers it, which is what nextest's JUnit adds: tests whose
 /// process died before writing a record. A JUnit testsuite named
 /// `package::binary` (nextest's naming) is matched to records of `binary`.
@@ -215,7 +221,7 @@ pub fn merge_results(
     for input in inputs {
         let input = input.as_ref();
         if input.is_dir() {
-            records.extend(read_records(input)?);
+            records.extend(latest_records(input)?);
         } else {
             let text = std::fs::read_to_string(input).map_err(|source| ReportError::Io {
                 path: input.to_owned(),
@@ -292,18 +298,31 @@ fn binary_junit_path(results_dir: &Path, binary: &str) -> PathBuf {
 
 /// Writes the JUnit files of a results folder from `records`: one per
 /// binary (`junit/<binary>.xml`) and `junit.xml` with every binary, named
-/// `report_name`. Each testsuite is built once and serves both files.
+/// `report_name`. Each testsuite is built once and serves both files. The
+/// file of a binary `records` do not have (another run's, in a folder
+/// reused) is removed: every JUnit file of the folder is of one run.
 pub fn write_junit_files(
     results_dir: &Path,
     report_name: &str,
     records: &[TestRecord],
 ) -> Result<(), ReportError> {
     let suites = suites_from_records(records);
+    let mut written = std::collections::BTreeSet::new();
     for suite in &suites {
-        write_junit(
-            &report_from_suites(&suite.name, vec![suite.clone()]),
-            &binary_junit_path(results_dir, &suite.name),
-        )?;
+        let path = binary_junit_path(results_dir, &suite.name);
+        write_junit(&report_from_suites(&suite.name, vec![suite.clone()]), &path)?;
+        written.insert(path);
+    }
+    let stale = std::fs::read_dir(results_dir.join("junit"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "xml") && !written.contains(p));
+    for path in stale {
+        std::fs::remove_file(&path).map_err(|source| ReportError::Io {
+            path,
+            cause: source,
+        })?;
     }
     write_junit(
         &report_from_suites(report_name, suites),
@@ -312,46 +331,57 @@ pub fn write_junit_files(
 }
 
 /// Builds the JUnit files of a results folder left by a plain `cargo test`
-/// or `cargo nextest run` (what `testkit-runner report` does), and returns
-/// the records they were built from. A folder that outlives one run (a
-/// fixed `TESTKIT_RESULTS_DIR`) holds older records too: each binary's
-/// latest run counts. `junit.xml` is named after the run ids it holds. A
-/// folder without records is left as it is.
-pub fn write_results_junit(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
-    let records = latest_run_per_binary(read_records(results_dir)?);
-    if records.is_empty() {
+/// or `cargo nextest run` (what `testkit-runner report` does) for one run:
+/// `run` (`None`: the latest, see [`crate::runs`]), and returns it with its
+/// records. `junit.xml` is named after the run. A test of the run whose
+/// process was killed before it wrote its record gets one from its journal
+/// ([`crate::killed`]), kept beside the others. A run without records is
+/// left as it is.
+pub fn write_results_junit(
+    results_dir: &Path,
+    run: Option<&str>,
+) -> Result<Chosen, RunChoiceError> {
+    let journal = read_journal(results_dir);
+    let mut chosen = choose(results_dir, read_records(results_dir)?, &journal, run)?;
+    let killed = crate::killed::from_journal(results_dir, &chosen.records, &chosen.run_id);
+    if !killed.is_empty() {
+        write_records(results_dir, &killed)?;
+        // Read again: what counts only for a run that has records (the
+        // listing of its ignored tests) counts now.
+        chosen.records = read_records(results_dir)?
+            .into_iter()
+            .filter(|r| r.run_id == chosen.run_id)
+            .collect();
+    }
+    if chosen.records.is_empty() {
         // Not a results folder, or one whose tests never ran: no JUnit
         // that would pass for an empty, green run.
-        return Ok(records);
+        return Ok(chosen);
     }
-    let mut ids: Vec<&str> = records.iter().map(|r| r.run_id.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    write_junit_files(results_dir, &ids.join(","), &records)?;
-    Ok(records)
+    write_junit_files(results_dir, &chosen.run_id, &chosen.records)?;
+    Ok(chosen)
 }
 
-/// For every binary, the records of its latest run (the run of its most
-/// recently started test).
-fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
-    let mut latest: std::collections::BTreeMap<String, (u64, String)> =
-        std::collections::BTreeMap::new();
-    for record in &records {
-        let slot = latest
-            .entry(record.binary.clone())
-            .or_insert((0, record.run_id.clone()));
-        if record.started_at_ms > slot.0 {
-            *slot = (record.started_at_ms, record.run_id.clone());
-        }
-    }
-    records
-        .into_iter()
-        .filter(|r| latest.get(&r.binary).is_some_and(|(_, id)| *id == r.run_id))
-        .collect()
-}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_folder_keeps_no_junit_file_of_another_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = [
+            TestRecord::new("old", "a", "a::t"),
+            TestRecord::new("old", "b", "b::t"),
+        ];
+        write_junit_files(dir.path(), "old", &old).unwrap();
+        assert!(dir.path().join("junit/b.xml").is_file());
+        write_junit_files(dir.path(), "new", &[TestRecord::new("new", "a", "a::t")]).unwrap();
+        assert!(dir.path().join("junit/a.xml").is_file());
+        assert!(
+            !dir.path().join("junit/b.xml").exists(),
+            "the old run's JUnit of b is left beside the new run's"
+        );
+    }
 
     #[test]
     fn screenshots_follow_the_log_as_attachment_lines() {

@@ -2,8 +2,8 @@
 //! pod down and verifies it.
 //!
 //! The binary is [`main_impl`]; the library exists so that testkit's own
-//! tests build JUnit from records the way the runner does ([`junit`]). It
-//! makes no stability promise.
+//! tests build JUnit from records the way the runner does ([`junit`], of
+//! the run [`runs`] chooses). It makes no stability promise.
 #![warn(unreachable_pub)]
 
 mod cli;
@@ -12,11 +12,13 @@ mod exit;
 mod html;
 mod janitor;
 pub mod junit;
+mod killed;
 mod known_issues;
 mod merge;
 mod pod_cmd;
 mod report_cmd;
 mod run;
+pub mod runs;
 mod summary;
 mod verb;
 

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use testkit_engine::report::{self, Outcome, Summary};
+use testkit_engine::report::{Outcome, Summary};
 
 use crate::errors::ExpectedError;
 
@@ -38,7 +38,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
     crate::junit::write_junit(&merged, &out).map_err(|e| incomplete(&e))?;
     let mut records = Vec::new();
     for dir in args.inputs.iter().filter(|i| i.is_dir()) {
-        records.extend(report::read_records(dir).map_err(|e| incomplete(&e))?);
+        records.extend(crate::runs::latest_records(dir).map_err(|e| incomplete(&e))?);
     }
     let known = crate::html::known_issues_of(&args.inputs);
     let summary = Summary::from_records(&records, known.as_ref());

@@ -5,6 +5,12 @@
 //! summary, and `report.html` (one page for several folders: the
 //! partitions of a fanned-out run). `testkit-runner run` does the same at
 //! the end of every run.
+//!
+//! A report is about one run of each folder, and says which: a folder
+//! several runs wrote into is reported for its latest (the one whose tests
+//! were last active, see [`crate::runs`]), or for `--run ID`; the others
+//! are named. A test of the run whose process was killed before it wrote
+//! its record is counted from its journal ([`crate::killed`]).
 
 use std::path::PathBuf;
 
@@ -12,6 +18,7 @@ use clap::Args;
 use testkit_engine::report::{KnownIssues, Summary};
 
 use crate::errors::ExpectedError;
+use crate::runs::RunChoiceError;
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
@@ -29,6 +36,12 @@ pub(crate) struct ReportArgs {
     /// issues, when the results folder does not record them.
     #[arg(long, value_name = "DIR")]
     suite: Option<PathBuf>,
+    /// The run to report, of a folder several runs wrote into (a fixed
+    /// `TESTKIT_RESULTS_DIR`, `run --results DIR` reused). Default: the
+    /// latest, the run whose tests were last active; the report names the
+    /// others. Two equally late runs (none of whose tests ran) need it.
+    #[arg(long, value_name = "ID")]
+    run: Option<String>,
 }
 
 pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
@@ -40,13 +53,23 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
                 dir.display()
             )));
         }
-        if !dir.join("records").is_dir() && !dir.join("verdict.jsonl").is_file() {
+        // A folder whose only test was killed holds its journal only.
+        if !dir.join("records").is_dir()
+            && !dir.join("verdict.jsonl").is_file()
+            && !dir.join("journal").is_dir()
+        {
             return Err(ExpectedError::bad_args(format_args!(
                 "report: {} holds neither records/ nor verdict.jsonl: it is not a results \
                  folder of testkit tests",
                 dir.display()
             )));
         }
+    }
+    if args.run.is_some() && args.dirs.len() > 1 {
+        return Err(ExpectedError::bad_args(
+            "report: --run ID picks the run of one results folder: give one DIR (several are \
+             merged, the latest run of each)",
+        ));
     }
     let out =
         match (&args.out, args.dirs.as_slice()) {
@@ -69,20 +92,28 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
         None => None,
     };
     let mut all = Vec::new();
+    let mut inputs = Vec::new();
     for dir in &args.dirs {
-        let records = crate::junit::write_results_junit(dir)
-            .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
-        if records.is_empty() {
+        let chosen = match crate::junit::write_results_junit(dir, args.run.as_deref()) {
+            Ok(chosen) => chosen,
+            Err(e @ (RunChoiceError::NoSuchRun { .. } | RunChoiceError::Undecided { .. })) => {
+                return Err(ExpectedError::bad_args(format_args!("report: {e}")))
+            }
+            Err(e) => return Err(ExpectedError::Incomplete(format!("report: {e}"))),
+        };
+        if chosen.records.is_empty() {
             return Err(ExpectedError::Incomplete(format!(
                 "report: no test records under {}: give the results folder of a run \
                  (TESTKIT_RESULTS_DIR, else <target>/testkit/runs/<run id>)",
                 dir.join("records").display()
             )));
         }
-        all.extend(records);
+        println!("{}", chosen.describe(dir));
+        inputs.push((dir.clone(), Some(chosen.run_id.clone())));
+        all.extend(chosen.records);
     }
     print!("{}", Summary::from_records(&all, known.as_ref()));
-    let page = crate::html::write_with(&out, &args.dirs, args.suite.as_deref())
+    let page = crate::html::write_with(&out, &inputs, args.suite.as_deref())
         .map_err(|e| ExpectedError::Incomplete(format!("report: {e}")))?;
     // Where to look, last.
     for dir in &args.dirs {

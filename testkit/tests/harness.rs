@@ -89,8 +89,8 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
         !run_junit.exists(),
         "a test process built the run's junit.xml"
     );
-    let built = write_results_junit(results.path()).unwrap();
-    assert_eq!(built.len(), records.len());
+    let built = write_results_junit(results.path(), None).unwrap();
+    assert_eq!(built.records.len(), records.len());
     for binary in BINARIES {
         check_junit(
             &results.path().join(format!("junit/{binary}.xml")),
@@ -159,7 +159,7 @@ fn nextest_gives_the_same_records_as_cargo_test() {
     // built once, at the end, as `testkit-runner report` does.
     assert!(!results.path().join("junit").exists());
     assert!(!results.path().join("junit.xml").exists());
-    write_results_junit(results.path()).unwrap();
+    write_results_junit(results.path(), None).unwrap();
     for binary in BINARIES {
         check_junit(
             &results.path().join(format!("junit/{binary}.xml")),
@@ -337,7 +337,7 @@ fn known_issue_against_sandboxd_drop_exec_env() {
                 outcome == testkit_engine::report::Outcome::ExpectedFailure
             );
             // JUnit is built once, after the run, as `testkit-runner report` does.
-            write_results_junit(results.path()).unwrap();
+            write_results_junit(results.path(), None).unwrap();
             for file in [
                 results.path().join("junit.xml"),
                 results.path().join("records/exec_env"),

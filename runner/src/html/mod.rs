@@ -25,29 +25,34 @@ use source::Source;
 /// The page's file name in a results folder.
 pub(crate) const FILE: &str = "report.html";
 
-/// Writes `<results_dir>/report.html` from that folder; its path.
-pub(crate) fn write(results_dir: &Path) -> Result<PathBuf, ReportError> {
-    write_merged(results_dir, &[results_dir.to_owned()])
+/// Writes `<results_dir>/report.html` of the run `run_id` of that folder;
+/// its path. A folder that other runs wrote into too shows this one only.
+pub(crate) fn write(results_dir: &Path, run_id: &str) -> Result<PathBuf, ReportError> {
+    let input = (results_dir.to_owned(), Some(run_id.to_owned()));
+    write_with(results_dir, &[input], None)
 }
 
 /// Writes `<out_dir>/report.html` from several results folders (one per
-/// pod: the partitions of a fanned-out run); its path. Inputs that are not
-/// folders (JUnit files) have nothing for the page and are passed over.
+/// pod: the partitions of a fanned-out run), the latest run of each; its
+/// path. Inputs that are not folders (JUnit files) have nothing for the
+/// page and are passed over.
 pub(crate) fn write_merged(out_dir: &Path, inputs: &[PathBuf]) -> Result<PathBuf, ReportError> {
-    write_with(out_dir, inputs, None)
+    let inputs: Vec<(PathBuf, Option<String>)> = inputs.iter().map(|i| (i.clone(), None)).collect();
+    write_with(out_dir, &inputs, None)
 }
 
-/// [`write_merged`], with the suite to ask git for folders that do not
-/// record what they tested.
+/// [`write_merged`] of the given run of each folder (`None`: its latest),
+/// with the suite to ask git for folders that do not record what they
+/// tested.
 pub(crate) fn write_with(
     out_dir: &Path,
-    inputs: &[PathBuf],
+    inputs: &[(PathBuf, Option<String>)],
     suite: Option<&Path>,
 ) -> Result<PathBuf, ReportError> {
     let mut parts = inputs
         .iter()
-        .filter(|i| i.is_dir())
-        .map(|d| Part::read(d))
+        .filter(|(i, _)| i.is_dir())
+        .map(|(d, run)| Part::read(d, run.as_deref()))
         .collect::<Result<Vec<Part>, ReportError>>()?;
     if let Some(suite) = suite {
         let source = Source::of(suite);
@@ -115,13 +120,16 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// At the end of a run: what it tested (`source.json`), then the page.
-/// A failure to write either is said, and does not change the run's verdict.
-/// The error names the file that could not be written, and why.
-pub(crate) fn write_for_run(results_dir: &Path, suite_dir: &Path) -> Result<PathBuf, String> {
+/// At the end of a run: what it tested (`source.json`), then the page of
+/// that run. The error names the file that could not be written, and why.
+pub(crate) fn write_for_run(
+    results_dir: &Path,
+    suite_dir: &Path,
+    run_id: &str,
+) -> Result<PathBuf, String> {
     let source = results_dir.join("source.json");
     Source::of(suite_dir)
         .write(results_dir)
         .map_err(|e| format!("{}: {e}", source.display()))?;
-    write(results_dir).map_err(|e| e.to_string())
+    write(results_dir, run_id).map_err(|e| e.to_string())
 }

@@ -24,6 +24,9 @@ pub(super) struct PhaseLine {
     pub(super) at: u64,
     #[serde(default)]
     pub(super) exit_code: Option<u8>,
+    /// The run the line is of (absent in files of older runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) run_id: Option<String>,
 }
 
 impl PhaseLine {
@@ -52,6 +55,8 @@ pub(super) struct Lifetime {
 /// One results folder: a run on one pod.
 pub(super) struct Part {
     pub(super) dir: PathBuf,
+    /// The run shown, when the folder names one.
+    pub(super) run: Option<String>,
     pub(super) records: Vec<TestRecord>,
     pub(super) phases: Vec<PhaseLine>,
     pub(super) lifetimes: Vec<Lifetime>,
@@ -59,12 +64,36 @@ pub(super) struct Part {
 }
 
 impl Part {
-    pub(super) fn read(dir: &Path) -> Result<Part, ReportError> {
-        let records = latest_run_per_binary(report::read_records(dir)?);
-        let phases = read_phases(dir)?;
-        let lifetimes = lifetimes(&read_journal(dir));
+    /// The run `run` of the folder `dir` (`None`: its latest, see
+    /// [`crate::runs`]): its records, its resources, and its phases when
+    /// `verdict.jsonl` is of that run. A folder other runs wrote into shows
+    /// nothing of theirs.
+    pub(super) fn read(dir: &Path, run: Option<&str>) -> Result<Part, ReportError> {
+        let all = report::read_records(dir)?;
+        let journal = read_journal(dir);
+        let run_id = match run {
+            Some(id) => Some(id.to_owned()),
+            None => crate::runs::runs_of(&all, &journal)
+                .into_iter()
+                .next()
+                .map(|r| r.id),
+        };
+        let of_run = |id: &str| run_id.as_deref().is_none_or(|r| r == id);
+        let records: Vec<TestRecord> = all.into_iter().filter(|r| of_run(&r.run_id)).collect();
+        let journal: Vec<JournalEntry> = journal.into_iter().filter(|e| of_run(&e.run)).collect();
+        let mut phases = read_phases(dir)?;
+        // `verdict.jsonl` is the last runner run's: another run's phases
+        // are not this run's. (A file of an older runner names no run.)
+        if phases
+            .iter()
+            .any(|p| p.run_id.as_deref().is_some_and(|id| !of_run(id)))
+        {
+            phases.clear();
+        }
+        let lifetimes = lifetimes(&journal);
         Ok(Part {
             dir: dir.to_owned(),
+            run: run_id,
             records,
             phases,
             lifetimes,
@@ -76,12 +105,18 @@ impl Part {
         self.phases.iter().find(|p| p.phase == name)
     }
 
-    /// The run's id: the records say it; a run with none, its folder's name.
+    /// The run's id: the one chosen, else the records say it; a run with
+    /// none, its folder's name.
     pub(super) fn run_id(&self) -> String {
-        self.records
-            .iter()
-            .map(|r| r.run_id.clone())
-            .find(|id| !id.is_empty())
+        self.run
+            .clone()
+            .filter(|id| !id.is_empty())
+            .or_else(|| {
+                self.records
+                    .iter()
+                    .map(|r| r.run_id.clone())
+                    .find(|id| !id.is_empty())
+            })
             .or_else(|| {
                 self.dir
                     .file_name()
@@ -89,27 +124,6 @@ impl Part {
             })
             .unwrap_or_default()
     }
-}
-
-/// A results folder reused by several runs (a fixed `TESTKIT_RESULTS_DIR`)
-/// holds the records of each: the page shows, for each binary, its latest
-/// run, as the folder's `junit.xml` does.
-fn latest_run_per_binary(records: Vec<TestRecord>) -> Vec<TestRecord> {
-    let mut latest: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
-    for r in &records {
-        let slot = latest.entry(&r.binary).or_insert((0, &r.run_id));
-        if r.started_at_ms > slot.0 {
-            *slot = (r.started_at_ms, &r.run_id);
-        }
-    }
-    let keep: BTreeMap<String, String> = latest
-        .into_iter()
-        .map(|(b, (_, id))| (b.to_owned(), id.to_owned()))
-        .collect();
-    records
-        .into_iter()
-        .filter(|r| keep.get(&r.binary) == Some(&r.run_id))
-        .collect()
 }
 
 fn read_phases(dir: &Path) -> Result<Vec<PhaseLine>, ReportError> {
@@ -241,22 +255,6 @@ mod unit {
         let (lanes, count) = pack_lanes(&refs);
         assert_eq!(lanes, [Some(0), Some(1), Some(0), None, Some(0)]);
         assert_eq!(count, 2);
-    }
-
-    #[test]
-    fn a_reused_folder_shows_each_binarys_latest_run() {
-        let mut old = rec("a", 1000, 1);
-        old.run_id = "old".into();
-        let mut old_b = rec("b", 1000, 1);
-        old_b.run_id = "old".into();
-        old_b.binary = "other".into();
-        let new = rec("a", 2000, 1);
-        let kept = latest_run_per_binary(vec![old, new, old_b]);
-        let ids: Vec<(&str, &str)> = kept
-            .iter()
-            .map(|r| (r.binary.as_str(), r.run_id.as_str()))
-            .collect();
-        assert_eq!(ids, [("b", "r1"), ("other", "old")]);
     }
 
     #[test]

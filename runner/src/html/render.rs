@@ -727,6 +727,7 @@ mod unit {
         let summary = Summary::from_records(&records, None);
         let parts = [Part {
             dir: PathBuf::from("/nonexistent/results"),
+            run: None,
             records,
             phases: Vec::new(),
             lifetimes,

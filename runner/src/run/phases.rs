@@ -70,7 +70,7 @@ impl<'a> Run<'a> {
     pub(super) fn begin(plan: &'a Plan) -> Result<Run<'a>, ExpectedError> {
         println!("run id: {}", plan.run_id);
         println!("results: {}", plan.results_dir.display());
-        let log = VerdictLog::create(&plan.results_dir).map_err(|e| {
+        let log = VerdictLog::create(&plan.results_dir, &plan.run_id).map_err(|e| {
             ExpectedError::bad_args(format_args!(
                 "cannot create verdict.jsonl in {}: {e}",
                 plan.results_dir.display()
@@ -599,7 +599,7 @@ impl<'a> Run<'a> {
             .into_iter()
             .collect();
         let markdown = write_md(code).map_err(|e| unwritten.push(e)).ok();
-        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir)
+        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
             .map_err(|e| unwritten.push(e))
             .ok();
         let (result, code, markdown) = if unwritten.is_empty() {

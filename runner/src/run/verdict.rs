@@ -72,23 +72,28 @@ pub(crate) struct VerdictLog {
     file: File,
     /// The first line that could not be written, and why.
     unwritten: Option<String>,
+    /// Every line names the run: a folder reused by another run is read
+    /// back as that run's.
+    run_id: String,
 }
 
 impl VerdictLog {
     /// Creates or truncates `<results>/verdict.jsonl`.
-    pub(crate) fn create(results_dir: &Path) -> std::io::Result<VerdictLog> {
+    pub(crate) fn create(results_dir: &Path, run_id: &str) -> std::io::Result<VerdictLog> {
         let path = results_dir.join("verdict.jsonl");
         let file = File::create(&path)?;
         Ok(VerdictLog {
             path,
             file,
             unwritten: None,
+            run_id: run_id.to_owned(),
         })
     }
 
     pub(crate) fn append(&mut self, result: &PhaseResult) {
-        let line = serde_json::to_string(result).expect("serializable");
-        self.write_line(&line);
+        let mut line = serde_json::to_value(result).expect("serializable");
+        line["run_id"] = self.run_id.clone().into();
+        self.write_line(&line.to_string());
     }
 
     pub(crate) fn finish(&mut self, verdict: Verdict, exit_code: u8) {
@@ -97,6 +102,7 @@ impl VerdictLog {
             "verdict": verdict,
             "exit_code": exit_code,
             "at": now_ms(),
+            "run_id": self.run_id,
         });
         self.write_line(&line.to_string());
     }

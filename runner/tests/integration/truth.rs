@@ -1,11 +1,14 @@
 //! A green verdict is never false: the ways a run could still report a pass
-//! it did not see, each run for real against sandboxd.
+//! it did not see, and a report about a run it did not name. Real runs of
+//! the fixture suite against sandboxd, real SIGKILLs, a real full disk.
 
 use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use testkit_engine::report::{read_records, Outcome, TestRecord};
 
-use crate::{fixture, runner, Ran};
+use crate::{fixture, junit_counts, runner, wait_for, CallerPod, Ran};
 
 /// Adds the test binary `name` (harness = false) with `source` to the
 /// fixture suite copied at `suite`.
@@ -165,4 +168,279 @@ fn a_full_disk_fails_the_run() {
         "{}",
         ran.stdout
     );
+}
+
+/// The `run_id` property of each testcase of a `junit.xml`, with the
+/// report's name.
+fn junit_run_ids(path: &Path) -> (String, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let name = doc
+        .root_element()
+        .attribute("name")
+        .unwrap_or("")
+        .to_owned();
+    let ids = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|case| {
+            case.descendants()
+                .find(|p| p.has_tag_name("property") && p.attribute("name") == Some("run_id"))
+                .and_then(|p| p.attribute("value"))
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    (name, ids)
+}
+
+/// The testcase `name` of a `junit.xml`, as its XML text.
+fn junit_case(path: &Path, name: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some(name))
+        .unwrap_or_else(|| panic!("no testcase {name} in {}:\n{text}", path.display()));
+    text[case.range()].to_owned()
+}
+
+/// A plain `cargo nextest run` of the fixture `suite` against `pod`,
+/// results in `results`; its exit status.
+fn plain_nextest(
+    suite: &Path,
+    pod: &CallerPod,
+    results: &Path,
+    mode: &str,
+    args: &[&str],
+) -> std::process::ExitStatus {
+    let secrets = results.with_extension("secrets");
+    Command::new(env!("CARGO"))
+        .args(["nextest", "run", "--workspace", "--no-fail-fast"])
+        .args(args)
+        .env("CARGO_TARGET_DIR", crate::shared_target())
+        .env("TESTKIT_RESULTS_DIR", results)
+        .env("TESTKIT_SECRETS_DIR", &secrets)
+        .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+        .env("FIXTURE_MODE", mode)
+        .current_dir(suite)
+        .status()
+        .unwrap()
+}
+
+/// A results folder reused by a second run (`--results DIR` twice): the
+/// second run's report.html and summary are about the second run only, and
+/// `testkit-runner report DIR` reports the latest run, names it in
+/// junit.xml, and says which other runs the folder holds and how to pick
+/// one (`--run ID`).
+#[test]
+fn a_reused_results_folder_reports_its_latest_run_and_names_it() {
+    let suite = fixture("suite");
+    let results = tempfile::tempdir().unwrap();
+    let first = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .arg("--results")
+            .arg(results.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(first.code, 0, "the first run is green");
+    // Every test of the second run dies before it writes its record.
+    let second = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .arg("--results")
+            .arg(results.path())
+            .args(["-E", "test(create_tracked)"])
+            .env("FIXTURE_MODE", "sigkill")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(second.code, 1, "the second run fails");
+    let (one, two) = (first.run_id(), second.run_id());
+    assert_ne!(one, two);
+
+    let html = std::fs::read_to_string(results.path().join("report.html")).unwrap();
+    assert!(
+        !html.contains("\"outcome\":\"passed\""),
+        "the second run's report.html shows a pass, which only the first run had"
+    );
+    assert!(
+        html.contains("\"name\":\"sandboxes::create_tracked\""),
+        "the killed test is on the page"
+    );
+    let summary = std::fs::read_to_string(results.path().join("summary.md")).unwrap();
+    assert!(summary.contains(&format!("(run {two})")), "{summary}");
+    assert!(
+        summary.contains("| 0 | 1 |"),
+        "0 passed, 1 failed: {summary}"
+    );
+
+    // `report DIR` after the fact: the latest run, by name.
+    let junit = results.path().join("junit.xml");
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0);
+    assert!(
+        report.stdout.contains(&format!("run {two}")) && report.stdout.contains(&one),
+        "it names the run it reports and the other one: {}",
+        report.stdout
+    );
+    assert!(report.stdout.contains("--run"), "{}", report.stdout);
+    assert!(
+        !report.stdout.contains(" 4 passed") && report.stdout.contains("1 failed"),
+        "{}",
+        report.stdout
+    );
+    let (name, ids) = junit_run_ids(&junit);
+    assert_eq!(name, two, "junit.xml is named after the run it reports");
+    assert!(ids.iter().all(|id| *id == two), "{ids:?}");
+    assert_eq!(junit_counts(&junit).1, 1, "one failure");
+
+    // `--run ID` reports another run of the folder.
+    let report = Ran::from(
+        runner()
+            .arg("report")
+            .arg(results.path())
+            .args(["--run", &one])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(report.code, 0);
+    let (name, ids) = junit_run_ids(&junit);
+    assert_eq!(name, one);
+    assert!(ids.iter().all(|id| *id == one), "{ids:?}");
+    assert_eq!(junit_counts(&junit).1, 0);
+    // A run the folder does not hold is a usage error that lists those it does.
+    let report = Ran::from(
+        runner()
+            .arg("report")
+            .arg(results.path())
+            .args(["--run", "nosuchrun"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(report.code, 64);
+    assert!(
+        report.stderr.contains(&one) && report.stderr.contains(&two),
+        "{}",
+        report.stderr
+    );
+}
+
+/// A test SIGKILLed under a plain `cargo nextest run` wrote no record; its
+/// journal and its reaper's entries say what it created and what became of
+/// it: `testkit-runner report` counts it as failed, with them.
+#[test]
+fn a_sigkilled_test_under_plain_nextest_is_reported_from_its_journal() {
+    let suite = fixture("suite");
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    let status = plain_nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "sigkill",
+        &["-E", "test(create_tracked)"],
+    );
+    assert!(
+        !status.success(),
+        "nextest counts the killed test as failed"
+    );
+    // The reaper works on after nextest has seen its test die.
+    let journal = results.path().join("journal");
+    let reaped = || {
+        std::fs::read_dir(&journal).into_iter().flatten().any(|f| {
+            std::fs::read_to_string(f.unwrap().path())
+                .unwrap_or_default()
+                .contains("\"event\":\"reaped\"")
+        })
+    };
+    assert!(
+        wait_for(Duration::from_secs(60), reaped),
+        "the reaper journaled its delete"
+    );
+    let (_, listed) = pod.get("/api/sandboxes");
+    assert!(!listed.contains("ct-"), "the reaper deleted it: {listed}");
+
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0, "the folder is a results folder");
+    let junit = results.path().join("junit.xml");
+    // The killed test, and the ignored test of the binary the filter left
+    // out: nextest listed it, as it lists every binary.
+    assert_eq!(junit_counts(&junit), (2, 1, 1));
+    let case = junit_case(&junit, "sandboxes::create_tracked");
+    assert!(
+        case.contains("killed before it wrote its record"),
+        "the failure says what happened: {case}"
+    );
+    assert!(case.contains("reaper"), "and what the reaper did: {case}");
+    assert!(
+        case.contains("sandbox/ct-") && case.contains("=deleted"),
+        "its resource and its fate: {case}"
+    );
+    assert!(report.stdout.contains("1 failed"), "{}", report.stdout);
+}
+
+/// The binary `later`: its only test is ignored, so nextest starts no
+/// process of it.
+const IGNORED_ONLY: &str = r#"use testkit::prelude::*;
+
+/// Needs the second version of the API.
+#[testkit::test(ignore = "waits for the v2 API")]
+async fn v2_only(_cx: &mut Cx) -> testkit::Result {
+    bail!("an ignored test ran")
+}
+
+testkit::main!();
+"#;
+
+/// A plain libtest binary (no testkit) whose only test is ignored.
+const PLAIN_IGNORED: &str = r#"#[test]
+#[ignore = "needs a second pod"]
+fn two_pods() {}
+"#;
+
+/// A test binary whose only test is ignored is counted as skipped, with its
+/// reason, under the runner and under a plain `cargo nextest run` followed
+/// by `testkit-runner report`. The runner counts a plain libtest binary's
+/// too, from nextest's listing; after a plain nextest run no testkit code
+/// ran for that one, and only nextest's own JUnit knows of it.
+#[test]
+fn a_binary_whose_only_tests_are_ignored_is_counted_as_skipped() {
+    let suite = fixture("suite");
+    std::fs::write(suite.path().join("tests/later.rs"), IGNORED_ONLY).unwrap();
+    std::fs::write(suite.path().join("tests/plain.rs"), PLAIN_IGNORED).unwrap();
+    let manifest = suite.path().join("Cargo.toml");
+    let mut text = std::fs::read_to_string(&manifest).unwrap();
+    text.push_str("\n[[test]]\nname = \"later\"\npath = \"tests/later.rs\"\nharness = false\n");
+    text.push_str("\n[[test]]\nname = \"plain\"\npath = \"tests/plain.rs\"\n");
+    std::fs::write(&manifest, text).unwrap();
+
+    let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 0);
+    assert!(
+        ran.stdout
+            .contains("8 tests: 4 passed, 0 failed, 3 skipped"),
+        "{}",
+        ran.stdout
+    );
+    let junit = ran.results().join("junit.xml");
+    let case = junit_case(&junit, "later::v2_only");
+    assert!(case.contains("ignored: waits for the v2 API"), "{case}");
+    let case = junit_case(&junit, "two_pods");
+    assert!(case.contains("ignored (nextest)"), "{case}");
+
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    let status = plain_nextest(suite.path(), &pod, results.path(), "", &[]);
+    assert!(status.success());
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0);
+    let junit = results.path().join("junit.xml");
+    assert_eq!(junit_counts(&junit), (7, 0, 3), "2 skipped and an xfail");
+    let case = junit_case(&junit, "later::v2_only");
+    assert!(case.contains("ignored: waits for the v2 API"), "{case}");
 }

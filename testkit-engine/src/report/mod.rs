@@ -5,6 +5,7 @@
 //! ```text
 //! <results>/records/<binary>/<pid>-<n>.jsonl       one TestRecord per line, one line per test, one file per test process
 //! <results>/records/<binary>/ignored-<run>.jsonl   under nextest: the binary's statically ignored tests
+//! <results>/records/<binary>/ignored-<run>.listed  the same, written when nextest lists the binary
 //! <results>/junit/<binary>.xml                     one JUnit report per test binary
 //! <results>/junit.xml                              every binary of the run
 //! ```
@@ -41,7 +42,7 @@
 //! | `failure_kind` | `error` \| `panic` \| `timeout` \| `cleanup` \| `known_issue_mismatch` \| `known_issue_fixed` \| `known_issue_unlisted` \| `config` \| `browser_teardown` \| `no_screenshot` \| null | why it failed |
 //! | `message` | string \| null | the failure; for an expected failure, the failure observed |
 //! | `skip_reason` | string \| null | why it was skipped (`ignored: <reason>` when statically ignored) |
-//! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran) |
+//! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran; a record the runner writes for a test that wrote none has when the test ran, as nextest or the journal saw it) |
 //! | `duration_ms` | integer | body and cleanup |
 //! | `known_issue`, `fails_with` | string \| null | the attribute's values |
 //! | `requires`, `capabilities_missing` | array of strings | pod capabilities |
@@ -141,6 +142,11 @@ pub enum ReportError {
 /// Reads every record under `<results_dir>/records`, sorted by binary and
 /// name. A folder without records gives none. When a test has several
 /// records in one run (a nextest retry), the last one counts.
+///
+/// The ignored tests a nextest listing recorded (`ignored-<run>.listed`,
+/// see [`record_listed_ignored`]) count only for a run that has another
+/// record in the folder: `cargo nextest list` lists too, and a listing is
+/// not a run.
 pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
     let root = results_dir.join("records");
     let io = |path: &Path| {
@@ -156,6 +162,7 @@ pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> 
         Err(e) => return Err(io(&root)(e)),
     };
     let mut records = Vec::new();
+    let mut listed = Vec::new();
     for binary in binaries {
         let binary = binary.map_err(io(&root))?.path();
         if !binary.is_dir() {
@@ -166,10 +173,14 @@ pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> 
             match path.extension().and_then(|e| e.to_str()) {
                 Some("jsonl") => records.extend(read_record_lines(&path)?),
                 Some("json") => records.push(read_record(&path)?),
+                Some("listed") => listed.extend(read_record_lines(&path)?),
                 _ => {}
             }
         }
     }
+    let runs: std::collections::BTreeSet<String> =
+        records.iter().map(|r| r.run_id.clone()).collect();
+    records.extend(listed.into_iter().filter(|r| runs.contains(&r.run_id)));
     Ok(latest_per_test(records))
 }
 
@@ -360,9 +371,28 @@ pub fn finish_binary(run: &Run, under_nextest: bool, ignored: impl FnOnce() -> V
     if !under_nextest {
         return;
     }
-    if let Err(e) = record_ignored_once(run, ignored) {
+    let file = format!("ignored-{}.jsonl", run.id);
+    if let Err(e) = record_ignored_once(run, &file, ignored) {
         eprintln!(
             "testkit: failed to record the ignored tests of {}: {e}",
+            run.binary
+        );
+    }
+}
+
+/// Called when nextest lists the binary's ignored tests (`--list
+/// --ignored`), which it does for every binary before a run starts, with
+/// the run's id: writes the records of its statically ignored tests to
+/// `ignored-<run id>.listed`, once per binary and run. A binary whose only
+/// tests are ignored has no test process, so [`finish_binary`] never runs
+/// for it; this is where its tests are counted. Readers count a listing
+/// only for a run that has other records ([`read_records`]): `cargo
+/// nextest list` lists the same way, and runs nothing.
+pub fn record_listed_ignored(run: &Run, ignored: impl FnOnce() -> Vec<TestRecord>) {
+    let file = format!("ignored-{}.listed", run.id);
+    if let Err(e) = record_ignored_once(run, &file, ignored) {
+        eprintln!(
+            "testkit: failed to record the ignored tests of {} as nextest listed them: {e}",
             run.binary
         );
     }
@@ -377,10 +407,11 @@ pub fn finish_binary(run: &Run, under_nextest: bool, ignored: impl FnOnce() -> V
 /// (`--run-ignored`) is counted as it ran.
 fn record_ignored_once(
     run: &Run,
+    file: &str,
     ignored: impl FnOnce() -> Vec<TestRecord>,
 ) -> Result<(), ReportError> {
     let dir = run.results_dir.join("records").join(&run.binary);
-    let path = dir.join(format!("ignored-{}.jsonl", run.id));
+    let path = dir.join(file);
     if path.exists() {
         return Ok(());
     }
@@ -397,12 +428,52 @@ fn record_ignored_once(
     let lines: String = ignored.iter().map(record_line).collect();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     // Not `.jsonl`: readers never see the file before it is whole.
-    let tmp = dir.join(format!(".ignored-{}.{}", run.id, std::process::id()));
+    let tmp = dir.join(format!(".{file}.{}", std::process::id()));
     std::fs::write(&tmp, lines).map_err(io(&tmp))?;
     let linked = std::fs::hard_link(&tmp, &path);
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io(&path)(e)),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_counts_only_for_a_run_that_has_other_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("records/later");
+        std::fs::create_dir_all(&folder).unwrap();
+        let ignored = |run: &str| {
+            let mut r = TestRecord::new(run, "later", "later::v2_only");
+            r.outcome = Outcome::Skipped;
+            r.skip_reason = Some("ignored: waits for the v2 API".to_owned());
+            record_line(&r)
+        };
+        // `cargo nextest list` lists, and runs nothing: no run.
+        std::fs::write(folder.join("ignored-listonly.listed"), ignored("listonly")).unwrap();
+        std::fs::write(folder.join("ignored-ran.listed"), ignored("ran")).unwrap();
+        assert!(read_records(dir.path()).unwrap().is_empty());
+        // A run with a record of another binary counts its listed tests.
+        let other = dir.path().join("records/runs");
+        std::fs::create_dir_all(&other).unwrap();
+        let mut passed = TestRecord::new("ran", "runs", "runs::passes");
+        passed.started_at_ms = 1;
+        std::fs::write(other.join("1-1.jsonl"), record_line(&passed)).unwrap();
+        let read: Vec<(String, String)> = read_records(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.run_id, r.name))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                ("ran".to_owned(), "later::v2_only".to_owned()),
+                ("ran".to_owned(), "runs::passes".to_owned())
+            ]
+        );
     }
 }

@@ -150,6 +150,9 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
     let tests = selected(&args);
 
     if args.list {
+        if args.ignored {
+            record_listed_ignored();
+        }
         let trials = tests.iter().map(|&def| trial(def, None)).collect();
         let conclusion = libtest_mimic::run(&args, trials);
         if !matches!(args.format, Some(FormatSetting::Terse)) {
@@ -219,6 +222,30 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
         return ExitCode::FAILURE;
     }
     conclusion.exit_code()
+}
+
+/// Under nextest, a binary whose only tests are ignored never gets a test
+/// process: nextest lists its ignored tests (`--list --ignored`, with the
+/// run's id, before it runs any test) and skips them. The listing is the
+/// one moment testkit runs for it, and records them then. Only with a run
+/// id the run's test processes share (nextest's, or `TESTKIT_RUN_ID`): a
+/// listing of its own would make a folder nothing else writes into.
+fn record_listed_ignored() {
+    let (Ok(settings), Ok(run)) = (crate::globals::settings(), crate::globals::run()) else {
+        return;
+    };
+    let ignored = || {
+        inventory::iter::<TestDef>
+            .into_iter()
+            .filter(|def| def.options.ignore.is_some())
+    };
+    // A binary without ignored tests has nothing to say, and no folder to make.
+    if !settings.under_nextest || run.alone || ignored().next().is_none() {
+        return;
+    }
+    crate::engine::report::record_listed_ignored(run, || {
+        ignored().map(|def| def.ignored_record(run)).collect()
+    });
 }
 
 /// The tests this process may run. With `--exact NAME`, which is how

@@ -173,7 +173,8 @@ pub(super) fn start(
     Ok(child)
 }
 
-/// The tests `cargo nextest list --message-format json` selects.
+/// The tests `cargo nextest list --message-format json` selects, and those
+/// it skips as ignored (their event `ignored` already).
 fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
     let v: serde_json::Value = serde_json::from_slice(stdout).map_err(|e| e.to_string())?;
     let suites = v["rust-suites"]
@@ -190,15 +191,23 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
             continue;
         };
         for (name, case) in cases {
-            if case["filter-match"]["status"] != "matches" {
-                continue;
-            }
+            let filter = &case["filter-match"];
+            // An ignored test gets no process, and no event: it is listed
+            // as ignored, so that a binary none of whose tests run is still
+            // counted (a testkit binary records its own, with the reason,
+            // when nextest lists it; a plain libtest one gets this).
+            let event = match (filter["status"].as_str(), filter["reason"].as_str()) {
+                (Some("matches"), _) => None,
+                (_, Some("ignored")) => Some("ignored".to_owned()),
+                _ => continue,
+            };
             out.push(Listed {
                 binary_id: binary_id.clone(),
                 binary: binary.clone(),
                 binary_path: binary_path.clone(),
                 name: name.clone(),
-                event: None,
+                event,
+                ..Listed::default()
             });
         }
     }
@@ -272,6 +281,8 @@ async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<List
                 binary_path: Some(exe.clone()),
                 name: name.to_owned(),
                 event: None,
+                started_ms: None,
+                ended_ms: None,
             });
         }
     }

@@ -110,16 +110,21 @@ pub(super) async fn follow(
     })
 }
 
-/// Records a test's result event (`ok`, `failed`, `ignored`, …) on the
-/// listed test nextest names `<binary id>$<test name>`.
+/// Records a test's result event (`ok`, `failed`, `ignored`, …), and when
+/// it started and ended, on the listed test nextest names
+/// `<binary id>$<test name>`.
 fn mark(listed: &mut [Listed], name: &str, event: String) {
-    if event == "started" {
-        return;
-    }
-    if let Some(t) = listed
+    let Some(t) = listed
         .iter_mut()
         .find(|t| format!("{}${}", t.binary_id, t.name) == name)
-    {
+    else {
+        return;
+    };
+    let now = testkit_engine::resource::journal::now_ms();
+    if event == "started" {
+        t.started_ms = Some(now);
+    } else {
+        t.ended_ms = Some(now);
         t.event = Some(event);
     }
 }

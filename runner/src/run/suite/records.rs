@@ -1,15 +1,18 @@
 //! The per-test records of a run. The tests write their own; a test nextest
 //! listed that wrote none (its process crashed or was killed, or it is a
-//! plain libtest test) gets one synthesized here from what the engine said,
-//! so every listed test is counted.
+//! plain libtest test) gets one synthesized here from what its journal and
+//! reaper recorded ([`crate::killed`]) and what the engine said, so every
+//! listed test is counted. A synthesized record of a test that ran carries
+//! when it ran (as nextest reported it): a record without a start would
+//! make the run look older than any earlier run of the same folder.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use testkit_engine::report::{
-    self, CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
-};
-use testkit_engine::resource::{Event, JournalEntry};
+use testkit_engine::report::{self, FailureKind, Outcome, ResourceState, TestRecord};
+use testkit_engine::resource::JournalEntry;
+
+use crate::killed::journaled;
 
 use super::{Listed, TestsSpec};
 
@@ -32,10 +35,6 @@ pub(super) fn complete(
         Ok(r) => r.into_iter().filter(|r| r.run_id == spec.run_id).collect(),
         Err(e) => return Err(format!("cannot read the test records: {e}")),
     };
-    let have: BTreeSet<(String, String)> = records
-        .iter()
-        .map(|r| (r.binary.clone(), r.name.clone()))
-        .collect();
     let mut crashed = Vec::new();
     let mut written = Vec::new();
     let journal: Vec<JournalEntry> = if interrupted {
@@ -44,8 +43,27 @@ pub(super) fn complete(
             .filter(|e| e.run == spec.run_id)
             .collect()
     } else {
+        // A test whose process died after it journaled a resource: its
+        // journal and its reaper say what happened.
+        for mut record in crate::killed::from_journal(spec.results_dir, &records, spec.run_id) {
+            if let Some(t) = listed
+                .iter()
+                .find(|t| t.binary == record.binary && t.name == record.name)
+            {
+                if let (Some(event), Some(message)) = (&t.event, &mut record.message) {
+                    message.push_str(&format!(" (nextest: {event})"));
+                }
+            }
+            crashed.push(format!("{}::{}", record.binary, record.name));
+            written.push(record);
+        }
         Vec::new()
     };
+    let have: BTreeSet<(String, String)> = records
+        .iter()
+        .chain(&written)
+        .map(|r| (r.binary.clone(), r.name.clone()))
+        .collect();
     let mut testkit_binaries = std::collections::BTreeMap::new();
     for t in listed {
         if have.contains(&(t.binary.clone(), t.name.clone())) {
@@ -66,10 +84,19 @@ pub(super) fn complete(
         }
         written.push(synthetic);
     }
-    if let Err(e) = report::write_records(spec.results_dir, &written) {
-        eprintln!("testkit-runner: {e}");
+    match report::write_records(spec.results_dir, &written) {
+        // Read again: a listing of ignored tests counts only for a run with
+        // records in the folder, and this run's may all be written here.
+        Ok(()) if !written.is_empty() => match report::read_records(spec.results_dir) {
+            Ok(r) => records = r.into_iter().filter(|r| r.run_id == spec.run_id).collect(),
+            Err(e) => return Err(format!("cannot read the test records: {e}")),
+        },
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("testkit-runner: {e}");
+            records.extend(written);
+        }
     }
-    records.extend(written);
     Ok(Records { records, crashed })
 }
 
@@ -128,7 +155,21 @@ fn synthesize(spec: &TestsSpec<'_>, t: &Listed, interrupted: bool) -> TestRecord
         (outcome, _) => record.outcome = outcome,
     }
     record.skip_reason = skip;
+    stamp(&mut record, t);
     record
+}
+
+/// When a test that ran (its record is not a skip) ran: from nextest's
+/// `started` to its result, as they arrived; a test nextest never reported
+/// is stamped now, when it is known to have been lost.
+fn stamp(record: &mut TestRecord, t: &Listed) {
+    if record.outcome == Outcome::Skipped {
+        return;
+    }
+    let now = testkit_engine::resource::journal::now_ms();
+    let started = t.started_ms.or(t.ended_ms).unwrap_or(now);
+    record.started_at_ms = started;
+    record.duration_ms = t.ended_ms.unwrap_or(now).saturating_sub(started);
 }
 
 /// The record of a listed test that wrote none in an interrupted run: one
@@ -168,59 +209,8 @@ fn interrupted_record(spec: &TestsSpec<'_>, t: &Listed, journal: &[JournalEntry]
     );
     record.resources = resources;
     record.cleanup = cleanup;
+    stamp(&mut record, t);
     record
-}
-
-/// What the journal knows of the resources of the test `name`: each with
-/// the state its last entry (the test's, or a reaper's) gives it, and the
-/// cleanup as a whole. `None` when the journal has nothing of the test.
-fn journaled(journal: &[JournalEntry], name: &str) -> Option<(Vec<ResourceRecord>, CleanupState)> {
-    let mut resources: Vec<ResourceRecord> = Vec::new();
-    for e in journal.iter().filter(|e| e.test == name) {
-        if !resources
-            .iter()
-            .any(|r| r.kind == e.kind && r.name == e.name)
-        {
-            resources.push(ResourceRecord {
-                kind: e.kind.clone(),
-                name: e.name.clone(),
-                state: ResourceState::Pending,
-            });
-        }
-    }
-    if resources.is_empty() {
-        return None;
-    }
-    for r in &mut resources {
-        let last = journal
-            .iter()
-            .filter(|e| e.kind == r.kind && e.name == r.name)
-            .max_by_key(|e| e.time);
-        r.state = match last.map(|e| e.event) {
-            Some(Event::Verified | Event::Reaped | Event::Forgotten) => ResourceState::Deleted,
-            Some(Event::GoneBeforeDelete) => ResourceState::GoneBeforeDelete,
-            Some(Event::Kept) => ResourceState::Kept,
-            Some(Event::Leaked) => ResourceState::Leaked,
-            Some(Event::Created | Event::Deleted) => ResourceState::Created,
-            _ => ResourceState::Pending,
-        };
-    }
-    let gone = |r: &ResourceRecord| {
-        matches!(
-            r.state,
-            ResourceState::Deleted | ResourceState::GoneBeforeDelete
-        )
-    };
-    let cleanup = if resources.iter().all(|r| r.state == ResourceState::Deleted) {
-        CleanupState::Verified
-    } else if resources.iter().all(gone) {
-        CleanupState::GoneBeforeDelete
-    } else if resources.iter().all(|r| r.state == ResourceState::Kept) {
-        CleanupState::Kept
-    } else {
-        CleanupState::Failed
-    };
-    Some((resources, cleanup))
 }
 
 /// Tests recorded so far.

@@ -1,0 +1,235 @@
+//! The records of tests whose process died before it wrote theirs
+//! (SIGKILL, the OOM killer, an abort): built from what the folder still
+//! says of them. A test process journals every resource before it creates
+//! it (`<results>/journal/<binary>-<pid>.jsonl`), and its reaper appends
+//! to the same file what it deleted or left, and logs beside it
+//! (`<binary>-<pid>.reaper.log`). A test of the journal without a record
+//! of its run is a test that was killed: failed, saying so, with its
+//! resources and what the reaper did with them.
+//!
+//! A killed test that journaled nothing (it created nothing) leaves no
+//! trace in the folder: only the test engine knows of it (`testkit-runner
+//! run` asks nextest; after a plain `cargo nextest run`, its own JUnit).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use testkit_engine::report::{
+    CleanupState, FailureKind, ResourceRecord, ResourceState, TestRecord,
+};
+use testkit_engine::resource::{journal, Event, JournalEntry};
+
+/// At most this much of a reaper's log goes into a record.
+const REAPER_LOG_CAP: usize = 16 * 1024;
+
+/// A record for every test of the run `run_id` that the folder's journals
+/// name and `records` (the run's) lack.
+pub(crate) fn from_journal(
+    results_dir: &Path,
+    records: &[TestRecord],
+    run_id: &str,
+) -> Vec<TestRecord> {
+    let have: BTreeSet<(&str, &str)> = records
+        .iter()
+        .map(|r| (r.binary.as_str(), r.name.as_str()))
+        .collect();
+    let mut out = Vec::new();
+    for (binary, pid, path) in journal_files(results_dir) {
+        let entries = journal::read_file(&path);
+        let mut tests: Vec<&str> = Vec::new();
+        for e in entries
+            .iter()
+            .filter(|e| e.run == run_id && !e.test.is_empty())
+        {
+            if !tests.contains(&e.test.as_str()) {
+                tests.push(&e.test);
+            }
+        }
+        for test in tests {
+            if have.contains(&(binary.as_str(), test)) {
+                continue;
+            }
+            let log = std::fs::read_to_string(path.with_extension("reaper.log")).ok();
+            out.push(killed_record(
+                run_id,
+                &binary,
+                test,
+                pid,
+                &entries,
+                log.as_deref(),
+            ));
+        }
+    }
+    out
+}
+
+/// The journal files of test processes: `(binary, pid, path)`. The
+/// janitor's journals name no test.
+fn journal_files(results_dir: &Path) -> Vec<(String, u32, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(journal::dir(results_dir)) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(String, u32, PathBuf)> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?;
+            let (binary, pid) = stem.rsplit_once('-')?;
+            Some((binary.to_owned(), pid.parse().ok()?, p.clone()))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The record of the test `name` of `binary`, whose process `pid` died
+/// before it wrote one: `entries` is that process's journal, the reaper's
+/// entries included; `reaper_log` what the reaper logged.
+pub(crate) fn killed_record(
+    run_id: &str,
+    binary: &str,
+    name: &str,
+    pid: u32,
+    entries: &[JournalEntry],
+    reaper_log: Option<&str>,
+) -> TestRecord {
+    let (resources, cleanup) = journaled(entries, name).unwrap_or_default();
+    let own: Vec<&JournalEntry> = entries.iter().filter(|e| e.test == name).collect();
+    let mut record = TestRecord::new(run_id, binary, name);
+    if let (Some(first), Some(last)) = (own.first(), own.last()) {
+        record.started_at_ms = first.time;
+        record.duration_ms = last.time.saturating_sub(first.time);
+    }
+    let names: BTreeSet<(&str, &str)> = resources
+        .iter()
+        .map(|r| (r.kind.as_str(), r.name.as_str()))
+        .collect();
+    // The reaper writes without a test name, from a process of its own.
+    let reaped: Vec<&JournalEntry> = entries
+        .iter()
+        .filter(|e| e.test.is_empty() && e.pid != pid)
+        .filter(|e| names.contains(&(e.kind.as_str(), e.name.as_str())))
+        .collect();
+    let what = |r: &ResourceRecord| format!("{} `{}`", r.kind, r.name);
+    let of_state = |states: &[ResourceState]| -> Vec<String> {
+        resources
+            .iter()
+            .filter(|r| states.contains(&r.state))
+            .map(what)
+            .collect()
+    };
+    let mut message = format!(
+        "killed: the test process (pid {pid}) was killed before it wrote its record (by a signal such as SIGKILL, or it crashed); this record is built from its journal"
+    );
+    if resources.is_empty() {
+        message.push_str("; it journaled no resource");
+    } else {
+        message.push_str(&format!(
+            "; it created {}",
+            resources.iter().map(what).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let deleted = of_state(&[ResourceState::Deleted]);
+    let left = of_state(&[ResourceState::Created, ResourceState::Pending]);
+    let leaked: Vec<String> = resources
+        .iter()
+        .filter(|r| r.state == ResourceState::Leaked)
+        .map(|r| {
+            let why = entries
+                .iter()
+                .rev()
+                .find(|e| e.kind == r.kind && e.name == r.name && e.event == Event::Leaked)
+                .and_then(|e| e.detail.as_deref())
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default();
+            format!("{}{why}", what(r))
+        })
+        .collect();
+    if !resources.is_empty() {
+        if reaped.is_empty() {
+            message.push_str(
+                "; its reaper journaled nothing (it had not finished, or could not run): see `testkit-runner janitor`",
+            );
+        } else {
+            message.push_str("; its reaper");
+            let mut did = Vec::new();
+            if !deleted.is_empty() {
+                did.push(format!(" deleted and verified gone {}", deleted.join(", ")));
+            }
+            if !leaked.is_empty() {
+                did.push(format!(" could not delete {}", leaked.join(", ")));
+            }
+            if !left.is_empty() {
+                did.push(format!(" had not settled {}", left.join(", ")));
+            }
+            message.push_str(&did.join(";"));
+        }
+    }
+    record.fail(FailureKind::Error, message);
+    record.resources = resources;
+    record.cleanup = cleanup;
+    if let Some(log) = reaper_log.filter(|l| !l.trim().is_empty()) {
+        let start = log.len().saturating_sub(REAPER_LOG_CAP);
+        let start = (start..=log.len())
+            .find(|&i| log.is_char_boundary(i))
+            .unwrap_or(log.len());
+        record.output = format!("the reaper's log:\n{}", &log[start..]);
+    }
+    record
+}
+
+/// What the journal knows of the resources of the test `name`: each with
+/// the state its last entry (the test's, or a reaper's) gives it, and the
+/// cleanup as a whole. `None` when the journal has nothing of the test.
+pub(crate) fn journaled(
+    journal: &[JournalEntry],
+    name: &str,
+) -> Option<(Vec<ResourceRecord>, CleanupState)> {
+    let mut resources: Vec<ResourceRecord> = Vec::new();
+    for e in journal.iter().filter(|e| e.test == name) {
+        if !resources
+            .iter()
+            .any(|r| r.kind == e.kind && r.name == e.name)
+        {
+            resources.push(ResourceRecord {
+                kind: e.kind.clone(),
+                name: e.name.clone(),
+                state: ResourceState::Pending,
+            });
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    for r in &mut resources {
+        let last = journal
+            .iter()
+            .filter(|e| e.kind == r.kind && e.name == r.name)
+            .max_by_key(|e| e.time);
+        r.state = match last.map(|e| e.event) {
+            Some(Event::Verified | Event::Reaped | Event::Forgotten) => ResourceState::Deleted,
+            Some(Event::GoneBeforeDelete) => ResourceState::GoneBeforeDelete,
+            Some(Event::Kept) => ResourceState::Kept,
+            Some(Event::Leaked) => ResourceState::Leaked,
+            Some(Event::Created | Event::Deleted) => ResourceState::Created,
+            _ => ResourceState::Pending,
+        };
+    }
+    let gone = |r: &ResourceRecord| {
+        matches!(
+            r.state,
+            ResourceState::Deleted | ResourceState::GoneBeforeDelete
+        )
+    };
+    let cleanup = if resources.iter().all(|r| r.state == ResourceState::Deleted) {
+        CleanupState::Verified
+    } else if resources.iter().all(gone) {
+        CleanupState::GoneBeforeDelete
+    } else if resources.iter().all(|r| r.state == ResourceState::Kept) {
+        CleanupState::Kept
+    } else {
+        CleanupState::Failed
+    };
+    Some((resources, cleanup))
+}
