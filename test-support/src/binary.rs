@@ -68,29 +68,6 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace().join("target"))
 }
 
-/// Whether cargo (or nextest) set `var` for the test process it runs. Handed
-/// on to a nested cargo, such variables make its build see another
-/// environment than the outer one did, and rebuild what that one built.
-fn set_for_tests(var: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "CARGO_PKG_",
-        "CARGO_BIN_",
-        "CARGO_MANIFEST_",
-        "NEXTEST",
-        "__NEXTEST",
-        "__CARGO",
-    ];
-    const NAMES: &[&str] = &[
-        "CARGO_CRATE_NAME",
-        "CARGO_PRIMARY_PACKAGE",
-        "CARGO_TARGET_TMPDIR",
-        "CARGO_RUSTC_CURRENT_DIR",
-        "CARGO_TARGET_DIR",
-        "OUT_DIR",
-    ];
-    PREFIXES.iter().any(|p| var.starts_with(p)) || NAMES.contains(&var)
-}
-
 fn build() -> Result<Binaries, String> {
     let manifest = workspace().join("sandboxd/Cargo.toml");
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -102,11 +79,13 @@ fn build() -> Result<Binaries, String> {
         .arg("--target-dir")
         .arg(target_dir())
         .current_dir(workspace());
-    for (var, _) in std::env::vars_os() {
-        if set_for_tests(&var.to_string_lossy()) {
-            cargo.env_remove(var);
-        }
+    // What cargo (or nextest) set for the running test would make this
+    // build see another environment than the outer one did, and rebuild
+    // what that one built; the target dir is the one given above.
+    for var in testkit_engine::process::vars_set_by_cargo() {
+        cargo.env_remove(var);
     }
+    cargo.env_remove("CARGO_TARGET_DIR");
     let shown = format!("{cargo:?}");
     let (status, stdout, stderr) = run_bounded(cargo, BUILD_LIMIT)
         .map_err(|e| format!("failed to build sandboxd with {shown}: {e}"))?;

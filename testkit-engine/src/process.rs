@@ -307,9 +307,97 @@ pub fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Whether cargo or nextest sets `var` for a process it starts: the program
+/// of `cargo run`, a test binary, a build script. Handed on to a nested
+/// cargo, such a variable makes its build see another environment than a
+/// build started from a shell: a build script that declared
+/// `rerun-if-env-changed` on one (ring's names `CARGO_MANIFEST_DIR` and the
+/// `CARGO_PKG_*` variables) reruns, everything above it rebuilds, and the
+/// next build from a shell rebuilds it all back. A process that starts
+/// cargo removes these from the command's environment; the nested cargo
+/// sets its own for what it runs. `CARGO`, the cargo to start, is not one.
+pub fn set_by_cargo(var: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "CARGO_PKG_",
+        "CARGO_BIN_",
+        "CARGO_MANIFEST_",
+        "NEXTEST",
+        "__NEXTEST",
+        "__CARGO",
+    ];
+    const NAMES: &[&str] = &[
+        "CARGO_CRATE_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|p| var.starts_with(p)) || NAMES.contains(&var)
+}
+
+/// The variables of this process's environment that [`set_by_cargo`] names:
+/// what to remove from a nested cargo command.
+pub fn vars_set_by_cargo() -> Vec<std::ffi::OsString> {
+    std::env::vars_os()
+        .map(|(var, _)| var)
+        .filter(|var| set_by_cargo(&var.to_string_lossy()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_cargo_sets_for_what_it_runs_are_named() {
+        // `cargo run` and `cargo test` set these (cargo 1.95); nextest adds
+        // its own.
+        for var in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_MANIFEST_PATH",
+            "CARGO_MANIFEST_LINKS",
+            "CARGO_PKG_NAME",
+            "CARGO_PKG_VERSION",
+            "CARGO_PKG_VERSION_MAJOR",
+            "CARGO_PKG_VERSION_PRE",
+            "CARGO_PKG_AUTHORS",
+            "CARGO_PKG_DESCRIPTION",
+            "CARGO_PKG_README",
+            "CARGO_PKG_RUST_VERSION",
+            "CARGO_BIN_NAME",
+            "CARGO_BIN_EXE_sandboxd",
+            "CARGO_CRATE_NAME",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+            "OUT_DIR",
+            "NEXTEST_RUN_ID",
+            "NEXTEST_EXECUTION_MODE",
+            "__NEXTEST_TEST_GROUP",
+        ] {
+            assert!(set_by_cargo(var), "{var}");
+        }
+        // What the caller chose, and the cargo to start, are handed on.
+        for var in [
+            "CARGO",
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_TERM_COLOR",
+            "CARGO_BUILD_JOBS",
+            "RUSTFLAGS",
+            "PATH",
+            "TESTKIT_RUN_ID",
+        ] {
+            assert!(!set_by_cargo(var), "{var}");
+        }
+    }
+
+    #[test]
+    fn this_test_process_has_variables_cargo_set() {
+        // Under `cargo test` and nextest alike.
+        let vars = vars_set_by_cargo();
+        assert!(vars.iter().any(|v| v == "CARGO_MANIFEST_DIR"), "{vars:?}");
+        assert!(vars.iter().any(|v| v == "CARGO_PKG_NAME"), "{vars:?}");
+    }
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

@@ -37,12 +37,12 @@ fn base_command(spec: &TestsSpec<'_>) -> tokio::process::Command {
     cmd.current_dir(spec.suite_dir)
         .stdin(Stdio::null())
         .kill_on_drop(false);
-    // The caller may itself run under nextest: its variables must not
-    // steer the suite's engine.
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("NEXTEST") {
-            cmd.env_remove(&key);
-        }
+    // The runner may itself run under `cargo run` or nextest: what they set
+    // for it must not steer the suite's engine, nor make the suite's build
+    // see another environment than a build from a shell (which would
+    // rebuild ring and everything above it, every run).
+    for var in process::vars_set_by_cargo() {
+        cmd.env_remove(var);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())));
     cmd
@@ -353,4 +353,40 @@ fn last_error(log: &Path) -> String {
         .or_else(|| lines.iter().rev().find(|l| !l.trim().is_empty()))
         .map(|l| l.trim().chars().take(200).collect())
         .unwrap_or_else(|| "no output".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_suite_build_does_not_inherit_what_cargo_set_for_the_runner() {
+        // This test runs under cargo or nextest, which set these for it as
+        // `cargo run` does for the runner.
+        let spec = TestsSpec {
+            suite_dir: Path::new("."),
+            results_dir: Path::new("."),
+            run_id: "r",
+            engine: Engine::Nextest,
+            archive: None,
+            filters: &[],
+            partition: None,
+            extra: &[],
+            env: vec![("TESTKIT_RUN_ID".to_owned(), "r".into())],
+            show_output: false,
+        };
+        let cmd = base_command(&spec);
+        let envs: Vec<_> = cmd.as_std().get_envs().collect();
+        for var in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME"] {
+            assert!(std::env::var_os(var).is_some(), "{var} is not set here");
+            assert!(
+                envs.contains(&(std::ffi::OsStr::new(var), None)),
+                "{var} is inherited: {envs:?}"
+            );
+        }
+        assert!(envs.contains(&(
+            std::ffi::OsStr::new("TESTKIT_RUN_ID"),
+            Some(std::ffi::OsStr::new("r"))
+        )));
+    }
 }
