@@ -6,23 +6,17 @@
 //! the run [`runs`] chooses). It makes no stability promise.
 #![warn(unreachable_pub)]
 
-mod cli;
+mod args;
 mod errors;
 mod exit;
 mod html;
-mod janitor;
 pub mod junit;
 mod killed;
-mod known_issues;
-mod merge;
-mod pod_cmd;
-mod report_cmd;
-mod run;
 pub mod runs;
 mod summary;
-mod verb;
+mod verbs;
 
 /// Parses the command line, runs the verb, and returns the exit code.
 pub fn main_impl() -> u8 {
-    cli::main_impl()
+    args::main_impl()
 }

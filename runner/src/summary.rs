@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use testkit_engine::report::Summary;
 
-use crate::run::verdict::{PhaseResult, Verdict};
+use crate::verbs::run::verdict::{PhaseResult, Verdict};
 
 pub(crate) struct RunSummary<'a> {
     pub(crate) suite: &'a Path,

@@ -15,8 +15,8 @@ static CONCURRENT_TESTS: AtomicUsize = AtomicUsize::new(0);
 /// Tells the runtime, before its first use, how many tests this process
 /// runs at once, so that it starts no more workers than they can use: one
 /// for a process that runs one test, as every process under nextest does.
-/// A worker more than that cost such a process a tenth of its CPU time
-/// (threads started, and I/O wakeups handed from one worker to another).
+/// A worker more than that costs such a process threads it never uses and
+/// I/O wakeups handed from one worker to another (measured in bench/).
 pub(crate) fn expect_concurrent_tests(tests: usize) {
     CONCURRENT_TESTS.store(tests, Ordering::Relaxed);
 }

@@ -88,7 +88,7 @@ impl<'a> Run<'a> {
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
         // Word of an earlier run's `pod down` is not about this run's pod.
-        let _ = std::fs::remove_file(crate::pod_cmd::stopped_by_file(&plan.results_dir));
+        let _ = std::fs::remove_file(crate::verbs::pod::stopped_by_file(&plan.results_dir));
         let secrets_dir = plan.claim.dir().to_owned();
         Ok(Run {
             plan,
@@ -198,8 +198,9 @@ impl<'a> Run<'a> {
             .health()
             .unwrap_or(&self.plan.config.pod.health_path)
             .to_owned();
-        let run = crate::pod_cmd::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
-        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health, run) {
+        let run =
+            crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        self.record_dir = match crate::verbs::pod::record_run_pod(p, &health, run) {
             Ok(dir) => Some(dir),
             Err(e) => {
                 // Still stopped by the watchdog; only `pod ls` will not show it.
@@ -639,7 +640,7 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
         ),
         (
             var::SECRETS_DIR.to_owned(),
-            testkit_engine::run::secrets_dir(crate::verb::settings(), &plan.run_id)
+            testkit_engine::run::secrets_dir(crate::verbs::settings(), &plan.run_id)
                 .into_os_string(),
         ),
         (

@@ -16,7 +16,7 @@ use testkit_engine::pod::{HandlePolicy, PodHandle};
 use testkit_engine::resource::{JanitorTarget, Kinds};
 
 use crate::errors::ExpectedError;
-use crate::verb::parse_duration;
+use crate::verbs::parse_duration;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["run", "older_than"])))]
@@ -67,7 +67,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
             args.run
                 .as_deref()
                 .map(|run| {
-                    testkit_engine::run::secrets_dir(crate::verb::settings(), run)
+                    testkit_engine::run::secrets_dir(crate::verbs::settings(), run)
                         .join("handle.json")
                 })
                 .filter(|h| h.is_file())
@@ -93,7 +93,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
             results_root: args
                 .results_root
                 .clone()
-                .unwrap_or_else(crate::run::default_results_root),
+                .unwrap_or_else(crate::verbs::run::default_results_root),
             age,
         },
         (None, None) => unreachable!("clap requires one of them"),
@@ -101,7 +101,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
     let session_dir = args
         .run
         .as_deref()
-        .map(|run| testkit_engine::run::secrets_dir(crate::verb::settings(), run));
+        .map(|run| testkit_engine::run::secrets_dir(crate::verbs::settings(), run));
     let pod = testkit_engine::pod::connect(handle, &config, session_dir.as_deref())
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
@@ -114,7 +114,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         &kinds,
         &config.suite.name_prefix,
         &target,
-        Some(crate::verb::settings()),
+        Some(crate::verbs::settings()),
     )
     .await;
     for (run, why) in &report.skipped_live {

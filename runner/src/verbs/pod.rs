@@ -21,7 +21,7 @@ use testkit_engine::pod::{self, LaunchSpec, StopError};
 
 use crate::errors::ExpectedError;
 use crate::exit;
-use crate::verb::{block_on, parse_duration};
+use crate::verbs::{block_on, parse_duration};
 
 /// `testkit-runner pod ...`.
 #[derive(Debug, Subcommand)]
@@ -158,7 +158,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     let pods = pods_dir();
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
     let mut spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
-    spec.target_dir = crate::verb::settings().target_dir.clone();
+    spec.target_dir = crate::verbs::settings().target_dir.clone();
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;

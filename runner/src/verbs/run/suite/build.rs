@@ -15,7 +15,7 @@ use testkit_engine::process;
 
 use super::progress::{clock, progress_line};
 use super::{describe_status, Engine, Listed, TestsSpec};
-use crate::run::signal::Interrupt;
+use crate::verbs::run::signal::Interrupt;
 
 fn cargo() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())

@@ -124,7 +124,7 @@ pub(crate) async fn start(
     logs_dir: &Path,
 ) -> Result<LaunchedPod, String> {
     let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
-    spec.target_dir = crate::verb::settings().target_dir.clone();
+    spec.target_dir = crate::verbs::settings().target_dir.clone();
     if spec.command[0] == DEFAULT_POD {
         spec.command[0] = ensure_default_pod(logs_dir).await?.display().to_string();
     }

@@ -283,7 +283,8 @@ impl PodWatch {
                             s.crash = Some(Crash {
                                 status,
                                 // Written before `pod down` signals the pod.
-                                stopped_by: crate::pod_cmd::stopped_by(&results_dir).map(|w| w.pid),
+                                stopped_by: crate::verbs::pod::stopped_by(&results_dir)
+                                    .map(|w| w.pid),
                                 at: SystemTime::now(),
                                 after: up.elapsed(),
                                 last_lines: last_lines(&stderr_log, 5),

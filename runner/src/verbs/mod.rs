@@ -1,5 +1,13 @@
-//! What the verbs share: the runtime an async verb runs on, the runner's
+//! The verbs of `testkit-runner`, one module each (`run`, `pod`, `report`,
+//! `merge`, `janitor`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
 //! own settings, and the parsers of the arguments several of them take.
+
+pub(crate) mod janitor;
+pub(crate) mod known_issues;
+pub(crate) mod merge;
+pub(crate) mod pod;
+pub(crate) mod report;
+pub(crate) mod run;
 
 use std::sync::OnceLock;
 use std::time::Duration;

@@ -2,8 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::verb::block_on;
-use crate::{exit, janitor, known_issues, merge, pod_cmd, report_cmd, run};
+use crate::exit;
+use crate::verbs::block_on;
+use crate::verbs::{janitor, known_issues, merge, pod, report, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,13 +35,13 @@ enum Command {
     /// folder (of a plain `cargo test` or `cargo nextest run`, or of a run;
     /// its latest, or `--run ID`), or one report.html for several merged.
     #[command(after_help = exit::help(exit::REPORT))]
-    Report(report_cmd::ReportArgs),
+    Report(report::ReportArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.
     #[command(after_help = exit::help(exit::CHECK_KNOWN_ISSUES))]
     CheckKnownIssues(known_issues::CheckArgs),
     /// Start, inspect and stop pods by hand.
     #[command(subcommand, after_help = exit::help(exit::POD))]
-    Pod(pod_cmd::PodCommand),
+    Pod(pod::PodCommand),
     /// The dead-man's switch of a pod `run` started (internal).
     #[command(hide = true)]
     WatchPod(run::WatchArgs),
@@ -65,9 +66,9 @@ pub(crate) fn main_impl() -> u8 {
         Command::Run(args) => block_on(run::run(*args)),
         Command::Janitor(args) => block_on(janitor::run(args)),
         Command::Merge(args) => merge::run(args),
-        Command::Report(args) => report_cmd::run(args),
+        Command::Report(args) => report::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
-        Command::Pod(cmd) => pod_cmd::run(cmd),
+        Command::Pod(cmd) => pod::run(cmd),
         Command::WatchPod(args) => return run::watchdog(args),
     };
     if let Err(e) = &result {

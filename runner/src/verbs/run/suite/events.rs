@@ -13,7 +13,7 @@ use testkit_engine::process;
 use super::progress::{clear_progress, clock, progress_line};
 use super::records::count_records;
 use super::{Engine, Listed, TestsSpec};
-use crate::run::signal::Interrupt;
+use crate::verbs::run::signal::Interrupt;
 
 /// How the test command ended.
 pub(super) struct Followed {

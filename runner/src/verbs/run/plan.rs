@@ -157,7 +157,7 @@ fn claim_run_id(
     results_dir: &Path,
 ) -> Result<testkit_engine::run::RunClaim, ExpectedError> {
     use testkit_engine::run::ClaimError;
-    match testkit_engine::run::claim_run(crate::verb::settings(), run_id, results_dir) {
+    match testkit_engine::run::claim_run(crate::verbs::settings(), run_id, results_dir) {
         Ok(claim) => Ok(claim),
         Err(ClaimError::InUse { holder, dir }) => {
             let results = holder
