@@ -70,6 +70,11 @@ pub mod var {
     pub const SECRETS_DIR: &str = "TESTKIT_SECRETS_DIR";
     /// The Rust kinds a sweeper sweeps, comma-separated.
     pub const SWEEP_KINDS: &str = "TESTKIT_SWEEP_KINDS";
+
+    /// The variables testkit sets itself on a test binary it starts in
+    /// another role (reaper, sweeper): never handed on from a caller's
+    /// environment, where they would turn every test process into one.
+    pub const ROLES: &[&str] = &[RUN_AS, REAPER_JOURNAL, REAPER_PARENT, SWEEP_KINDS];
 }
 
 /// A test's timeout when its attribute gives none and `TESTKIT_TIMEOUT` is

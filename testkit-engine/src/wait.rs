@@ -4,17 +4,21 @@
 //! observation.
 //!
 //! ```no_run
-//! # async fn f(cx: &testkit::Cx) -> testkit::Result {
+//! # async fn f() -> Result<(), testkit_engine::wait::WaitError> {
 //! use std::time::Duration;
-//! use testkit::wait::{self, Check, Wait};
+//! use testkit_engine::wait::{Check, Wait};
 //!
-//! let state = wait::until(cx, "sandbox ct-x to be ready", Wait::new().inactivity(Duration::from_secs(10)), || async {
+//! let wait = Wait::new().inactivity(Duration::from_secs(10));
+//! let state = wait.until("sandbox ct-x to be ready", || async {
 //!     let state = String::from("ready"); // ask the pod here
 //!     Ok(if state == "ready" { Check::Done(state) } else { Check::pending(format!("state={state}")) })
 //! })
 //! .await?;
 //! # Ok(()) }
 //! ```
+//!
+//! A test calls it as `testkit::wait::until(cx, …)`, so that what it
+//! observes goes to its log.
 
 use std::fmt::{self, Display};
 use std::future::Future;

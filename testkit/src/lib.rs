@@ -89,9 +89,36 @@ use testkit_engine as engine;
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
 pub use engine::redact::{redact, register_secret, REDACTED};
-pub use engine::{template, wait};
 pub use skip::Skip;
 pub use testkit_macros::test;
+
+/// Waits that tell you what they saw: poll until a condition holds, with an
+/// inactivity timeout (reset whenever what is observed changes) and a hard
+/// ceiling; a timeout names what it waited for, how long, and the last
+/// observation.
+///
+/// ```no_run
+/// # async fn f(cx: &testkit::Cx) -> testkit::Result {
+/// use std::time::Duration;
+/// use testkit::wait::{self, Check, Wait};
+///
+/// let wait = Wait::new().inactivity(Duration::from_secs(10));
+/// let state = wait::until(cx, "sandbox ct-x to be ready", wait, || async {
+///     let state = String::from("ready"); // ask the pod here
+///     Ok(if state == "ready" { Check::Done(state) } else { Check::pending(format!("state={state}")) })
+/// })
+/// .await?;
+/// # Ok(()) }
+/// ```
+pub mod wait {
+    pub use crate::engine::wait::*;
+}
+
+/// Values in request templates: what a Rust kind needs to build the same
+/// paths and queries a `testkit.toml` template does.
+pub mod template {
+    pub use crate::engine::template::{encode, json_escape};
+}
 
 /// The pod a test drives: [`Cx::pod`] hands it out.
 pub mod pod {

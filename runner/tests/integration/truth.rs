@@ -444,3 +444,40 @@ fn a_binary_whose_only_tests_are_ignored_is_counted_as_skipped() {
     let case = junit_case(&junit, "later::v2_only");
     assert!(case.contains("ignored: waits for the v2 API"), "{case}");
 }
+
+/// A malformed `TESTKIT_*` value in the runner's environment is a bad
+/// argument naming the variable (exit 64), not a crash of every test or a
+/// silent default; a role testkit gives a binary is not handed on.
+#[test]
+fn malformed_settings_are_bad_arguments_and_roles_are_not_handed_on() {
+    let suite = fixture("suite");
+    for (var, value) in [
+        ("TESTKIT_SWEEP_DEADLINE", "soon"),
+        ("TESTKIT_SWEEP_DEADLINE", "0s"),
+        ("TESTKIT_TIMEOUT", "forever"),
+        ("TESTKIT_KEEP", "sometimes"),
+    ] {
+        let ran = Ran::from(
+            runner()
+                .arg("run")
+                .arg(suite.path())
+                .env(var, value)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(ran.code, 64, "{var}={value}: {}", ran.stderr);
+        assert!(ran.stderr.contains(var), "{var}={value}: {}", ran.stderr);
+    }
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(basics)"])
+            .env("TESTKIT_RUN_AS", "sweeper")
+            .env("TESTKIT_SWEEP_KINDS", "sandbox")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert_eq!(ran.verdict("tests").0, "pass");
+}

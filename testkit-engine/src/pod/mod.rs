@@ -112,7 +112,7 @@ impl Pod {
     /// (once for every process of the run) and sends it once more.
     ///
     /// ```no_run
-    /// # async fn f(pod: &testkit::pod::Pod) -> testkit::Result {
+    /// # async fn f(pod: &testkit_engine::pod::Pod) -> reqwest::Result<()> {
     /// let items = pod.send(|c| c.get(pod.url("/api/items"))).await?.error_for_status()?;
     /// # Ok(()) }
     /// ```

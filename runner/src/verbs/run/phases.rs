@@ -419,12 +419,14 @@ impl<'a> Run<'a> {
         // stopped the tests, does not: the sweep is the cleanup).
         let mut interrupt = self.interrupt.clone();
         let seen = interrupt.count();
-        let bounds = SweepBounds::default().deadline(sweep_deadline()).stop_on(
-            async move {
-                interrupt.more_than(seen).await;
-            },
-            "interrupted (SIGINT/SIGTERM)",
-        );
+        let bounds = SweepBounds::default()
+            .deadline(plan.sweep_deadline)
+            .stop_on(
+                async move {
+                    interrupt.more_than(seen).await;
+                },
+                "interrupted (SIGINT/SIGTERM)",
+            );
         let spec = pod::ResidueSpec {
             kinds: &plan.kinds,
             prefix: &plan.config.suite.name_prefix,
@@ -655,12 +657,22 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
 }
 
 /// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
-/// else two minutes.
-fn sweep_deadline() -> Duration {
-    std::env::var(SWEEP_DEADLINE)
-        .ok()
-        .and_then(|t| humantime::parse_duration(t.trim()).ok())
-        .unwrap_or(Duration::from_secs(120))
+/// else two minutes. A value that is not a duration from a second to a day
+/// is an error naming the variable.
+pub(super) fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
+    const LONGEST: Duration = Duration::from_secs(24 * 3600);
+    let Some(text) = value else {
+        return Ok(Duration::from_secs(120));
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= LONGEST => Ok(d),
+        Ok(_) => Err(format!(
+            "{SWEEP_DEADLINE}={text:?} is out of bounds: give a duration from 1s to 24h"
+        )),
+        Err(e) => Err(format!(
+            "{SWEEP_DEADLINE}={text:?} is not a duration ({e}): give one such as 90s or 5m"
+        )),
+    }
 }
 
 /// The variable that bounds the residue sweep.

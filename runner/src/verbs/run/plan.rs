@@ -34,6 +34,8 @@ pub(super) struct Plan {
     /// The run id, held for as long as the run goes on: no other runner
     /// can run with it meanwhile.
     pub(super) claim: testkit_engine::run::RunClaim,
+    /// `TESTKIT_SWEEP_DEADLINE`, validated.
+    pub(super) sweep_deadline: std::time::Duration,
 }
 
 impl Plan {
@@ -59,6 +61,19 @@ impl Plan {
                 suite_dir.display()
             )));
         }
+        // The TESTKIT_* variables the runner hands its test processes are
+        // checked here, once: a bad one is a bad argument, not a crash of
+        // every test.
+        // (The roles testkit gives a binary are not handed on: see build.rs.)
+        let roles = testkit_engine::settings::var::ROLES;
+        testkit_engine::settings::Settings::from_lookup(|name| {
+            std::env::var_os(name).filter(|_| !roles.contains(&name))
+        })
+        .map_err(ExpectedError::bad_args)?;
+        let sweep_deadline = super::phases::sweep_deadline(
+            std::env::var(super::phases::SWEEP_DEADLINE).ok().as_deref(),
+        )
+        .map_err(ExpectedError::bad_args)?;
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
         let kinds = Kinds::from_config(
             &config,
@@ -143,6 +158,7 @@ impl Plan {
             show_output: args.show_output,
             extra: args.extra,
             claim,
+            sweep_deadline,
         })
     }
 }

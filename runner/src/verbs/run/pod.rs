@@ -171,8 +171,7 @@ pub(crate) struct ResidueSpec<'a> {
 /// and within the bounds. Returns the verdict, its evidence and the leaks
 /// (`kind name: what became of it`).
 /// Sweeps the run's residue: the verdict, its evidence, the leaks, and
-/// whether what is left is unknown (a listing failed, or the sweep was cut
-/// short).
+/// whether what is left is unknown (a listing failed).
 pub(crate) async fn residue(
     pod: &Pod,
     spec: ResidueSpec<'_>,
@@ -253,7 +252,9 @@ pub(crate) async fn residue(
             false,
         );
     }
-    let unknown = !report.errors.is_empty() || report.cut_short.is_some();
+    // A listing that failed leaves the residue unknown. A sweep its deadline
+    // cut short is the caller's bound: it fails, naming what it did not do.
+    let unknown = !report.errors.is_empty() && report.cut_short.is_none();
     let mut parts = Vec::new();
     if !leaks.is_empty() {
         parts.push(format!("{} leaked: {}", leaks.len(), leaks.join("; ")));

@@ -44,6 +44,10 @@ fn base_command(spec: &TestsSpec<'_>) -> tokio::process::Command {
     for var in process::vars_set_by_cargo() {
         cmd.env_remove(var);
     }
+    // Nor may a role testkit gives a binary reach every test process.
+    for var in testkit_engine::settings::var::ROLES {
+        cmd.env_remove(var);
+    }
     cmd.envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())));
     cmd
 }
