@@ -63,6 +63,40 @@ fn run_in_mode(
     Running(Some(child))
 }
 
+/// Every live descendant of `pid`, with its start time (against pid reuse),
+/// read from /proc.
+fn descendants(pid: i32) -> Vec<(i32, u64)> {
+    // (pid, ppid, start time) of every process.
+    let procs: Vec<(i32, i32, u64)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            // Fields after the command, which may hold spaces: state is 3rd.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            Some((p, fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+        })
+        .collect();
+    let mut tree = vec![pid];
+    loop {
+        let before = tree.len();
+        for (p, parent, _) in &procs {
+            if tree.contains(parent) && !tree.contains(p) {
+                tree.push(*p);
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    procs
+        .iter()
+        .filter(|(p, _, _)| tree.contains(p))
+        .map(|(p, _, ticks)| (*p, *ticks))
+        .collect()
+}
+
 /// The one pod under `pods`: (name, its `pod.json`).
 fn the_pod(pods: &Path) -> (String, serde_json::Value, PathBuf) {
     let dirs: Vec<PathBuf> = std::fs::read_dir(pods)
@@ -110,11 +144,29 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let private = PathBuf::from(record["private_dir"].as_str().unwrap());
     assert!(running(pid) && private.is_dir());
     assert!(secrets.join("handle.json").is_file());
+    // Every process the runner started: the pod's group and the test
+    // engine's (cargo, nextest, the test processes), not the leader alone.
+    let started = descendants(child.pid());
+    assert!(
+        started.len() >= 3,
+        "the runner, its pod and its engine have processes: {started:?}"
+    );
     kill(child.pid(), Signal::SIGKILL).unwrap();
     child.finish_within(Duration::from_secs(10));
+    let left = || {
+        started
+            .iter()
+            .filter(|(p, ticks)| testkit_engine::process::is_running(*p, *ticks))
+            .copied()
+            .collect::<Vec<_>>()
+    };
     let gone = wait_for(Duration::from_secs(20), || {
-        !running(pid) && !private.exists() && !record_dir.exists() && !secrets.exists()
+        left().is_empty() && !private.exists() && !record_dir.exists() && !secrets.exists()
     });
+    for (p, _) in left() {
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    assert!(left().is_empty(), "left running: {:?}", left());
     if running(pid) {
         let _ = nix::sys::signal::killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }

@@ -481,3 +481,30 @@ fn malformed_settings_are_bad_arguments_and_roles_are_not_handed_on() {
     assert_eq!(ran.code, 0, "{}", ran.stdout);
     assert_eq!(ran.verdict("tests").0, "pass");
 }
+
+/// A `KNOWN-ISSUES.md` the suite has is valid or an error naming its line:
+/// never read as an empty list, which would let the run pass.
+#[test]
+fn a_malformed_known_issues_file_is_an_error_naming_its_line() {
+    let suite = fixture("suite");
+    let file = suite.path().join("KNOWN-ISSUES.md");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    let line = text.lines().count() + 2;
+    text.push_str("\n## FIX-2 a heading without its colon\n");
+    std::fs::write(&file, text).unwrap();
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "test(capabilities_answer)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(
+        evidence.contains(&format!("KNOWN-ISSUES.md:{line}")),
+        "line {line}: {evidence}"
+    );
+}
