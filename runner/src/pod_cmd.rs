@@ -69,6 +69,10 @@ struct PodRecord {
     logs_dir: PathBuf,
     health_path: String,
     started_at: u64,
+    /// A pod `run` started: the run's secrets dir, whose ledger names the
+    /// credentials its processes obtained, redacted from the logs on `down`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secrets_dir: Option<PathBuf>,
 }
 
 fn pods_dir() -> PathBuf {
@@ -137,7 +141,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         let handle_path = dir.join("handle.json");
         launched.handle.write_file(&handle_path)?;
         let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
-        write_record(&dir, &launched, health_path, dir.join("logs"))?;
+        write_record(&dir, &launched, health_path, dir.join("logs"), None)?;
         Ok(handle_path)
     })();
     let handle_path = match result {
@@ -196,6 +200,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
 pub(crate) fn record_run_pod(
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
+    secrets_dir: &std::path::Path,
 ) -> std::io::Result<PathBuf> {
     let name = launched.handle.name();
     let dir = pods_dir().join(name);
@@ -206,7 +211,13 @@ pub(crate) fn record_run_pod(
         )));
     }
     std::fs::create_dir_all(&dir)?;
-    write_record(&dir, launched, health_path, launched.logs_dir.clone())?;
+    write_record(
+        &dir,
+        launched,
+        health_path,
+        launched.logs_dir.clone(),
+        Some(secrets_dir.to_owned()),
+    )?;
     Ok(dir)
 }
 
@@ -216,6 +227,7 @@ fn write_record(
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
     logs_dir: PathBuf,
+    secrets_dir: Option<PathBuf>,
 ) -> std::io::Result<()> {
     let record = PodRecord {
         name: launched.handle.name().to_owned(),
@@ -228,6 +240,7 @@ fn write_record(
         logs_dir,
         health_path: health_path.to_owned(),
         started_at: now(),
+        secrets_dir,
     };
     std::fs::write(
         dir.join("pod.json"),
@@ -353,6 +366,11 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
 async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     let (dir, rec) = find(name)?;
     let was_alive = testkit_engine::process::is_alive(rec.pgid, rec.start_ticks);
+    // A pod a run kept: its logs are redacted of what the run's processes
+    // obtained too, as the run's own stop would have.
+    if let Some(dir) = &rec.secrets_dir {
+        testkit_engine::redact::register_recorded(dir);
+    }
     match pod::stop_recorded(
         rec.pgid,
         rec.start_ticks,

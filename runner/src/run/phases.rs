@@ -196,7 +196,7 @@ impl<'a> Run<'a> {
             .health()
             .unwrap_or(&self.plan.config.pod.health_path)
             .to_owned();
-        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health) {
+        self.record_dir = match crate::pod_cmd::record_run_pod(p, &health, &self.secrets_dir) {
             Ok(dir) => Some(dir),
             Err(e) => {
                 // Still stopped by the watchdog; only `pod ls` will not show it.
@@ -357,6 +357,7 @@ impl<'a> Run<'a> {
             extra: &plan.extra,
             env: test_env(plan, &self.handle_file),
             show_output: plan.show_output,
+            secrets_dir: &self.secrets_dir,
         };
         let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.decide(outcome.result.clone());
@@ -481,6 +482,9 @@ impl<'a> Run<'a> {
             RunPod::Started(p) => {
                 let started = Instant::now();
                 suite::progress_line("down: stopping the pod");
+                // Its logs are redacted as they are kept: with every
+                // credential the run's processes obtained.
+                testkit_engine::redact::register_recorded(&self.secrets_dir);
                 self.pod_crashed();
                 let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
                 let (mut verdict, mut evidence) = pod::stop(*p).await;
@@ -523,6 +527,10 @@ impl<'a> Run<'a> {
         keep_note: Option<String>,
     ) -> Result<(), ExpectedError> {
         let interrupted = self.interrupt.requested();
+        // Whatever is written from here on is redacted of every credential
+        // the run's processes obtained, which the ledger going with the
+        // secrets dir below still names.
+        testkit_engine::redact::register_recorded(&self.secrets_dir);
         // Live credentials go with the run, unless a kept pod still needs
         // them to be reached.
         if keep_note.is_none() {
