@@ -234,6 +234,25 @@ pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
         .collect()
 }
 
+/// The live processes whose environment holds `var` with a value that
+/// starts with `prefix`: every process a run's test processes tagged (see
+/// [`crate::settings::var::PROCESS_TAG`]), with the run id as `prefix`.
+pub fn with_env_prefix(var: &str, prefix: &str) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={prefix}");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|entry| entry.starts_with(needle.as_bytes()))
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
 /// The live processes started at or after `since` (clock ticks since boot)
 /// whose environment holds `var=value`: [`with_env`], reading the
 /// environment only of processes young enough to matter, so that a scan

@@ -359,10 +359,51 @@ impl<'a> Run<'a> {
             show_output: plan.show_output,
             secrets_dir: &self.secrets_dir,
         };
-        let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
+        let mut outcome = suite::run_tests(&spec, &mut self.interrupt).await;
+        self.end_left_running(&mut outcome.result).await;
         self.decide(outcome.result.clone());
         self.pod_crashed();
         Some(outcome)
+    }
+
+    /// Ends what the tests left running that no test process judged: a
+    /// test process killed before its test ended (a crash, a timeout)
+    /// never did. Whatever still carries the tag of one of the run's test
+    /// processes (`TESTKIT_PROCESS_TAG`, which starts with the run id)
+    /// once they all ended is that; it fails the tests phase, named.
+    async fn end_left_running(&self, result: &mut PhaseResult) {
+        use testkit_engine::process;
+        let prefix = format!("{}.", self.plan.run_id);
+        let left = process::with_env_prefix(var::PROCESS_TAG, &prefix);
+        if left.is_empty() {
+            return;
+        }
+        let named = left
+            .iter()
+            .map(|p| format!("pid {} `{}`", p.0, process::command_of(p.0)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // As the tests themselves would: kept when the run asks to keep them.
+        let keep = matches!(
+            std::env::var(var::KEEP_PROCESSES).as_deref().map(str::trim),
+            Ok("always" | "on-failure")
+        );
+        let fate = if keep {
+            format!("kept running ({})", var::KEEP_PROCESSES)
+        } else {
+            match process::end_processes(&left, Duration::from_secs(2)).await {
+                Ok(_) => "ended, verified gone".to_owned(),
+                Err(survivors) => {
+                    format!("ending them failed: {survivors:?} survived SIGTERM and SIGKILL")
+                }
+            }
+        };
+        result.verdict = Verdict::Fail;
+        result.evidence.push_str(&format!(
+            "; {} process(es) the tests started were still running after every test process \
+             ended: {named}; {fate}",
+            left.len()
+        ));
     }
 
     /// residue: anything on the pod that carries the run id is a leak.

@@ -224,3 +224,58 @@ fn raw_records(results: &Path) -> std::collections::BTreeMap<String, serde_json:
     }
     out
 }
+
+/// Leaves `setsid sleep 304 &` running, writes its pid to the file
+/// `LEFT_PROBE` names, and kills its own process: no test end ever judges
+/// what it left.
+const DIES: &str = r#"
+use std::process::{Command, Stdio};
+use testkit::prelude::*;
+
+/// Leaves a sleep running and dies before it ends.
+#[testkit::test]
+async fn dies_leaving_a_sleep(_cx: &mut Cx) -> testkit::Result {
+    let out = Command::new("sh")
+        .args(["-c", "setsid sleep 304 >/dev/null 2>&1 & echo $!"])
+        .stdin(Stdio::null())
+        .output()?;
+    std::fs::write(std::env::var("LEFT_PROBE")?, &out.stdout)?;
+    std::process::abort()
+}
+
+testkit::main!();
+"#;
+
+/// A test process killed before its test ended (a crash, a timeout) never
+/// judged what the test left running: the runner finds it by the run's
+/// tag once the tests ended, ends it, and fails the tests phase naming it.
+#[test]
+fn what_a_killed_test_process_left_running_is_ended_by_the_runner() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "dies", DIES);
+    let probe_dir = tempfile::tempdir().unwrap();
+    let probe = probe_dir.path().join("pid");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(only("dies", "nextest"))
+            .env("LEFT_PROBE", &probe)
+            .output()
+            .unwrap(),
+    );
+    let pid: i32 = std::fs::read_to_string(&probe)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let _end = EndLeft(vec![(pid, "sleep 304")]);
+    assert_eq!(cmdline(pid), None, "sleep 304 (pid {pid}) outlived the run");
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(
+        evidence.contains(&format!("pid {pid} `sleep 304`")) && evidence.contains("ended"),
+        "{evidence}"
+    );
+}
