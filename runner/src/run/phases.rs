@@ -222,9 +222,15 @@ impl<'a> Run<'a> {
         if self.crash.is_some() {
             return true;
         }
-        let Some(c) = self.watch.as_ref().and_then(PodWatch::crash) else {
+        let Some(mut c) = self.watch.as_ref().and_then(PodWatch::crash) else {
             return false;
         };
+        // Its last lines were redacted of what the runner knew then; the
+        // tests may have obtained credentials since.
+        testkit_engine::redact::register_recorded(&self.secrets_dir);
+        for line in &mut c.last_lines {
+            *line = testkit_engine::redact(line).into_owned();
+        }
         self.decide(PhaseResult::new(
             "pod",
             Verdict::Fail,
