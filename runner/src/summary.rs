@@ -137,6 +137,9 @@ impl RunSummary<'_> {
         for leak in self.leaks {
             let _ = writeln!(out, "  LEAK: {leak}");
         }
+        for line in self.tests.map(Summary::leftover_lines).unwrap_or_default() {
+            let _ = writeln!(out, "  LEFT RUNNING: {line}");
+        }
         if let Some(note) = self.keep_note {
             let _ = write!(out, "  {note}");
         }
@@ -178,6 +181,13 @@ impl RunSummary<'_> {
         }
         for leak in self.leaks {
             let _ = writeln!(out, "- {}", cell(leak));
+        }
+        let left = self.tests.map(Summary::leftover_lines).unwrap_or_default();
+        if !left.is_empty() {
+            let _ = writeln!(out, "\n## Processes left running\n");
+        }
+        for line in left {
+            let _ = writeln!(out, "- {}", cell(&line));
         }
         if let Some(note) = self.keep_note {
             let _ = writeln!(out, "\n## Kept pod\n\n```text\n{note}```");

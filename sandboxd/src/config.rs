@@ -14,6 +14,8 @@ Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
   drop-exec-env          exec ignores the per-call `env` (a reproducible product bug)
   crash-after=N          abort after serving N requests (health checks not counted),
                          leaving sandbox processes behind for a restart to reap
+  log-credentials        log every credential a request carries (token, session cookie)
+                         on stderr, as a careless service does
 Durations use humantime syntax: 250ms, 2s, 5m.";
 
 /// `sandboxd`: the reference sandbox gateway.
@@ -78,6 +80,8 @@ pub enum Fault {
     DropExecEnv,
     /// Abort after N requests.
     CrashAfter(u64),
+    /// Log the credentials requests carry.
+    LogCredentials,
 }
 
 /// All fault switches, resolved.
@@ -93,6 +97,8 @@ pub struct Faults {
     pub drop_exec_env: bool,
     /// `crash-after`.
     pub crash_after: Option<u64>,
+    /// `log-credentials`.
+    pub log_credentials: bool,
 }
 
 impl Faults {
@@ -106,6 +112,7 @@ impl Faults {
                 Fault::ListLag(d) => f.list_lag = Some(*d),
                 Fault::DropExecEnv => f.drop_exec_env = true,
                 Fault::CrashAfter(n) => f.crash_after = Some(*n),
+                Fault::LogCredentials => f.log_credentials = true,
             }
         }
         f
@@ -149,8 +156,12 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
             None => Ok(Fault::DropExecEnv),
             Some(_) => Err("fault `drop-exec-env` takes no value".into()),
         },
+        "log-credentials" => match value {
+            None => Ok(Fault::LogCredentials),
+            Some(_) => Err("fault `log-credentials` takes no value".into()),
+        },
         _ => Err(format!(
-            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N"
+            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials"
         )),
     }
 }
@@ -167,6 +178,8 @@ mod tests {
         );
         assert_eq!(parse_fault("delete-fail=2"), Ok(Fault::DeleteFail(2)));
         assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
+        assert_eq!(parse_fault("log-credentials"), Ok(Fault::LogCredentials));
+        assert!(parse_fault("log-credentials=1").is_err());
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
         assert!(parse_fault("nope").unwrap_err().contains("expected one of"));

@@ -240,6 +240,86 @@ pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
         .collect()
 }
 
+/// The live processes whose environment holds `var` with a value that
+/// starts with `prefix`: every process a run's test processes tagged (see
+/// [`crate::settings::var::PROCESS_TAG`]), with the run id as `prefix`.
+pub fn with_env_prefix(var: &str, prefix: &str) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={prefix}");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|entry| entry.starts_with(needle.as_bytes()))
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// The live processes started at or after `since` (clock ticks since boot)
+/// whose environment holds `var=value`: [`with_env`], reading the
+/// environment only of processes young enough to matter, so that a scan
+/// after every test costs little however many processes the machine runs.
+pub fn with_env_since(var: &str, value: &str, since: u64) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={value}");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me && p.4 >= since)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                env.split(|&b| b == 0)
+                    .any(|entry| entry == needle.as_bytes())
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// Now, in the clock ticks since boot that process start times are given
+/// in (`/proc/<pid>/stat`): the start time of a process started now, which
+/// this one is. Rounded down; `None` without `/proc`.
+pub fn now_ticks() -> Option<u64> {
+    // A thread's start time is when it was created, in the same ticks: no
+    // conversion of `/proc/uptime` seconds, whose rounding could differ.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let text = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+            let rest = &text[text.rfind(')')? + 2..];
+            rest.split_whitespace().nth(19)?.parse().ok()
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// Ends the processes `procs` (`(pid, start ticks)`, each checked against a
+/// reused pid): SIGTERM, up to `grace` for them to exit, then SIGKILL, and
+/// verified gone. Returns the pids that needed SIGKILL, or the survivors
+/// with their command lines.
+pub async fn end_processes(
+    procs: &[(i32, u64)],
+    grace: Duration,
+) -> Result<Vec<i32>, Vec<(i32, String)>> {
+    signal_tree(0, procs, Signal::SIGTERM);
+    let Err(rest) = wait_drained(0, procs, grace).await else {
+        return Ok(Vec::new());
+    };
+    signal_tree(0, &rest, Signal::SIGKILL);
+    let killed = rest.iter().map(|p| p.0).collect();
+    match wait_drained(0, &rest, KILL_WAIT).await {
+        Ok(()) => Ok(killed),
+        Err(survivors) => Err(survivors
+            .into_iter()
+            .map(|(p, _)| (p, command_of(p)))
+            .collect()),
+    }
+}
+
 /// The command line of `pid`, redacted; `?` when it is gone.
 pub fn command_of(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -17,6 +17,7 @@
 //! | `TESTKIT_TIMEOUT` | the default test timeout |
 //! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
 //! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
+//! | `TESTKIT_KEEP_PROCESSES` | `never`, `on-failure` or `always`: keep the processes a test left running |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
@@ -24,6 +25,7 @@
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
+//! | `TESTKIT_PROCESS_TAG` | set by the harness on itself: every process a test starts inherits it |
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
 //! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
@@ -52,6 +54,12 @@ pub mod var {
     pub const GRACE: &str = "TESTKIT_GRACE";
     /// Keep resources for debugging.
     pub const KEEP: &str = "TESTKIT_KEEP";
+    /// Keep the processes a test left running, for debugging.
+    pub const KEEP_PROCESSES: &str = "TESTKIT_KEEP_PROCESSES";
+    /// Set by a test process on itself, unique to it: every process its
+    /// tests start inherits it, which finds those left running, wherever
+    /// they went (a session of their own, orphaned to init).
+    pub const PROCESS_TAG: &str = "TESTKIT_PROCESS_TAG";
     /// The CLI program.
     pub const CLI: &str = "TESTKIT_CLI";
     /// The Chromium program for browser tests.
@@ -158,6 +166,8 @@ pub struct Settings {
     pub grace: Duration,
     /// `TESTKIT_KEEP`.
     pub keep: Keep,
+    /// `TESTKIT_KEEP_PROCESSES`.
+    pub keep_processes: Keep,
     /// `TESTKIT_CLI`.
     pub cli: Option<String>,
     /// `TESTKIT_RUN_AS` and what goes with it.
@@ -226,6 +236,7 @@ impl Settings {
         let timeout = text(var::TIMEOUT);
         let grace = text(var::GRACE);
         let keep = text(var::KEEP);
+        let keep_processes = text(var::KEEP_PROCESSES);
         let cli = text(var::CLI);
         let run_as = text(var::RUN_AS);
         let parent = text(var::REAPER_PARENT);
@@ -285,19 +296,17 @@ impl Settings {
                 false
             }
         };
-        let keep = match keep.as_deref() {
+        let mut keep_of = |name: &str, value: Option<String>| match value.as_deref() {
             None | Some("never") => Keep::Never,
             Some("on-failure") => Keep::OnFailure,
             Some("always") => Keep::Always,
             Some(other) => {
-                bad(
-                    var::KEEP,
-                    other,
-                    "expected `never`, `on-failure` or `always`",
-                );
+                bad(name, other, "expected `never`, `on-failure` or `always`");
                 Keep::Never
             }
         };
+        let keep = keep_of(var::KEEP, keep);
+        let keep_processes = keep_of(var::KEEP_PROCESSES, keep_processes);
         let run_as = match run_as.as_deref() {
             None => RunAs::Harness,
             Some("sweeper") => RunAs::Sweeper {
@@ -356,6 +365,7 @@ impl Settings {
             timeout,
             grace,
             keep,
+            keep_processes,
             cli,
             run_as,
             chromium,

@@ -12,6 +12,7 @@ const LAYERS: Layers<'static> = Layers {
         ("skip", 0),
         ("runtime", 0),
         ("log", 1),
+        ("leftovers", 1),
         // Every process global of a test process.
         ("globals", 2),
         // What a test owns: its reaper, its resources, its CLI runs, its

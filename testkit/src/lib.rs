@@ -76,6 +76,7 @@ mod globals;
 mod harness;
 #[cfg(test)]
 mod layers;
+mod leftovers;
 mod log;
 mod reaper;
 mod runtime;

@@ -66,6 +66,9 @@ fn spawn(run: &crate::engine::run::Run, journal: &std::path::Path) -> std::io::R
         .env(var::REAPER_PARENT, std::process::id().to_string())
         .env(var::RUN_ID, &run.id)
         .env(var::RESULTS_DIR, &run.results_dir)
+        // It outlives the test that started it, on purpose: not a process
+        // that test left running.
+        .env_remove(var::PROCESS_TAG)
         .stdin(Stdio::piped())
         .stdout(Stdio::from(log.try_clone()?))
         .stderr(Stdio::from(log));

@@ -354,8 +354,9 @@ impl Page<'_> {
         let _ = writeln!(out, "</div></section>");
     }
 
-    /// Leaks: what the residue sweeps found, and every resource a test's
-    /// cleanup or the journal says was left behind.
+    /// Leaks: what the residue sweeps found, every resource a test's
+    /// cleanup or the journal says was left behind, and every process a test
+    /// left running.
     fn leaks(&self, out: &mut String) {
         let mut items = Vec::new();
         for part in self.parts {
@@ -377,6 +378,15 @@ impl Page<'_> {
                         esc(&res.kind),
                         esc(&res.name),
                         esc(&r.name)
+                    ));
+                }
+                for p in &r.leftover_processes {
+                    items.push(format!(
+                        "<li class=\"leak process\">process {} <code>{}</code>, left running by <code>{}</code>: {}</li>",
+                        p.pid,
+                        esc(&p.command),
+                        esc(&r.name),
+                        p.fate.as_str()
                     ));
                 }
             }

@@ -78,6 +78,10 @@ struct PodRecord {
     /// `pod up`, and of older runners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     run: Option<RunOfPod>,
+    /// A pod `run` started: the run's secrets dir, whose ledger names the
+    /// credentials its processes obtained, redacted from the logs on `down`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secrets_dir: Option<PathBuf>,
 }
 
 /// The run a pod was started for: who to warn, and where to say it was
@@ -197,7 +201,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         let handle_path = dir.join("handle.json");
         launched.handle.write_file(&handle_path)?;
         let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
-        write_record(&dir, &launched, health_path, dir.join("logs"), None)?;
+        write_record(&dir, &launched, health_path, dir.join("logs"), None, None)?;
         Ok(handle_path)
     })();
     let handle_path = match result {
@@ -257,6 +261,7 @@ pub(crate) fn record_run_pod(
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
     run: RunOfPod,
+    secrets_dir: &std::path::Path,
 ) -> std::io::Result<PathBuf> {
     let name = launched.handle.name();
     let dir = pods_dir().join(name);
@@ -273,6 +278,7 @@ pub(crate) fn record_run_pod(
         health_path,
         launched.logs_dir.clone(),
         Some(run),
+        Some(secrets_dir.to_owned()),
     )?;
     Ok(dir)
 }
@@ -284,6 +290,7 @@ fn write_record(
     health_path: &str,
     logs_dir: PathBuf,
     run: Option<RunOfPod>,
+    secrets_dir: Option<PathBuf>,
 ) -> std::io::Result<()> {
     let record = PodRecord {
         name: launched.handle.name().to_owned(),
@@ -297,6 +304,7 @@ fn write_record(
         health_path: health_path.to_owned(),
         started_at: now(),
         run,
+        secrets_dir,
     };
     std::fs::write(
         dir.join("pod.json"),
@@ -422,6 +430,11 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
 async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     let (dir, rec) = find(name)?;
     let was_alive = testkit_engine::process::is_alive(rec.pgid, rec.start_ticks);
+    // A pod a run kept: its logs are redacted of what the run's processes
+    // obtained too, as the run's own stop would have.
+    if let Some(dir) = &rec.secrets_dir {
+        testkit_engine::redact::register_recorded(dir);
+    }
     // A run still using the pod is interrupted by this: say so, and tell the
     // run (before the pod exits) that its pod was stopped, not crashed.
     let interrupted = rec.run.as_ref().filter(|r| was_alive && r.is_live());

@@ -75,7 +75,11 @@ fn descendants(pid: i32) -> Vec<(i32, u64)> {
             // Fields after the command, which may hold spaces: state is 3rd.
             let rest = &stat[stat.rfind(')')? + 2..];
             let fields: Vec<&str> = rest.split_whitespace().collect();
-            Some((p, fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+            Some((
+                p,
+                fields.get(1)?.parse().ok()?,
+                fields.get(19)?.parse().ok()?,
+            ))
         })
         .collect();
     let mut tree = vec![pid];
@@ -146,7 +150,7 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
     assert!(secrets.join("handle.json").is_file());
     // Every process the runner started: the pod's group and the test
     // engine's (cargo, nextest, the test processes), not the leader alone.
-    let started = descendants(child.pid());
+    let started = descendants(child.pid().as_raw());
     assert!(
         started.len() >= 3,
         "the runner, its pod and its engine have processes: {started:?}"

@@ -4,8 +4,10 @@
 //! dependencies build once.
 
 mod commands;
+mod credentials;
 mod fanout;
 mod faults;
+mod leftovers;
 mod report;
 mod run;
 mod truth;

@@ -12,7 +12,7 @@ use crate::{fixture, junit_counts, runner, wait_for, CallerPod, Ran};
 
 /// Adds the test binary `name` (harness = false) with `source` to the
 /// fixture suite copied at `suite`.
-fn add_test_binary(suite: &Path, name: &str, source: &str) {
+pub(crate) fn add_test_binary(suite: &Path, name: &str, source: &str) {
     std::fs::write(suite.join(format!("tests/{name}.rs")), source).unwrap();
     let manifest = suite.join("Cargo.toml");
     let mut text = std::fs::read_to_string(&manifest).unwrap();
@@ -20,6 +20,17 @@ fn add_test_binary(suite: &Path, name: &str, source: &str) {
         "\n[[test]]\nname = \"{name}\"\npath = \"tests/{name}.rs\"\nharness = false\n"
     ));
     std::fs::write(&manifest, text).unwrap();
+}
+
+/// The arguments that run only the test binary `binary` under `engine`:
+/// a filter expression for nextest, a name filter for cargo test (names
+/// start with the binary's, as its tests are at its root).
+pub(crate) fn only(binary: &str, engine: &str) -> Vec<String> {
+    if engine == "nextest" {
+        vec!["-E".to_owned(), format!("binary({binary})")]
+    } else {
+        vec!["--".to_owned(), format!("{binary}::")]
+    }
 }
 
 fn record<'a>(records: &'a [TestRecord], binary: &str, name: &str) -> &'a TestRecord {

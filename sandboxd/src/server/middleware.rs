@@ -146,6 +146,20 @@ pub(super) fn open_session(app: &App) -> Option<HeaderValue> {
 }
 
 pub(super) async fn auth(State(app): AppState, req: Request, next: Next) -> Response {
+    if app.faults.log_credentials {
+        // The fault: a service that logs what it is sent, credentials and all.
+        let token = presented_token(&req).filter(|t| !t.is_empty());
+        let session = cookie_value(req.headers(), SESSION_COOKIE);
+        if token.is_some() || session.is_some() {
+            eprintln!(
+                "sandboxd: fault log-credentials: {} {} token={} session={}",
+                req.method(),
+                req.uri().path(),
+                token.as_deref().unwrap_or("-"),
+                session.as_deref().unwrap_or("-")
+            );
+        }
+    }
     if is_public(req.uri().path()) || has_session(&app, req.headers()) {
         return next.run(req).await;
     }

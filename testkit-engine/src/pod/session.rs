@@ -96,19 +96,43 @@ pub(super) enum Credential {
 }
 
 impl Credential {
-    fn register_secrets(&self) {
+    /// The secrets it is made of: a token; cookies whole and each value.
+    fn secrets(&self) -> Vec<&str> {
         match self {
-            Credential::Handle => {}
-            Credential::Token(t) => crate::register_secret(t),
-            Credential::Cookie(c) => {
-                crate::register_secret(c);
-                for pair in c.split(';') {
-                    if let Some((_, value)) = pair.split_once('=') {
-                        crate::register_secret(value.trim());
-                    }
-                }
-            }
+            Credential::Handle => Vec::new(),
+            Credential::Token(t) => vec![t.as_str()],
+            Credential::Cookie(c) => std::iter::once(c.as_str())
+                .chain(
+                    c.split(';')
+                        .filter_map(|pair| pair.split_once('='))
+                        .map(|(_, value)| value.trim()),
+                )
+                .collect(),
         }
+    }
+
+    fn register_secrets(&self) {
+        for secret in self.secrets() {
+            crate::register_secret(secret);
+        }
+    }
+
+    /// Appends a credential this process obtained to the run's ledger in
+    /// `dir`, its secrets dir: the other processes of the run (the runner,
+    /// which copies the pod's logs, among them) never saw it, and must
+    /// redact it too.
+    fn record(&self, dir: Option<&Path>) -> Result<(), ConnectError> {
+        let Some(dir) = dir else {
+            return Ok(());
+        };
+        for secret in self.secrets() {
+            crate::redact::record_secret(dir, secret).map_err(|source| ConnectError::Io {
+                what: "record a credential in",
+                path: dir.join(crate::redact::LEDGER_FILE),
+                cause: source,
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -183,6 +207,7 @@ pub async fn connect(
         }
     }
     let credential = obtain(&handle, &access.auth).await?;
+    credential.record(Some(&dir))?;
     let capabilities =
         capabilities(&handle, &access.auth, &config.capabilities, &credential).await?;
     let generation = read_generation(&session_path) + 1;
@@ -224,6 +249,7 @@ pub(super) async fn renew(pod: &Pod, seen: u64) -> Result<(), ConnectError> {
                 }
                 saved => {
                     let credential = obtain(&pod.handle, &access.auth).await?;
+                    credential.record(Some(dir))?;
                     let generation = saved.map_or(seen, |s| s.generation).max(seen) + 1;
                     write_session(
                         &session_path,

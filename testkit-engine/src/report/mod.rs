@@ -52,6 +52,7 @@
 //! | `browsers` | integer, default 0 | browsers the test opened |
 //! | `screenshots` | array of strings, default empty | the PNG files it saved, absolute paths |
 //! | `browser_teardown_timed_out` | boolean, default false | a browser outlived its teardown cap and was killed |
+//! | `leftover_processes` | array of `{pid, command, fate}`, default empty | processes the test left running; `fate` is `ended`, `kept` or `survived` |
 //!
 
 pub mod known_issues;
@@ -68,8 +69,8 @@ pub use known_issues::{
     KNOWN_ISSUES_FILE,
 };
 pub use record::{
-    CleanupState, FailureKind, Outcome, ResourceRecord, ResourceState, TestRecord,
-    RECORD_SCHEMA_VERSION,
+    CleanupState, FailureKind, LeftoverProcess, Outcome, ProcessFate, ResourceRecord,
+    ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
 };
 pub use summary::{KnownIssueState, KnownIssueSummary, Summary};
 

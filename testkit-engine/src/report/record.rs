@@ -135,6 +135,41 @@ pub struct ResourceRecord {
     pub state: ResourceState,
 }
 
+/// What became of a process a test left running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessFate {
+    /// Ended (SIGTERM, then SIGKILL past a grace) and verified gone.
+    Ended,
+    /// `TESTKIT_KEEP_PROCESSES` kept it running.
+    Kept,
+    /// It outlived SIGKILL.
+    Survived,
+}
+
+impl ProcessFate {
+    /// The word records and summaries use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessFate::Ended => "ended",
+            ProcessFate::Kept => "kept",
+            ProcessFate::Survived => "survived",
+        }
+    }
+}
+
+/// A process a test left running when it ended: started while the test ran
+/// (it carries the test process's `TESTKIT_PROCESS_TAG`), and still alive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftoverProcess {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command line, redacted.
+    pub command: String,
+    /// What became of it.
+    pub fate: ProcessFate,
+}
+
 /// One test's record: see [`crate::report`] for the schema.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -188,6 +223,9 @@ pub struct TestRecord {
     /// A browser of the test outlived its teardown cap and was killed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub browser_teardown_timed_out: bool,
+    /// Processes the test left running (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leftover_processes: Vec<LeftoverProcess>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -223,6 +261,7 @@ impl TestRecord {
             browsers: 0,
             screenshots: Vec::new(),
             browser_teardown_timed_out: false,
+            leftover_processes: Vec::new(),
         }
     }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::known_issues::KnownIssues;
-use super::{CleanupState, FailureKind, Outcome, TestRecord};
+use super::{CleanupState, FailureKind, LeftoverProcess, Outcome, TestRecord};
 
 /// What became of a known issue in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -96,6 +96,26 @@ pub struct Summary {
     pub screenshots: usize,
     /// Tests whose browser outlived its teardown cap and was killed.
     pub browser_teardowns_timed_out: usize,
+    /// Every process a test left running, with the test (`binary::name`).
+    pub leftover_processes: Vec<(String, LeftoverProcess)>,
+}
+
+impl Summary {
+    /// One line per process a test left running: the test, the pid, the
+    /// command and what became of it.
+    pub fn leftover_lines(&self) -> Vec<String> {
+        self.leftover_processes
+            .iter()
+            .map(|(test, p)| {
+                format!(
+                    "{test} left pid {} running (`{}`): {}",
+                    p.pid,
+                    p.command,
+                    p.fate.as_str()
+                )
+            })
+            .collect()
+    }
 }
 
 impl Summary {
@@ -135,6 +155,11 @@ impl Summary {
             summary.screenshots += record.screenshots.len();
             if record.browser_teardown_timed_out {
                 summary.browser_teardowns_timed_out += 1;
+            }
+            for p in &record.leftover_processes {
+                summary
+                    .leftover_processes
+                    .push((format!("{}::{}", record.binary, record.name), p.clone()));
             }
             let Some(id) = &record.known_issue else {
                 continue;
@@ -217,6 +242,9 @@ impl fmt::Display for Summary {
                 "{} tests failed their cleanup: resources may have leaked",
                 self.cleanup_failures
             )?;
+        }
+        for line in self.leftover_lines() {
+            writeln!(f, "LEFT RUNNING: {line}")?;
         }
         if !self.known_issues.is_empty() {
             writeln!(f, "known issues:")?;

@@ -574,7 +574,7 @@ impl KindSpec {
             // Not listed under its name: nothing carries it any more.
             return Ok(Presence::Gone);
         };
-        let (status, body) = send(pod, &http.exists, &r, "").await?;
+        let (status, body, sent) = send(pod, &http.exists, &r, "").await?;
         if http.gone.contains(&status.as_u16()) {
             return Ok(Presence::Gone);
         }
@@ -582,36 +582,49 @@ impl KindSpec {
             return Err(classify(&http.exists, status, &body));
         }
         let json = serde_json::from_str::<serde_json::Value>(&body).ok();
-        if let (Some(rule), Some(json)) = (&http.gone_if, &json) {
-            let at = json.pointer(&rule.pointer);
-            let gone = if rule.missing {
-                match at {
-                    None | Some(serde_json::Value::Null) => true,
-                    Some(serde_json::Value::Array(a)) => a.is_empty(),
-                    Some(serde_json::Value::Object(o)) => o.is_empty(),
-                    Some(serde_json::Value::String(s)) => s.is_empty(),
-                    Some(_) => false,
-                }
-            } else {
-                let text = match at {
-                    Some(serde_json::Value::String(s)) => Some(s.clone()),
-                    Some(v) => Some(v.to_string()),
-                    None => None,
+        if let Some(rule) = &http.gone_if {
+            let at = json.as_ref().and_then(|j| j.pointer(&rule.pointer));
+            let gone = json.is_some()
+                && if rule.missing {
+                    match at {
+                        None | Some(serde_json::Value::Null) => true,
+                        Some(serde_json::Value::Array(a)) => a.is_empty(),
+                        Some(serde_json::Value::Object(o)) => o.is_empty(),
+                        Some(serde_json::Value::String(s)) => s.is_empty(),
+                        Some(_) => false,
+                    }
+                } else {
+                    at.map(pointer_text)
+                        .is_some_and(|t| rule.equals.contains(&t))
                 };
-                text.is_some_and(|t| rule.equals.contains(&t))
-            };
             if gone {
                 return Ok(Presence::Gone);
             }
+            // What was sent and what was read, so that a leak message says
+            // why the answer did not mean gone: the filled request (never
+            // the template) and the value at the pointer.
+            let read = match (&json, at) {
+                (None, _) => "an answer that is not JSON".to_owned(),
+                (Some(_), None) => format!("nothing at {:?}", rule.pointer),
+                (Some(_), Some(v)) => format!("{:?} = {}", rule.pointer, shorten(&v.to_string())),
+            };
+            let wanted = if rule.missing {
+                "missing or empty".to_owned()
+            } else {
+                format!("one of {:?}", rule.equals)
+            };
+            return Ok(Presence::Present(format!(
+                "{sent} answered {status} with {read} (`gone_if` wants it {wanted})"
+            )));
         }
         let state = json.and_then(|v| {
             v.get("state")
                 .and_then(|s| s.as_str())
                 .map(|s| format!("state={s}"))
         });
-        Ok(Presence::Present(state.unwrap_or_else(|| {
-            format!("{} answered {status}", http.exists)
-        })))
+        Ok(Presence::Present(
+            state.unwrap_or_else(|| format!("{sent} answered {status}")),
+        ))
     }
 
     /// Asks for the deletion; `Ok` when the pod accepted it or the resource
@@ -633,7 +646,7 @@ impl KindSpec {
         let Some(r) = self.with_id(pod, r).await? else {
             return Ok(DeleteAnswer::AlreadyGone);
         };
-        let (status, body) = send(pod, &http.delete, &r, "").await?;
+        let (status, body, _) = send(pod, &http.delete, &r, "").await?;
         if status.is_success() {
             Ok(DeleteAnswer::Accepted)
         } else if http.gone.contains(&status.as_u16()) {
@@ -669,7 +682,7 @@ impl KindSpec {
                 .as_deref()
                 .map(|t| format!("page_token={}", encode(t)))
                 .unwrap_or_default();
-            let (status, body) = send(pod, &http.list, &query, &extra).await?;
+            let (status, body, _) = send(pod, &http.list, &query, &extra).await?;
             if !status.is_success() {
                 return Err(classify(&http.list, status, &body));
             }
@@ -736,16 +749,31 @@ impl KindSpec {
     }
 }
 
-fn classify(template: &RequestTemplate, status: StatusCode, body: &str) -> OpError {
-    let mut body = body.trim().to_owned();
-    if body.len() > 300 {
+/// A value read at a `gone_if` pointer as `equals` compares it: a string as
+/// it is, anything else as JSON.
+fn pointer_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// `text`, cut at 300 bytes.
+fn shorten(text: &str) -> String {
+    let mut text = text.trim().to_owned();
+    if text.len() > 300 {
         let mut end = 300;
-        while !body.is_char_boundary(end) {
+        while !text.is_char_boundary(end) {
             end -= 1;
         }
-        body.truncate(end);
-        body.push('…');
+        text.truncate(end);
+        text.push('…');
     }
+    text
+}
+
+fn classify(template: &RequestTemplate, status: StatusCode, body: &str) -> OpError {
+    let body = shorten(body);
     let message = format!("{template} answered {status}: {body}");
     if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
         OpError::Transient(message)
@@ -754,12 +782,14 @@ fn classify(template: &RequestTemplate, status: StatusCode, body: &str) -> OpErr
     }
 }
 
+/// Sends `template` filled for `r`: the answer's status and body, and the
+/// request as it was sent (`GET /path?query`, redacted) for messages.
 async fn send(
     pod: &Pod,
     template: &RequestTemplate,
     r: &ResourceRef,
     extra_query: &str,
-) -> Result<(StatusCode, String), OpError> {
+) -> Result<(StatusCode, String, String), OpError> {
     let port = pod.port().to_string();
     let run = pod.run_id();
     let mut values: Values<'_> = pod
@@ -810,7 +840,8 @@ async fn send(
             error_chain(&e)
         ))
     })?;
-    Ok((status, body))
+    let sent = crate::redact(&format!("{} {path}", template.method())).into_owned();
+    Ok((status, body, sent))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -947,6 +978,55 @@ exists = \"GET /r/{name}\"",
             .unwrap_err()
             .to_string();
         assert!(e.contains("resources.sandbox.gone_if"), "{e}");
+    }
+
+    /// A `gone_if` that does not hold says what was sent and what the
+    /// pointer read: the filled request, never its template.
+    #[test]
+    fn a_gone_if_that_does_not_hold_names_the_request_sent_and_the_value_read() {
+        let pod = test_support::Sandboxd::start(&[]);
+        let config = SuiteConfig::default();
+        let handle = crate::pod::PodHandle::parse(
+            pod.handle_json(),
+            &crate::pod::HandlePolicy::from_suite(&config),
+        )
+        .unwrap();
+        let kinds = parse(
+            r#"
+            [resources.listed]
+            exists = "GET /api/sandboxes?prefix=%22{name}%22&limit=1000"
+            delete = "DELETE /api/sandboxes/{name}"
+            list = "GET /api/sandboxes?prefix={prefix}&limit=1000"
+            list_names = "/items/*/name"
+            gone_if = { pointer = "/next_page_token", equals = ["gone"] }
+            "#,
+        )
+        .unwrap();
+        let kind = kinds.get("listed").unwrap();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+                let name = "ct-gone-if-probe";
+                let presence = kind.exists(&pod, &ResourceRef::named(name)).await.unwrap();
+                let Presence::Present(what) = presence else {
+                    panic!("the pointer does not say gone: {presence:?}")
+                };
+                assert!(
+                    !what.contains("{name}"),
+                    "the message shows the template, not the request sent: {what}"
+                );
+                assert!(
+                    what.contains(&format!("/api/sandboxes?prefix=%22{name}%22&limit=1000")),
+                    "the message does not name the request sent: {what}"
+                );
+                assert!(
+                    what.contains("/next_page_token") && what.contains("null"),
+                    "the message does not say what the pointer read: {what}"
+                );
+            });
     }
 
     #[test]

@@ -10,7 +10,7 @@ use libtest_mimic::{Completion, Failed};
 use super::{panics, TestDef};
 use crate::cx::Cx;
 use crate::engine::report::{FailureKind, Outcome, TestRecord};
-use crate::engine::settings::Settings;
+use crate::engine::settings::{Keep, Settings};
 use crate::redact;
 use crate::runtime::block_on;
 use crate::tracker::CleanupSummary;
@@ -42,6 +42,7 @@ pub(super) fn run_test(
         settings.nextest_attempt,
     );
     cx.log.start();
+    let watch = crate::leftovers::begin(&def.full_name());
 
     let body = match preflight(def, &mut cx) {
         Some(body) => body,
@@ -51,6 +52,13 @@ pub(super) fn run_test(
     #[cfg(feature = "browser")]
     let browsers = block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
     let cleanup = block_on(cx.finish(settings.keep, body_failed));
+    // After cleanup, which may still stop what the test started.
+    let keep_processes = match settings.keep_processes {
+        Keep::Never => false,
+        Keep::OnFailure => body_failed,
+        Keep::Always => true,
+    };
+    let leftovers = block_on(crate::leftovers::finish(watch, keep_processes));
 
     let mut record = def.record(run);
     record.started_at_ms = started_at
@@ -61,7 +69,8 @@ pub(super) fn run_test(
     record.resources = cleanup.resources.clone();
     record.cleanup = cleanup.state;
     record.capabilities_missing = cx.capabilities_missing.clone();
-    classify(def, body, &cleanup, &mut record);
+    record.leftover_processes = leftovers.processes;
+    classify(def, body, &cleanup, leftovers.failure, &mut record);
     #[cfg(feature = "browser")]
     crate::browser::judge(&browsers, &mut record);
     record.output = cx.log.text();
@@ -214,9 +223,16 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
 }
 
 /// Decides the final outcome: known issues are strict (a pinned test must
-/// fail, for the documented reason), and a failed cleanup fails the test
+/// fail, for the documented reason), and a failed cleanup (resources that
+/// leaked, processes `leftovers` names as left running) fails the test
 /// whatever its body did.
-fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut TestRecord) {
+fn classify(
+    def: &TestDef,
+    body: Body,
+    cleanup: &CleanupSummary,
+    leftovers: Option<String>,
+    record: &mut TestRecord,
+) {
     match (body, def.options.known_issue) {
         (Body::Skipped(reason), _) => {
             record.outcome = Outcome::Skipped;
@@ -255,12 +271,19 @@ fn classify(def: &TestDef, body: Body, cleanup: &CleanupSummary, record: &mut Te
             }
         },
     }
-    if let Some(problem) = &cleanup.failure {
+    let problems: Vec<&str> = cleanup
+        .failure
+        .iter()
+        .chain(leftovers.iter())
+        .map(String::as_str)
+        .collect();
+    if !problems.is_empty() {
+        let problem = problems.join("\n");
         let message = match record.message.take() {
             Some(body) if record.outcome != Outcome::ExpectedFailure => {
                 format!("{problem}\n\nthe test body also failed: {body}")
             }
-            _ => problem.clone(),
+            _ => problem,
         };
         record.fail(FailureKind::Cleanup, message);
     }

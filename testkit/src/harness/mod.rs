@@ -167,6 +167,10 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
 
     // Unusable settings fail every test with the reason (see `trial`).
     let settings = settings.ok();
+    if let (Some(_), Ok(run)) = (settings, crate::globals::run()) {
+        // Before any thread starts: what the tests start inherits the tag.
+        crate::leftovers::tag_process(&run.id);
+    }
     crate::log::set_echo(args.nocapture);
     let trials: Vec<Trial> = tests.iter().map(|&def| trial(def, settings)).collect();
     // Statically ignored tests never reach their runner; record them here so

@@ -200,17 +200,18 @@ impl<'a> Run<'a> {
             .to_owned();
         let run =
             crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
-        self.record_dir = match crate::verbs::pod::record_run_pod(p, &health, run) {
-            Ok(dir) => Some(dir),
-            Err(e) => {
-                // Still stopped by the watchdog; only `pod ls` will not show it.
-                eprintln!(
-                    "testkit-runner: cannot list pod {} for `pod ls`: {e}",
-                    p.handle.name()
-                );
-                None
-            }
-        };
+        self.record_dir =
+            match crate::verbs::pod::record_run_pod(p, &health, run, &self.secrets_dir) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    // Still stopped by the watchdog; only `pod ls` will not show it.
+                    eprintln!(
+                        "testkit-runner: cannot list pod {} for `pod ls`: {e}",
+                        p.handle.name()
+                    );
+                    None
+                }
+            };
         if let Err(e) = watch::arm(p, self.record_dir.as_deref(), &self.secrets_dir) {
             if let Some(dir) = self.record_dir.take() {
                 let _ = std::fs::remove_dir_all(dir);
@@ -227,9 +228,15 @@ impl<'a> Run<'a> {
         if self.crash.is_some() {
             return true;
         }
-        let Some(c) = self.watch.as_ref().and_then(PodWatch::crash) else {
+        let Some(mut c) = self.watch.as_ref().and_then(PodWatch::crash) else {
             return false;
         };
+        // Its last lines were redacted of what the runner knew then; the
+        // tests may have obtained credentials since.
+        testkit_engine::redact::register_recorded(&self.secrets_dir);
+        for line in &mut c.last_lines {
+            *line = testkit_engine::redact(line).into_owned();
+        }
         self.decide(PhaseResult::new(
             "pod",
             Verdict::Fail,
@@ -362,11 +369,53 @@ impl<'a> Run<'a> {
             extra: &plan.extra,
             env: test_env(plan, &self.handle_file),
             show_output: plan.show_output,
+            secrets_dir: &self.secrets_dir,
         };
-        let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
+        let mut outcome = suite::run_tests(&spec, &mut self.interrupt).await;
+        self.end_left_running(&mut outcome.result).await;
         self.decide(outcome.result.clone());
         self.pod_crashed();
         Some(outcome)
+    }
+
+    /// Ends what the tests left running that no test process judged: a
+    /// test process killed before its test ended (a crash, a timeout)
+    /// never did. Whatever still carries the tag of one of the run's test
+    /// processes (`TESTKIT_PROCESS_TAG`, which starts with the run id)
+    /// once they all ended is that; it fails the tests phase, named.
+    async fn end_left_running(&self, result: &mut PhaseResult) {
+        use testkit_engine::process;
+        let prefix = format!("{}.", self.plan.run_id);
+        let left = process::with_env_prefix(var::PROCESS_TAG, &prefix);
+        if left.is_empty() {
+            return;
+        }
+        let named = left
+            .iter()
+            .map(|p| format!("pid {} `{}`", p.0, process::command_of(p.0)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        // As the tests themselves would: kept when the run asks to keep them.
+        let keep = matches!(
+            std::env::var(var::KEEP_PROCESSES).as_deref().map(str::trim),
+            Ok("always" | "on-failure")
+        );
+        let fate = if keep {
+            format!("kept running ({})", var::KEEP_PROCESSES)
+        } else {
+            match process::end_processes(&left, Duration::from_secs(2)).await {
+                Ok(_) => "ended, verified gone".to_owned(),
+                Err(survivors) => {
+                    format!("ending them failed: {survivors:?} survived SIGTERM and SIGKILL")
+                }
+            }
+        };
+        result.verdict = Verdict::Fail;
+        result.evidence.push_str(&format!(
+            "; {} process(es) the tests started were still running after every test process \
+             ended: {named}; {fate}",
+            left.len()
+        ));
     }
 
     /// residue: anything on the pod that carries the run id is a leak.
@@ -489,6 +538,9 @@ impl<'a> Run<'a> {
             RunPod::Started(p) => {
                 let started = Instant::now();
                 suite::progress_line("down: stopping the pod");
+                // Its logs are redacted as they are kept: with every
+                // credential the run's processes obtained.
+                testkit_engine::redact::register_recorded(&self.secrets_dir);
                 self.pod_crashed();
                 let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
                 let (mut verdict, mut evidence) = pod::stop(*p).await;
@@ -531,6 +583,10 @@ impl<'a> Run<'a> {
         keep_note: Option<String>,
     ) -> Result<(), ExpectedError> {
         let interrupted = self.interrupt.requested();
+        // Whatever is written from here on is redacted of every credential
+        // the run's processes obtained, which the ledger going with the
+        // secrets dir below still names.
+        testkit_engine::redact::register_recorded(&self.secrets_dir);
         // Live credentials go with the run, unless a kept pod still needs
         // them to be reached.
         if keep_note.is_none() {

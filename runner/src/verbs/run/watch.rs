@@ -96,6 +96,11 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
             "watchdog: the runner is gone; stopping pod group {}",
             args.pgid
         );
+        // The pod's logs are redacted as they are kept: with every
+        // credential any process of the run obtained, not only the handle's.
+        if let Some(dir) = &args.secrets_dir {
+            testkit_engine::redact::register_recorded(dir);
+        }
         match testkit_engine::pod::stop_recorded(
             args.pgid,
             args.ticks,

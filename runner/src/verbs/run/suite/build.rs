@@ -370,6 +370,7 @@ mod tests {
         let spec = TestsSpec {
             suite_dir: Path::new("."),
             results_dir: Path::new("."),
+            secrets_dir: Path::new("."),
             run_id: "r",
             engine: Engine::Nextest,
             archive: None,

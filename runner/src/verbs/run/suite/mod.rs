@@ -52,6 +52,9 @@ pub(crate) struct TestsSpec<'a> {
     pub(crate) extra: &'a [String],
     pub(crate) env: Vec<(String, OsString)>,
     pub(crate) show_output: bool,
+    /// The run's secrets dir: its ledger names the credentials the test
+    /// processes obtained, to redact before anything is written.
+    pub(crate) secrets_dir: &'a Path,
 }
 
 /// What the tests phase found.
@@ -114,6 +117,11 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
             Ok(f) => f,
             Err(evidence) => return incomplete(evidence),
         };
+    // The test processes may have obtained credentials the runner never
+    // saw (renewals): known from here on, before JUnit, the summary and the
+    // pod's logs are written, and redacted from the engine's log.
+    testkit_engine::redact::register_recorded(spec.secrets_dir);
+    testkit_engine::redact::redact_file(&tests_log);
 
     let records = match records::complete(spec, &listed, followed.interrupted) {
         Ok(r) => r,

@@ -1,0 +1,212 @@
+//! Processes a test leaves running: found, named in its record, and ended.
+//!
+//! A test process tags itself before any test starts: `TESTKIT_PROCESS_TAG`
+//! in its own environment, a value unique to it (run id, pid, start time).
+//! Every process its tests start inherits the tag, and keeps it wherever it
+//! goes: a plain child, one that `setsid` moved to a session of its own, one
+//! that `nohup` and its shell's exit orphaned to init. When a test ends
+//! (after its cleanup), the processes that carry the tag, started while the
+//! test ran and still alive, are what it left running: each is identified
+//! by pid and start time (never by name, and a reused pid is not it), named
+//! in the record, and ended unless `TESTKIT_KEEP_PROCESSES` keeps it. The
+//! test fails (`cleanup`), as a test whose resources leaked does.
+//!
+//! Under nextest a process runs one test, and what carries its tag is that
+//! test's. Under `cargo test` tests of one process run at once, and a
+//! process that started while several ran could be any of theirs: it is
+//! judged when the last of them ends (while one still runs, it may still be
+//! in use), and charged to that test, whose message names the others.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::engine::process;
+use crate::engine::report::{LeftoverProcess, ProcessFate};
+use crate::engine::settings::var;
+
+/// How long a process left running gets between SIGTERM and SIGKILL.
+const END_GRACE: Duration = Duration::from_secs(2);
+
+/// This process's tag, once [`tag_process`] set it.
+static TAG: Mutex<Option<String>> = Mutex::new(None);
+
+/// Every test of this process that started, with when it ran (clock ticks
+/// since boot; `end` is `None` while it runs).
+static WINDOWS: Mutex<Vec<Window>> = Mutex::new(Vec::new());
+
+/// Processes already judged (ended, kept or survived), never charged twice.
+static JUDGED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
+
+#[derive(Debug, Clone)]
+struct Window {
+    id: usize,
+    test: String,
+    start: u64,
+    end: Option<u64>,
+}
+
+/// Tags this process, so that what its tests start can be found. Called
+/// by the harness first thing, while the process has one thread: setting
+/// an environment variable is safe only then.
+pub(crate) fn tag_process(run_id: &str) {
+    let pid = std::process::id();
+    let ticks = process::start_ticks(pid as i32).unwrap_or_default();
+    let tag = format!("{run_id}.{pid}.{ticks}");
+    std::env::set_var(var::PROCESS_TAG, &tag);
+    *TAG.lock().unwrap_or_else(|e| e.into_inner()) = Some(tag);
+}
+
+/// A test's watch over the processes it starts, from its start on.
+pub(crate) struct Watch {
+    id: usize,
+}
+
+/// Starts watching for what the test `test` leaves running.
+pub(crate) fn begin(test: &str) -> Watch {
+    let start = process::now_ticks().unwrap_or_default();
+    let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
+    let id = windows.len();
+    windows.push(Window {
+        id,
+        test: test.to_owned(),
+        start,
+        end: None,
+    });
+    Watch { id }
+}
+
+/// What a test left running, and what became of it.
+#[derive(Debug, Default)]
+pub(crate) struct Leftovers {
+    pub(crate) processes: Vec<LeftoverProcess>,
+    /// The failure that names them, when there are any.
+    pub(crate) failure: Option<String>,
+}
+
+/// Ends the watch of a test: finds what it left running and ends it, or
+/// keeps it when `keep`.
+pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
+    let Some(tag) = TAG.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+        return Leftovers::default();
+    };
+    let now = process::now_ticks().unwrap_or(u64::MAX);
+    let (mine, shared) = {
+        let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = windows.iter_mut().find(|w| w.id == watch.id) {
+            // A tick later: a process started in this very tick is inside.
+            w.end = Some(now.saturating_add(1));
+        }
+        let Some(mine) = windows.iter().find(|w| w.id == watch.id).cloned() else {
+            return Leftovers::default();
+        };
+        let others: Vec<Window> = windows
+            .iter()
+            .filter(|w| w.id != watch.id && w.end.is_none_or(|e| e >= mine.start))
+            .cloned()
+            .collect();
+        (mine, others)
+    };
+    let judged = JUDGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut left = Vec::new();
+    let mut also: Vec<String> = Vec::new();
+    for p in process::with_env_since(var::PROCESS_TAG, &tag, mine.start) {
+        if judged.contains(&p) {
+            continue;
+        }
+        let during: Vec<&Window> = shared
+            .iter()
+            .filter(|w| w.start <= p.1 && w.end.is_none_or(|e| p.1 <= e))
+            .collect();
+        // Another test that ran when it started still runs: it may be
+        // theirs, and in use. The last of them to end judges it.
+        if during.iter().any(|w| w.end.is_none()) {
+            continue;
+        }
+        for w in during {
+            if !also.contains(&w.test) {
+                also.push(w.test.clone());
+            }
+        }
+        left.push((p, process::command_of(p.0)));
+    }
+    if left.is_empty() {
+        return Leftovers::default();
+    }
+    JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(left.iter().map(|(p, _)| *p));
+    let pids: Vec<(i32, u64)> = left.iter().map(|(p, _)| *p).collect();
+    let (fate_of, how): (Box<dyn Fn(i32) -> ProcessFate>, String) = if keep {
+        (
+            Box::new(|_| ProcessFate::Kept),
+            format!(
+                "kept running ({}): end them with `kill {}`",
+                var::KEEP_PROCESSES,
+                pids.iter()
+                    .map(|p| p.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        )
+    } else {
+        match process::end_processes(&pids, END_GRACE).await {
+            Ok(killed) if killed.is_empty() => (
+                Box::new(|_| ProcessFate::Ended),
+                "testkit ended them (SIGTERM) and verified them gone".to_owned(),
+            ),
+            Ok(killed) => (
+                Box::new(|_| ProcessFate::Ended),
+                format!(
+                    "testkit ended them and verified them gone ({killed:?} ignored SIGTERM for {} and were killed)",
+                    humantime::format_duration(END_GRACE)
+                ),
+            ),
+            Err(survivors) => {
+                let alive: Vec<i32> = survivors.iter().map(|s| s.0).collect();
+                (
+                    Box::new(move |pid| {
+                        if alive.contains(&pid) {
+                            ProcessFate::Survived
+                        } else {
+                            ProcessFate::Ended
+                        }
+                    }),
+                    format!("ending them failed: {survivors:?} survived SIGTERM and SIGKILL"),
+                )
+            }
+        }
+    };
+    let processes: Vec<LeftoverProcess> = left
+        .into_iter()
+        .map(|((pid, _), command)| LeftoverProcess {
+            pid,
+            fate: fate_of(pid),
+            command,
+        })
+        .collect();
+    let named = processes
+        .iter()
+        .map(|p| format!("pid {} `{}`", p.pid, p.command))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let shared = if also.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (started while {} also ran, which may have left them instead)",
+            also.join(", ")
+        )
+    };
+    let failure = format!(
+        "the test left {} process(es) running: {named}{shared}; {how}. A test must end what it \
+         starts (wait for its children, kill what it put in the background), or set \
+         {}=always to keep them for debugging",
+        processes.len(),
+        var::KEEP_PROCESSES
+    );
+    Leftovers {
+        processes,
+        failure: Some(failure),
+    }
+}
