@@ -14,6 +14,14 @@
 //! - expected failure: `<skipped type="xfail">` with `message`
 //!   `known issue ID: <first line of the failure>`, the failure as text.
 //!
+//! A test nextest retried keeps every attempt, as Surefire and nextest
+//! write them: a passing testcase carries one `<flakyFailure>` per failed
+//! attempt before its pass, a failed one one `<rerunFailure>` per earlier
+//! attempt (`message` the first line, `type` the failure kind, the full
+//! message as text, the attempt's log in its `system-out`); such a
+//! testcase has the properties `attempts` (how many) and, when it passed on
+//! a retry, `flaky` = `true`.
+//!
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
 //! line per screenshot (GitLab and Jenkins show them). Everything is passed through
 //! [`redact`] once more on the way out.
@@ -22,10 +30,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{
+    FlakyOrRerun, NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+};
 
 use testkit_engine::redact::redact;
-use testkit_engine::report::{read_records, FailureKind, Outcome, ReportError, TestRecord};
+use testkit_engine::report::{
+    read_records, AttemptRecord, FailureKind, Outcome, ReportError, TestRecord,
+};
 
 /// The JUnit `type` of a skipped testcase that is an expected failure.
 pub const XFAIL_TYPE: &str = "xfail";
@@ -49,7 +61,7 @@ pub(crate) fn suites_from_records(records: &[TestRecord]) -> Vec<TestSuite> {
             .or_default()
             .entry(&record.name)
             .or_insert(record);
-        if record.started_at_ms > slot.started_at_ms {
+        if (record.attempt, record.started_at_ms) > (slot.attempt, slot.started_at_ms) {
             *slot = record;
         }
     }
@@ -105,7 +117,7 @@ fn first_line(text: &str) -> &str {
 
 fn test_case(record: &TestRecord) -> TestCase {
     let message = record.message.as_deref().map(|m| redact(m).into_owned());
-    let status = match record.outcome {
+    let mut status = match record.outcome {
         Outcome::Passed => TestCaseStatus::success(),
         Outcome::Failed | Outcome::UnexpectedPass => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -132,6 +144,11 @@ fn test_case(record: &TestRecord) -> TestCase {
             status
         }
     };
+    // Skipped testcases carry no reruns: quick-junit drops them there.
+    status.add_reruns(record.attempts.iter().map(rerun));
+    if record.outcome.fails() {
+        status.set_rerun_kind(FlakyOrRerun::Rerun);
+    }
     let mut case = TestCase::new(record.name.as_str(), status);
     case.set_classname(record.binary.as_str());
     case.set_time(Duration::from_millis(record.duration_ms));
@@ -145,6 +162,12 @@ fn test_case(record: &TestRecord) -> TestCase {
         property("known_issue", id);
     }
     property("cleanup", cleanup_name(record.cleanup));
+    if record.total_attempts() > 1 {
+        property("attempts", &record.total_attempts().to_string());
+    }
+    if record.is_flaky() {
+        property("flaky", "true");
+    }
     let resources: Vec<String> = record
         .resources
         .iter()
@@ -167,6 +190,26 @@ fn test_case(record: &TestRecord) -> TestCase {
         case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// An earlier attempt of a test, as a `<flakyFailure>` (the test passed
+/// later) or `<rerunFailure>` (it never did).
+fn rerun(attempt: &AttemptRecord) -> TestRerun {
+    let message = redact(attempt.message.as_deref().unwrap_or("failed")).into_owned();
+    let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+    rerun
+        .set_message(format!(
+            "attempt {}: {}",
+            attempt.attempt,
+            first_line(&message)
+        ))
+        .set_type(attempt.failure_kind.map(failure_type).unwrap_or("error"))
+        .set_time(Duration::from_millis(attempt.duration_ms))
+        .set_description(message);
+    if !attempt.output.is_empty() {
+        rerun.set_system_out(redact(&attempt.output).as_ref());
+    }
+    rerun
 }
 
 /// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the

@@ -357,6 +357,7 @@ impl<'a> Run<'a> {
             extra: &plan.extra,
             env: test_env(plan, &self.handle_file),
             show_output: plan.show_output,
+            flaky: plan.config.suite.flaky,
         };
         let outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.decide(outcome.result.clone());
@@ -577,6 +578,7 @@ impl<'a> Run<'a> {
             interrupted,
             keep_note: keep_note.as_deref(),
             took: self.started.elapsed(),
+            flaky: plan.config.suite.flaky,
         };
         let md = plan.results_dir.join("summary.md");
         let write_md = |code: u8| {

@@ -6,6 +6,7 @@
 mod commands;
 mod fanout;
 mod faults;
+mod flaky;
 mod report;
 mod run;
 mod truth;

@@ -9,7 +9,7 @@ use crate::{fixture, runner, Ran};
 
 /// Adds the test binary `name` (harness = false) with `source` to the
 /// fixture suite copied at `suite`.
-fn add_test_binary(suite: &Path, name: &str, source: &str) {
+pub(crate) fn add_test_binary(suite: &Path, name: &str, source: &str) {
     std::fs::write(suite.join(format!("tests/{name}.rs")), source).unwrap();
     let manifest = suite.join("Cargo.toml");
     let mut text = std::fs::read_to_string(&manifest).unwrap();

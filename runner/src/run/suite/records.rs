@@ -54,13 +54,14 @@ pub(super) fn complete(
         let testkit = *testkit_binaries
             .entry(t.binary_path.clone())
             .or_insert_with(|| is_testkit(t.binary_path.as_deref()));
-        let synthetic = if interrupted {
+        let mut synthetic = if interrupted {
             interrupted_record(spec, t, &journal)
         } else if testkit && t.event.as_deref() == Some("ok") {
             exited_unrecorded(spec, t)
         } else {
             synthesize(spec, t, interrupted)
         };
+        synthetic.attempt = t.attempt.max(1);
         if synthetic.outcome == Outcome::Failed && !interrupted {
             crashed.push(format!("{}::{}", t.binary, t.name));
         }
@@ -69,7 +70,9 @@ pub(super) fn complete(
     if let Err(e) = report::write_records(spec.results_dir, &written) {
         eprintln!("testkit-runner: {e}");
     }
-    records.extend(written);
+    // A retry's record says which attempt it was; the attempts before it
+    // left nothing (nextest retried them: they failed).
+    records.extend(report::fold_attempts(written));
     Ok(Records { records, crashed })
 }
 
