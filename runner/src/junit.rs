@@ -419,4 +419,57 @@ mod tests {
         assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
         assert_eq!(summary.browser_teardowns_timed_out, 0);
     }
+
+    fn attempt(n: u32, outcome: Outcome) -> TestRecord {
+        let mut r = TestRecord::new("run1", "b", "b::t");
+        r.attempt = n;
+        r.started_at_ms = u64::from(n);
+        if outcome == Outcome::Failed {
+            r.fail(
+                FailureKind::Timeout,
+                format!("timed out on attempt {n}\nmore"),
+            );
+            r.output = format!("log {n}");
+        }
+        r
+    }
+
+    #[test]
+    fn earlier_attempts_are_flaky_failures_of_a_pass_and_reruns_of_a_failure() {
+        let flaky = testkit_engine::report::fold_attempts(vec![
+            attempt(1, Outcome::Failed),
+            attempt(2, Outcome::Passed),
+        ]);
+        let xml = junit_from_records("t", &flaky).to_string().unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase"))
+            .unwrap();
+        assert!(!case.children().any(|n| n.has_tag_name("failure")), "{xml}");
+        let run = case
+            .children()
+            .find(|n| n.has_tag_name("flakyFailure"))
+            .expect(&xml);
+        assert_eq!(
+            run.attribute("message"),
+            Some("attempt 1: timed out on attempt 1")
+        );
+        assert_eq!(run.attribute("type"), Some("timeout"));
+        assert!(xml.contains("log 1"), "{xml}");
+        assert!(xml.contains("name=\"flaky\" value=\"true\""), "{xml}");
+
+        let failed = testkit_engine::report::fold_attempts(vec![
+            attempt(1, Outcome::Failed),
+            attempt(2, Outcome::Failed),
+        ]);
+        let xml = junit_from_records("t", &failed).to_string().unwrap();
+        assert_eq!(xml.matches("<rerunFailure").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+        assert!(
+            !xml.contains("flakyFailure") && !xml.contains("name=\"flaky\""),
+            "{xml}"
+        );
+        assert!(xml.contains("name=\"attempts\" value=\"2\""), "{xml}");
+    }
 }

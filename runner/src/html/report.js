@@ -100,8 +100,8 @@
       b.title = t.name + (t.desc ? "\n" + t.desc : "") + "\n" + t.outcome.replace("_", " ") + " in " + ms(t.dur) + (t.msg ? "\n" + first(t.msg) : "");
       b.dataset.test = t.name;
       b.dataset.outcome = t.outcome;
-      b.dataset.flaky = t.flaky ? "1" : "";
       b.dataset.index = i;
+      if (t.flaky) b.dataset.flaky = "1";
       b.addEventListener("click", function () { show(i); });
       tl.appendChild(b);
       bars.push(b);
@@ -116,7 +116,7 @@
         l.dataset.resource = r.name;
         l.dataset.fate = r.fate;
         l.dataset.outcome = t.outcome;
-        l.dataset.flaky = t.flaky ? "1" : "";
+        if (t.flaky) l.dataset.flaky = "1";
         l.addEventListener("click", function () { show(i); });
         tl.appendChild(l);
         bars.push(l);
@@ -152,8 +152,8 @@
     var t = tests[i];
     var tr = el("tr");
     tr.dataset.outcome = t.outcome;
-    tr.dataset.flaky = t.flaky ? "1" : "";
     tr.dataset.name = t.name.toLowerCase();
+    if (t.flaky) tr.dataset.flaky = "1";
     tr.appendChild(el("td", "o " + t.outcome, t.outcome.replace("_", " ") + (t.flaky ? " (flaky)" : "")));
     tr.appendChild(el("td", null, t.name));
     tr.appendChild(el("td", "bin", t.bin));

@@ -195,12 +195,15 @@ pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> 
 /// started (a statically ignored test's, written for nextest) is no
 /// attempt: it counts only when the test has no other record.
 pub fn fold_attempts(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
+    // A retry ran, even when its record is the runner's for a process that
+    // left none (and so has no start).
+    let ran = |r: &TestRecord| r.started_at_ms > 0 || r.attempt > 1;
     records.sort_by(|a, b| {
         (
             &a.binary,
             &a.name,
             &a.run_id,
-            a.started_at_ms > 0,
+            ran(a),
             a.attempt,
             a.started_at_ms,
         )
@@ -208,7 +211,7 @@ pub fn fold_attempts(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
                 &b.binary,
                 &b.name,
                 &b.run_id,
-                b.started_at_ms > 0,
+                ran(b),
                 b.attempt,
                 b.started_at_ms,
             ))
@@ -223,7 +226,18 @@ pub fn fold_attempts(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
                 let earlier = std::mem::replace(last, record);
                 // The same attempt twice (a rerun under a fixed run id): the
                 // later replaces it, as before retries were counted.
-                if earlier.started_at_ms > 0 && earlier.attempt < last.attempt {
+                if last.file.is_empty() && !earlier.file.is_empty() {
+                    // The runner's record of a retry that left none knows
+                    // nothing of the test: its earlier attempt does.
+                    last.description = earlier.description.clone();
+                    last.file = earlier.file.clone();
+                    last.line = earlier.line;
+                    last.known_issue = earlier.known_issue.clone();
+                    last.fails_with = earlier.fails_with.clone();
+                    last.intermittent = earlier.intermittent;
+                    last.requires = earlier.requires.clone();
+                }
+                if ran(&earlier) && earlier.attempt < last.attempt {
                     let mut attempts = earlier.attempts.clone();
                     attempts.push(AttemptRecord::of(&earlier));
                     attempts.append(&mut last.attempts);
@@ -525,6 +539,19 @@ mod tests {
         // A pass on a retry whose failed attempts left no record is flaky too.
         let t = &fold_attempts(vec![attempt("t", 2, 100, Outcome::Passed)])[0];
         assert!(t.is_flaky() && t.attempts.len() == 1, "{t:#?}");
+    }
+
+    #[test]
+    fn a_retry_that_left_no_record_is_the_last_attempt() {
+        // The runner's record of attempt 2, whose process crashed: no start.
+        let crashed = attempt("t", 2, 0, Outcome::Failed);
+        let folded = fold_attempts(vec![attempt("t", 1, 100, Outcome::Failed), crashed]);
+        assert_eq!(folded.len(), 1);
+        assert_eq!((folded[0].attempt, folded[0].attempts.len()), (2, 1));
+        assert_eq!(folded[0].attempts[0].attempt, 1);
+        // Folding what is folded already changes nothing.
+        let again = fold_attempts(folded.clone());
+        assert_eq!(again[0].attempts, folded[0].attempts);
     }
 
     #[test]

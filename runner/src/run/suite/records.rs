@@ -3,7 +3,7 @@
 //! plain libtest test) gets one synthesized here from what the engine said,
 //! so every listed test is counted.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use testkit_engine::report::{
@@ -32,9 +32,10 @@ pub(super) fn complete(
         Ok(r) => r.into_iter().filter(|r| r.run_id == spec.run_id).collect(),
         Err(e) => return Err(format!("cannot read the test records: {e}")),
     };
-    let have: BTreeSet<(String, String)> = records
+    // The last attempt each test recorded.
+    let have: BTreeMap<(String, String), u32> = records
         .iter()
-        .map(|r| (r.binary.clone(), r.name.clone()))
+        .map(|r| ((r.binary.clone(), r.name.clone()), r.attempt))
         .collect();
     let mut crashed = Vec::new();
     let mut written = Vec::new();
@@ -46,9 +47,14 @@ pub(super) fn complete(
     } else {
         Vec::new()
     };
-    let mut testkit_binaries = std::collections::BTreeMap::new();
+    let mut testkit_binaries = BTreeMap::new();
     for t in listed {
-        if have.contains(&(t.binary.clone(), t.name.clone())) {
+        // A test whose last attempt (nextest's `name#N`) wrote a record is
+        // recorded; one whose retry left none crashed on that attempt.
+        if have
+            .get(&(t.binary.clone(), t.name.clone()))
+            .is_some_and(|&recorded| recorded >= t.attempt.max(1))
+        {
             continue;
         }
         let testkit = *testkit_binaries
@@ -70,9 +76,11 @@ pub(super) fn complete(
     if let Err(e) = report::write_records(spec.results_dir, &written) {
         eprintln!("testkit-runner: {e}");
     }
-    // A retry's record says which attempt it was; the attempts before it
-    // left nothing (nextest retried them: they failed).
-    records.extend(report::fold_attempts(written));
+    // A retry's record says which attempt it was: folded with the records
+    // of the attempts before it, or given attempts that say they left none
+    // (nextest retried them: they failed).
+    records.extend(written);
+    let records = report::fold_attempts(records);
     Ok(Records { records, crashed })
 }
 
