@@ -14,6 +14,14 @@
 //! - expected failure: `<skipped type="xfail">` with `message`
 //!   `known issue ID: <first line of the failure>`, the failure as text.
 //!
+//! A test nextest retried keeps every attempt, as Surefire and nextest
+//! write them: a passing testcase carries one `<flakyFailure>` per failed
+//! attempt before its pass, a failed one one `<rerunFailure>` per earlier
+//! attempt (`message` the first line, `type` the failure kind, the full
+//! message as text, the attempt's log in its `system-out`); such a
+//! testcase has the properties `attempts` (how many) and, when it passed on
+//! a retry, `flaky` = `true`.
+//!
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
 //! line per screenshot (GitLab and Jenkins show them). Everything is passed through
 //! [`redact`] once more on the way out.
@@ -22,11 +30,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{
+    FlakyOrRerun, NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+};
 
 use testkit_engine::redact::redact;
 use testkit_engine::report::{
-    read_records, write_records, FailureKind, Outcome, ReportError, TestRecord,
+    read_records, write_records, AttemptRecord, FailureKind, Outcome, ReportError, TestRecord,
 };
 use testkit_engine::resource::read_journal;
 
@@ -54,7 +64,7 @@ pub(crate) fn suites_from_records(records: &[TestRecord]) -> Vec<TestSuite> {
             .or_default()
             .entry(&record.name)
             .or_insert(record);
-        if record.started_at_ms > slot.started_at_ms {
+        if (record.attempt, record.started_at_ms) > (slot.attempt, slot.started_at_ms) {
             *slot = record;
         }
     }
@@ -110,7 +120,7 @@ fn first_line(text: &str) -> &str {
 
 fn test_case(record: &TestRecord) -> TestCase {
     let message = record.message.as_deref().map(|m| redact(m).into_owned());
-    let status = match record.outcome {
+    let mut status = match record.outcome {
         Outcome::Passed => TestCaseStatus::success(),
         Outcome::Failed | Outcome::UnexpectedPass => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -137,6 +147,11 @@ fn test_case(record: &TestRecord) -> TestCase {
             status
         }
     };
+    // Skipped testcases carry no reruns: quick-junit drops them there.
+    status.add_reruns(record.attempts.iter().map(rerun));
+    if record.outcome.fails() {
+        status.set_rerun_kind(FlakyOrRerun::Rerun);
+    }
     let mut case = TestCase::new(record.name.as_str(), status);
     case.set_classname(record.binary.as_str());
     case.set_time(Duration::from_millis(record.duration_ms));
@@ -150,6 +165,12 @@ fn test_case(record: &TestRecord) -> TestCase {
         property("known_issue", id);
     }
     property("cleanup", cleanup_name(record.cleanup));
+    if record.total_attempts() > 1 {
+        property("attempts", &record.total_attempts().to_string());
+    }
+    if record.is_flaky() {
+        property("flaky", "true");
+    }
     let resources: Vec<String> = record
         .resources
         .iter()
@@ -172,6 +193,26 @@ fn test_case(record: &TestRecord) -> TestCase {
         case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// An earlier attempt of a test, as a `<flakyFailure>` (the test passed
+/// later) or `<rerunFailure>` (it never did).
+fn rerun(attempt: &AttemptRecord) -> TestRerun {
+    let message = redact(attempt.message.as_deref().unwrap_or("failed")).into_owned();
+    let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+    rerun
+        .set_message(format!(
+            "attempt {}: {}",
+            attempt.attempt,
+            first_line(&message)
+        ))
+        .set_type(attempt.failure_kind.map(failure_type).unwrap_or("error"))
+        .set_time(Duration::from_millis(attempt.duration_ms))
+        .set_description(message);
+    if !attempt.output.is_empty() {
+        rerun.set_system_out(redact(&attempt.output).as_ref());
+    }
+    rerun
 }
 
 /// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the
@@ -400,5 +441,58 @@ mod tests {
         let summary = testkit_engine::report::Summary::from_records(&[record], None);
         assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
         assert_eq!(summary.browser_teardowns_timed_out, 0);
+    }
+
+    fn attempt(n: u32, outcome: Outcome) -> TestRecord {
+        let mut r = TestRecord::new("run1", "b", "b::t");
+        r.attempt = n;
+        r.started_at_ms = u64::from(n);
+        if outcome == Outcome::Failed {
+            r.fail(
+                FailureKind::Timeout,
+                format!("timed out on attempt {n}\nmore"),
+            );
+            r.output = format!("log {n}");
+        }
+        r
+    }
+
+    #[test]
+    fn earlier_attempts_are_flaky_failures_of_a_pass_and_reruns_of_a_failure() {
+        let flaky = testkit_engine::report::fold_attempts(vec![
+            attempt(1, Outcome::Failed),
+            attempt(2, Outcome::Passed),
+        ]);
+        let xml = junit_from_records("t", &flaky).to_string().unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase"))
+            .unwrap();
+        assert!(!case.children().any(|n| n.has_tag_name("failure")), "{xml}");
+        let run = case
+            .children()
+            .find(|n| n.has_tag_name("flakyFailure"))
+            .expect(&xml);
+        assert_eq!(
+            run.attribute("message"),
+            Some("attempt 1: timed out on attempt 1")
+        );
+        assert_eq!(run.attribute("type"), Some("timeout"));
+        assert!(xml.contains("log 1"), "{xml}");
+        assert!(xml.contains("name=\"flaky\" value=\"true\""), "{xml}");
+
+        let failed = testkit_engine::report::fold_attempts(vec![
+            attempt(1, Outcome::Failed),
+            attempt(2, Outcome::Failed),
+        ]);
+        let xml = junit_from_records("t", &failed).to_string().unwrap();
+        assert_eq!(xml.matches("<rerunFailure").count(), 1, "{xml}");
+        assert_eq!(xml.matches("<failure").count(), 1, "{xml}");
+        assert!(
+            !xml.contains("flakyFailure") && !xml.contains("name=\"flaky\""),
+            "{xml}"
+        );
+        assert!(xml.contains("name=\"attempts\" value=\"2\""), "{xml}");
     }
 }

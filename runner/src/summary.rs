@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::path::Path;
 use std::time::Duration;
 
+use testkit_engine::config::FlakyPolicy;
 use testkit_engine::report::Summary;
 
 use crate::verbs::run::verdict::{PhaseResult, Verdict};
@@ -26,6 +27,8 @@ pub(crate) struct RunSummary<'a> {
     pub(crate) interrupted: bool,
     pub(crate) keep_note: Option<&'a str>,
     pub(crate) took: Duration,
+    /// `[suite] flaky`: what the flaky tests did to the run.
+    pub(crate) flaky: FlakyPolicy,
 }
 
 /// At most this many failed tests are listed; the rest are in junit.xml.
@@ -51,17 +54,8 @@ impl RunSummary<'_> {
     }
 
     fn counts(&self) -> Option<String> {
-        self.tests.map(|s| {
-            format!(
-                "{} tests: {} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
-                s.total(),
-                s.passed,
-                s.failed,
-                s.skipped,
-                s.expected_failures,
-                s.unexpected_passes
-            )
-        })
+        self.tests
+            .map(|s| format!("{} tests: {}", s.total(), s.counts()))
     }
 
     /// The line that names tests whose resources something else deleted
@@ -102,6 +96,12 @@ impl RunSummary<'_> {
             let _ = writeln!(out, "  {gone}");
         }
         if let Some(s) = self.tests {
+            for flaky in &s.flaky {
+                let _ = writeln!(out, "  flaky: {}: {}", flaky.test, flaky.describe());
+            }
+            if let Some(line) = flaky_verdict(s, Some(self.flaky)) {
+                let _ = writeln!(out, "  {line}");
+            }
             for issue in &s.known_issues {
                 let title = issue
                     .title
@@ -165,7 +165,7 @@ impl RunSummary<'_> {
             );
         }
         if let Some(s) = self.tests {
-            tests_markdown(&mut out, s, self.failures);
+            tests_markdown(&mut out, s, self.failures, Some(self.flaky));
             if let Some(browser) = self.browser() {
                 let _ = writeln!(out, "\n{}", cell(&browser));
             }
@@ -202,19 +202,55 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// What the flaky tests did to the run, said out loud: `None` when there
+/// were none. `policy` is the suite's `[suite] flaky`, when known.
+pub(crate) fn flaky_verdict(s: &Summary, policy: Option<FlakyPolicy>) -> Option<String> {
+    let n = s.flaky.len();
+    if n == 0 {
+        return None;
+    }
+    let (tests, them) = if n == 1 {
+        ("1 flaky test".to_owned(), "it")
+    } else {
+        (format!("{n} flaky tests"), "them")
+    };
+    Some(match policy {
+        Some(FlakyPolicy::Fail) => {
+            format!("{tests} failed the run ([suite] flaky = \"fail\" in testkit.toml)")
+        }
+        Some(_) => format!(
+            "{tests} passed on a retry, and the run passes with {them} ([suite] flaky = \"pass\"; \
+             set flaky = \"fail\" in testkit.toml to fail it)"
+        ),
+        None => format!(
+            "{tests} passed on a retry (whether that fails a run is the suite's [suite] flaky)"
+        ),
+    })
+}
+
 /// The tests part of a Markdown summary: the counts, the failed tests, the
-/// known issues. A run's summary and a merge's share it.
-pub(crate) fn tests_markdown(out: &mut String, s: &Summary, failures: &[(String, String)]) {
+/// flaky tests, the known issues. A run's summary and a merge's share it.
+pub(crate) fn tests_markdown(
+    out: &mut String,
+    s: &Summary,
+    failures: &[(String, String)],
+    policy: Option<FlakyPolicy>,
+) {
     let _ = writeln!(out, "\n## Tests\n");
     let _ = writeln!(
         out,
-        "| passed | failed | skipped | expected failures | unexpected passes |"
+        "| passed | flaky | failed | skipped | expected failures | unexpected passes |"
     );
-    let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
     let _ = writeln!(
         out,
-        "| {} | {} | {} | {} | {} |",
-        s.passed, s.failed, s.skipped, s.expected_failures, s.unexpected_passes
+        "| {} | {} | {} | {} | {} | {} |",
+        s.passed,
+        s.flaky.len(),
+        s.failed,
+        s.skipped,
+        s.expected_failures,
+        s.unexpected_passes
     );
     if !s.gone_before_delete.is_empty() {
         let _ = writeln!(out, "\n{}", md_cell(&gone_before_delete_line(s)));
@@ -230,6 +266,12 @@ pub(crate) fn tests_markdown(out: &mut String, s: &Summary, failures: &[(String,
                 "- ... and {} more (see junit.xml)",
                 failures.len() - MAX_FAILURES
             );
+        }
+    }
+    if let Some(line) = flaky_verdict(s, policy) {
+        let _ = writeln!(out, "\n## Flaky\n\n{}\n", md_cell(&line));
+        for flaky in &s.flaky {
+            let _ = writeln!(out, "- `{}`: {}", flaky.test, flaky.describe());
         }
     }
     if !s.known_issues.is_empty() {

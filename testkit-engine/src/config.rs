@@ -3,6 +3,8 @@
 //! ```toml
 //! [suite]
 //! name_prefix = "ct"                 # resource-name prefix: 1-8 of a-z0-9
+//! flaky = "pass"                     # a test that passes on a nextest retry: "pass"
+//!                                    # (the run passes, saying so) or "fail"
 //!
 //! [pod]
 //! command = ["sandboxd", "serve"]    # how `testkit-runner` starts a pod
@@ -94,12 +96,55 @@ pub struct SuiteSection {
     /// Prefix of every resource name: 1 to 8 characters of `a-z0-9`.
     #[serde(default = "default_prefix")]
     pub name_prefix: String,
+    /// Whether a flaky test (one that failed, then passed on a nextest
+    /// retry) fails the run.
+    #[serde(default)]
+    pub flaky: FlakyPolicy,
 }
 
 impl Default for SuiteSection {
     fn default() -> Self {
         SuiteSection {
             name_prefix: default_prefix(),
+            flaky: FlakyPolicy::default(),
+        }
+    }
+}
+
+/// `[suite] flaky`: what a flaky test does to the run. Either way it is
+/// counted and shown as flaky, with every attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+#[non_exhaustive]
+pub enum FlakyPolicy {
+    /// `"pass"`: the run passes, and its summary says which tests were flaky.
+    #[default]
+    Pass,
+    /// `"fail"`: a flaky test fails the run.
+    Fail,
+}
+
+impl FlakyPolicy {
+    /// The word `testkit.toml` (and nextest's `--flaky-result`) spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlakyPolicy::Pass => "pass",
+            FlakyPolicy::Fail => "fail",
+        }
+    }
+}
+
+impl TryFrom<String> for FlakyPolicy {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<FlakyPolicy, String> {
+        match value.as_str() {
+            "pass" => Ok(FlakyPolicy::Pass),
+            "fail" => Ok(FlakyPolicy::Fail),
+            _ => Err(format!(
+                "`suite.flaky` is {value:?}: expected \"pass\" (a test that passes on a retry \
+                 passes the run, and the summary names it) or \"fail\" (it fails the run)"
+            )),
         }
     }
 }
@@ -725,5 +770,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("pod.protected"), "{e}");
+    }
+
+    #[test]
+    fn flaky_passes_by_default_and_takes_pass_or_fail_only() {
+        assert_eq!(parse("").unwrap().suite.flaky, FlakyPolicy::Pass);
+        let c = parse("[suite]\nflaky = \"fail\"").unwrap();
+        assert_eq!(c.suite.flaky, FlakyPolicy::Fail);
+        assert_eq!(
+            parse("[suite]\nflaky = \"pass\"").unwrap().suite.flaky,
+            FlakyPolicy::Pass
+        );
+        let e = parse("[suite]\nflaky = \"retry\"").unwrap_err().to_string();
+        assert!(
+            e.contains("/s/testkit.toml")
+                && e.contains("suite.flaky")
+                && e.contains("\"retry\"")
+                && e.contains("\"pass\"")
+                && e.contains("\"fail\""),
+            "{e}"
+        );
+        let e = parse("[suite]\nflaky = true").unwrap_err().to_string();
+        assert!(e.contains("flaky"), "{e}");
     }
 }

@@ -34,7 +34,8 @@ impl Ctxt {
 /// The shape every test has, quoted by messages that need to show it.
 const SHAPE: &str = "async fn name(cx: &mut testkit::Cx) -> testkit::Result";
 
-pub(crate) const OPTIONS: &str = "`ignore`, `timeout`, `known_issue`, `fails_with`, `requires`";
+pub(crate) const OPTIONS: &str =
+    "`ignore`, `timeout`, `known_issue`, `fails_with`, `intermittent`, `requires`";
 
 pub(crate) const UNITS: &str = "`ms`, `s`, `m`, `h`";
 
@@ -45,6 +46,7 @@ pub(crate) fn option_example(name: &str) -> &'static str {
         "timeout" => r#"timeout = "90s""#,
         "known_issue" => r#"known_issue = "ID""#,
         "fails_with" => r#"fails_with = "text the failure must contain""#,
+        "intermittent" => "intermittent = true",
         "requires" => r#"requires = ["capability"]"#,
         _ => unreachable!("no option named `{name}`"),
     }
@@ -112,6 +114,30 @@ pub(crate) fn empty_fails_with(lit: &syn::LitStr) -> syn::Error {
     err(
         lit,
         "`fails_with` needs the text the failure must contain; to accept any failure, remove `fails_with`",
+    )
+}
+
+pub(crate) fn expected_bool(value: &syn::Expr, name: &str) -> syn::Error {
+    err(
+        value,
+        format!(
+            "`{name}` expects `true` or `false`: write `{}`",
+            option_example(name)
+        ),
+    )
+}
+
+pub(crate) fn intermittent_without_known_issue(key: &syn::Ident) -> syn::Error {
+    err(
+        key,
+        r#"`intermittent` requires `known_issue`: add `known_issue = "ID"` naming the bug that fails this test only sometimes"#,
+    )
+}
+
+pub(crate) fn intermittent_without_fails_with(key: &syn::Ident) -> syn::Error {
+    err(
+        key,
+        r#"`intermittent = true` requires `fails_with`: a known issue that may pass must say how it fails, or no failure of this test could fail the run; add `fails_with = "text the failure must contain"`"#,
     )
 }
 

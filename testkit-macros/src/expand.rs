@@ -90,6 +90,7 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
             Some(ms) => quote!(::core::option::Option::Some(#ms)),
             None => quote!(::core::option::Option::None),
         };
+        let intermittent = options.is_intermittent();
         let requires = options.requires.as_deref().unwrap_or_default();
         quote! {
             ::testkit::__private::TestOptions {
@@ -97,6 +98,7 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
                 timeout_ms: #timeout_ms,
                 known_issue: #known_issue,
                 fails_with: #fails_with,
+                intermittent: #intermittent,
                 requires: &[#(#requires),*],
             }
         }

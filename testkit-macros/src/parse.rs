@@ -6,7 +6,9 @@
 
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::parse::{ParseStream, Parser};
-use syn::{Attribute, Expr, ExprLit, Ident, Lit, LitStr, Meta, Signature, Token, Visibility};
+use syn::{
+    Attribute, Expr, ExprLit, Ident, Lit, LitBool, LitStr, Meta, Signature, Token, Visibility,
+};
 
 use crate::error::{self, Ctxt, DurationError};
 
@@ -20,6 +22,9 @@ pub(crate) struct Options {
     pub(crate) known_issue: Option<LitStr>,
     /// The key is kept to point at it when `known_issue` is missing.
     pub(crate) fails_with: Option<(Ident, LitStr)>,
+    /// The key is kept to point at it when `known_issue` or `fails_with`
+    /// is missing.
+    pub(crate) intermittent: Option<(Ident, LitBool)>,
     pub(crate) requires: Option<Vec<LitStr>>,
 }
 
@@ -30,7 +35,26 @@ impl Options {
             && self.timeout_ms.is_none()
             && self.known_issue.is_none()
             && self.fails_with.is_none()
+            && self.intermittent.is_none()
             && self.requires.is_none()
+    }
+
+    /// `intermittent = true`.
+    pub(crate) fn is_intermittent(&self) -> bool {
+        self.intermittent.as_ref().is_some_and(|(_, b)| b.value)
+    }
+
+    fn set_intermittent(&mut self, key: &Ident, value: &Expr) -> syn::Result<()> {
+        check_unset(&self.intermittent, key)?;
+        let Expr::Lit(ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) = value
+        else {
+            return Err(error::expected_bool(value, "intermittent"));
+        };
+        self.intermittent = Some((key.clone(), flag.clone()));
+        Ok(())
     }
 
     fn set_ignore(&mut self, key: &Ident, reason: LitStr) -> syn::Result<()> {
@@ -137,7 +161,14 @@ pub(crate) fn options(args: TokenStream, errors: &mut Ctxt) -> Options {
     options
 }
 
-const NAMES: [&str; 5] = ["ignore", "timeout", "known_issue", "fails_with", "requires"];
+const NAMES: [&str; 6] = [
+    "ignore",
+    "timeout",
+    "known_issue",
+    "fails_with",
+    "intermittent",
+    "requires",
+];
 
 fn option(options: &mut Options, meta: &Meta) -> syn::Result<()> {
     let path = meta.path();
@@ -152,6 +183,9 @@ fn option(options: &mut Options, meta: &Meta) -> syn::Result<()> {
     let value = &name_value.value;
     if name == "requires" {
         return options.set_requires(key, value);
+    }
+    if name == "intermittent" {
+        return options.set_intermittent(key, value);
     }
     let Some(lit) = string_literal(value).cloned() else {
         return Err(error::expected_string(value, &name));

@@ -19,6 +19,17 @@ pub(crate) fn test(test: &TestFn, options: &Options, errors: &mut Ctxt) -> Strin
     if let (Some((key, _)), None) = (&options.fails_with, &options.known_issue) {
         errors.push(error::fails_with_without_known_issue(key));
     }
+    if let Some((key, _)) = options
+        .intermittent
+        .as_ref()
+        .filter(|_| options.is_intermittent())
+    {
+        if options.known_issue.is_none() {
+            errors.push(error::intermittent_without_known_issue(key));
+        } else if options.fails_with.is_none() {
+            errors.push(error::intermittent_without_fails_with(key));
+        }
+    }
     let doc = parse::doc(&test.attrs);
     if doc.description.is_empty() {
         errors.push(match doc.unreadable {

@@ -1,6 +1,7 @@
 //! The page: what a person looks at first is written as HTML here (the
 //! verdict, phases, counts, leaks, failures with their logs and screenshots,
-//! known issues, the slowest tests), so it reads without scripts; the
+//! flaky tests with each failed attempt, known issues, the slowest tests),
+//! so it reads without scripts; the
 //! timeline and the filterable list of every test are drawn by the inline
 //! script from the JSON embedded beside it.
 
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde_json::json;
-use testkit_engine::report::{Outcome, ResourceState, Summary, TestRecord};
+use testkit_engine::report::{AttemptRecord, Outcome, ResourceState, Summary, TestRecord};
 
 use super::model::{outcome_word, pack_lanes, Lifetime, Part};
 
@@ -175,7 +176,9 @@ impl Page<'_> {
         self.phases(&mut out);
         self.counts(&mut out);
         self.leaks(&mut out);
-        self.failures(&mut out);
+        let mut logs_left = LOGS_BUDGET;
+        self.failures(&mut out, &mut logs_left);
+        self.flaky(&mut out, &mut logs_left);
         self.known_issues(&mut out);
         let _ = writeln!(
             out,
@@ -196,6 +199,7 @@ impl Page<'_> {
              <option value=\"unexpected_pass\">unexpected pass</option>\
              <option value=\"expected_failure\">expected failure</option>\
              <option value=\"skipped\">skipped</option><option value=\"passed\">passed</option>\
+             <option value=\"flaky\">flaky</option>\
              </select></label> <label>Name <input id=\"filter-name\" type=\"search\" \
              placeholder=\"part of a test's name\"></label> <span id=\"filter-count\"></span></div>\
              <table id=\"tests\"><thead><tr><th>outcome</th><th>test</th><th>binary</th>\
@@ -305,6 +309,13 @@ impl Page<'_> {
             );
         };
         card(out, "passed", "passed", s.passed, String::new());
+        card(
+            out,
+            "flaky",
+            "flaky (passed on a retry)",
+            s.flaky.len(),
+            String::new(),
+        );
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for (_, r) in tests.iter().filter(|(_, r)| r.outcome == Outcome::Failed) {
             *kinds.entry(failure_kind_word(r)).or_default() += 1;
@@ -368,9 +379,11 @@ impl Page<'_> {
                 ));
             }
             for r in &part.records {
+                // An earlier attempt's leak is a leak too.
                 for res in r
                     .resources
                     .iter()
+                    .chain(r.attempts.iter().flat_map(|a| a.resources.iter()))
                     .filter(|x| x.state == ResourceState::Leaked)
                 {
                     items.push(format!(
@@ -414,7 +427,7 @@ impl Page<'_> {
         let _ = writeln!(out, "</section>");
     }
 
-    fn failures(&self, out: &mut String) {
+    fn failures(&self, out: &mut String, logs_left: &mut usize) {
         let failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
             .into_iter()
             .filter(|(_, r)| is_failure(r))
@@ -423,7 +436,6 @@ impl Page<'_> {
         if failed.is_empty() {
             let _ = write!(out, "<p class=\"none\">No test failed.</p>");
         }
-        let mut logs_left = LOGS_BUDGET;
         let mut shots_left = SCREENSHOTS_BUDGET;
         for (part, r) in failed.iter().take(MAX_FAILURES) {
             let _ = write!(
@@ -446,28 +458,70 @@ impl Page<'_> {
             );
             self.resources(out, &self.parts[*part], r);
             self.screenshots(out, &self.parts[*part], r, &mut shots_left);
-            let (log, cut) = tail(&r.output, LOG_CAP.min(logs_left));
-            logs_left -= log.len();
-            let note = if cut > 0 {
-                format!("<p class=\"hint\">The first {cut} bytes are cut; the whole log is in its record.</p>")
-            } else {
-                String::new()
-            };
-            let _ = write!(
-                out,
-                "<details class=\"log-box\" open><summary>log</summary>{note}<pre class=\"log\">{}</pre></details></article>",
-                if r.output.is_empty() {
-                    "(the test logged nothing)".to_owned()
-                } else {
-                    esc(log)
+            log_box(out, &r.output, logs_left, true);
+            if !r.attempts.is_empty() {
+                let _ = write!(
+                    out,
+                    "<p class=\"attempts\">Attempt {n} of {n} failed; the attempts before it:</p>",
+                    n = r.total_attempts()
+                );
+                for a in &r.attempts {
+                    attempt_html(out, a, r.total_attempts(), logs_left);
                 }
-            );
+            }
+            let _ = write!(out, "</article>");
         }
         if failed.len() > MAX_FAILURES {
             let _ = write!(
                 out,
                 "<p class=\"hint\">… and {} more failed tests: filter the list of every test by outcome.</p>",
                 failed.len() - MAX_FAILURES
+            );
+        }
+        let _ = writeln!(out, "</section>");
+    }
+
+    /// Flaky tests: each that failed and then, retried, passed (or failed as
+    /// its known issue documents), with every failed attempt's message and
+    /// log.
+    fn flaky(&self, out: &mut String, logs_left: &mut usize) {
+        let flaky: Vec<&TestRecord> = all_tests(self.parts)
+            .into_iter()
+            .map(|(_, r)| r)
+            .filter(|r| r.is_flaky())
+            .collect();
+        let _ = write!(out, "<section id=\"flaky\"><h2>Flaky</h2>");
+        if flaky.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"none\">No test failed and then passed on a retry.</p>"
+            );
+        }
+        for r in flaky.iter().take(MAX_FAILURES) {
+            let total = r.total_attempts();
+            let failed = r.failed_attempts().count();
+            let _ = write!(
+                out,
+                "<article class=\"flaky\" data-test=\"{name}\"><h3><span class=\"tag flaky\">flaky</span> \
+                 {name} <span class=\"bin\">{bin}</span> <span class=\"dur\">{o} on attempt {total} of {total}, \
+                 after {failed} failed</span></h3>",
+                name = esc(&r.name),
+                bin = esc(&r.binary),
+                o = esc(&outcome_word(r.outcome).replace('_', " ")),
+            );
+            if !r.description.is_empty() {
+                let _ = write!(out, "<p class=\"desc\">{}</p>", esc(&r.description));
+            }
+            for a in r.failed_attempts() {
+                attempt_html(out, a, total, logs_left);
+            }
+            let _ = write!(out, "</article>");
+        }
+        if flaky.len() > MAX_FAILURES {
+            let _ = write!(
+                out,
+                "<p class=\"hint\">… and {} more flaky tests: filter the list of every test.</p>",
+                flaky.len() - MAX_FAILURES
             );
         }
         let _ = writeln!(out, "</section>");
@@ -660,6 +714,8 @@ impl Page<'_> {
                     })
                     .unwrap_or_default();
                 tests.push(json!({
+                    "attempts": r.total_attempts(),
+                    "flaky": r.is_flaky(),
                     "pod": i,
                     "lane": lane,
                     "bin": r.binary,
@@ -676,6 +732,51 @@ impl Page<'_> {
         }
         json!({ "pods": pods, "tests": tests })
     }
+}
+
+/// A log, its last bytes while the page's budget for logs lasts.
+fn log_box(out: &mut String, output: &str, logs_left: &mut usize, open: bool) {
+    let (log, cut) = tail(output, LOG_CAP.min(*logs_left));
+    *logs_left -= log.len();
+    let note = if cut > 0 {
+        format!(
+            "<p class=\"hint\">The first {cut} bytes are cut; the whole log is in its record.</p>"
+        )
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        out,
+        "<details class=\"log-box\"{}><summary>log</summary>{note}<pre class=\"log\">{}</pre></details>",
+        if open { " open" } else { "" },
+        if output.is_empty() {
+            "(the test logged nothing)".to_owned()
+        } else {
+            esc(log)
+        }
+    );
+}
+
+/// One earlier attempt of a test: what it came to, its message, its log.
+fn attempt_html(out: &mut String, a: &AttemptRecord, total: u32, logs_left: &mut usize) {
+    let kind = a
+        .failure_kind
+        .and_then(|k| serde_json::to_value(k).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| outcome_word(a.outcome).to_owned());
+    let _ = write!(
+        out,
+        "<div class=\"attempt\" data-attempt=\"{n}\"><h4>attempt {n} of {total}: \
+         <span class=\"tag {o}\">{kind}</span> <span class=\"dur\">{dur}</span></h4>\
+         <pre class=\"message\">{msg}</pre>",
+        n = a.attempt,
+        o = outcome_word(a.outcome),
+        kind = esc(&kind),
+        dur = ms(a.duration_ms),
+        msg = esc(a.message.as_deref().unwrap_or("(no message)")),
+    );
+    log_box(out, &a.output, logs_left, true);
+    let _ = write!(out, "</div>");
 }
 
 /// `path` relative to `base` when it lies beneath it, else absolute as a

@@ -101,6 +101,7 @@
       b.dataset.test = t.name;
       b.dataset.outcome = t.outcome;
       b.dataset.index = i;
+      if (t.flaky) b.dataset.flaky = "1";
       b.addEventListener("click", function () { show(i); });
       tl.appendChild(b);
       bars.push(b);
@@ -115,6 +116,7 @@
         l.dataset.resource = r.name;
         l.dataset.fate = r.fate;
         l.dataset.outcome = t.outcome;
+        if (t.flaky) l.dataset.flaky = "1";
         l.addEventListener("click", function () { show(i); });
         tl.appendChild(l);
         bars.push(l);
@@ -130,7 +132,8 @@
     details.hidden = false;
     details.textContent = "";
     details.appendChild(el("h3", null, t.name));
-    details.appendChild(el("p", null, t.outcome.replace("_", " ") + (t.kind ? " (" + t.kind + ")" : "") + " in " + ms(t.dur) + " · " + t.bin));
+    details.appendChild(el("p", null, t.outcome.replace("_", " ") + (t.kind ? " (" + t.kind + ")" : "") + " in " + ms(t.dur) + " · " + t.bin +
+      (t.attempts > 1 ? " · attempt " + t.attempts + " of " + t.attempts + (t.flaky ? ", flaky (see Flaky)" : "") : "")));
     if (t.desc) details.appendChild(el("p", "desc", t.desc));
     if (t.msg) details.appendChild(el("pre", "message", t.msg));
     t.res.forEach(function (r) {
@@ -150,7 +153,8 @@
     var tr = el("tr");
     tr.dataset.outcome = t.outcome;
     tr.dataset.name = t.name.toLowerCase();
-    tr.appendChild(el("td", "o " + t.outcome, t.outcome.replace("_", " ")));
+    if (t.flaky) tr.dataset.flaky = "1";
+    tr.appendChild(el("td", "o " + t.outcome, t.outcome.replace("_", " ") + (t.flaky ? " (flaky)" : "")));
     tr.appendChild(el("td", null, t.name));
     tr.appendChild(el("td", "bin", t.bin));
     tr.appendChild(el("td", null, ms(t.dur)));
@@ -162,15 +166,17 @@
   var outcome = document.getElementById("filter-outcome");
   var name = document.getElementById("filter-name");
   var count = document.getElementById("filter-count");
+  // "flaky" is no outcome: it selects the tests that passed on a retry.
+  function picked(e, o) { return !o || e.dataset.outcome === o || (o === "flaky" && e.dataset.flaky === "1"); }
   function filter() {
     var o = outcome.value, n = name.value.trim().toLowerCase(), shown = 0;
     rows.forEach(function (tr) {
-      var ok = (!o || tr.dataset.outcome === o) && (!n || tr.dataset.name.indexOf(n) >= 0);
+      var ok = picked(tr, o) && (!n || tr.dataset.name.indexOf(n) >= 0);
       tr.hidden = !ok;
       if (ok) shown++;
     });
     bars.forEach(function (b) {
-      var ok = (!o || b.dataset.outcome === o) && (!n || b.dataset.test.toLowerCase().indexOf(n) >= 0);
+      var ok = picked(b, o) && (!n || b.dataset.test.toLowerCase().indexOf(n) >= 0);
       b.classList.toggle("dim", !ok);
     });
     count.textContent = shown + " of " + rows.length + " tests";

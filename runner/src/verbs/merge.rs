@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use testkit_engine::report::{Outcome, Summary};
+use testkit_engine::report::Summary;
 
 use crate::errors::ExpectedError;
 
@@ -44,7 +44,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
     let summary = Summary::from_records(&records, known.as_ref());
     let failures: Vec<(String, String)> = records
         .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass))
+        .filter(|r| r.outcome.fails())
         .map(|r| {
             let why = r.message.as_deref().and_then(|m| m.lines().next());
             (
@@ -58,7 +58,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
         args.inputs.len(),
         summary.total()
     );
-    crate::summary::tests_markdown(&mut markdown, &summary, &failures);
+    crate::summary::tests_markdown(&mut markdown, &summary, &failures, None);
     let markdown = testkit_engine::redact(&markdown).into_owned();
     let md = args.out_dir.join("summary.md");
     std::fs::write(&md, markdown.as_bytes())

@@ -7,6 +7,7 @@ mod commands;
 mod credentials;
 mod fanout;
 mod faults;
+mod flaky;
 mod leftovers;
 mod report;
 mod run;

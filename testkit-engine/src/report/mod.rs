@@ -53,6 +53,21 @@
 //! | `screenshots` | array of strings, default empty | the PNG files it saved, absolute paths |
 //! | `browser_teardown_timed_out` | boolean, default false | a browser outlived its teardown cap and was killed |
 //! | `leftover_processes` | array of `{pid, command, fate}`, default empty | processes the test left running; `fate` is `ended`, `kept` or `survived` |
+//! | `intermittent` | boolean, default false | `intermittent = true`: the known issue fails only sometimes, and a pass is a pass |
+//! | `attempt` | integer, default 1 | which attempt this is: `NEXTEST_ATTEMPT` of a nextest retry |
+//! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output}`; written by no test process, filled by readers |
+//!
+//! # Attempts
+//!
+//! A test nextest retries writes one record per attempt, each with its
+//! `attempt`. [`read_records`] keeps every one: the last attempt's record
+//! counts, and the earlier ones are folded into its `attempts`
+//! ([`fold_attempts`]); an attempt that left no record (its process
+//! crashed) gets one that says so. A test whose last attempt did not fail
+//! after one that did is flaky ([`TestRecord::is_flaky`]): counted by its
+//! last attempt's outcome, and listed as flaky by the summary, JUnit
+//! (`<flakyFailure>`) and `report.html`. Whether a flaky test fails a run is
+//! the suite's `[suite] flaky`.
 //!
 
 pub mod known_issues;
@@ -69,10 +84,10 @@ pub use known_issues::{
     KNOWN_ISSUES_FILE,
 };
 pub use record::{
-    CleanupState, FailureKind, LeftoverProcess, Outcome, ProcessFate, ResourceRecord,
-    ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
+    AttemptRecord, CleanupState, FailureKind, LeftoverProcess, Outcome, ProcessFate,
+    ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
 };
-pub use summary::{KnownIssueState, KnownIssueSummary, Summary};
+pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};
 
 use crate::run::Run;
 
@@ -141,8 +156,10 @@ pub enum ReportError {
 }
 
 /// Reads every record under `<results_dir>/records`, sorted by binary and
-/// name. A folder without records gives none. When a test has several
-/// records in one run (a nextest retry), the last one counts.
+/// name, one per test of each run. A folder without records gives none.
+/// When a test has several records in one run (nextest retried it), the
+/// last attempt counts, and the earlier ones are kept in its `attempts`
+/// ([`fold_attempts`]).
 ///
 /// The ignored tests a nextest listing recorded (`ignored-<run>.listed`,
 /// see [`record_listed_ignored`]) count only for a run that has another
@@ -182,33 +199,82 @@ pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> 
     let runs: std::collections::BTreeSet<String> =
         records.iter().map(|r| r.run_id.clone()).collect();
     records.extend(listed.into_iter().filter(|r| runs.contains(&r.run_id)));
-    Ok(latest_per_test(records))
+    Ok(fold_attempts(records))
 }
 
-/// Sorted by binary and name, the last record of each test of each run.
-fn latest_per_test(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
+/// Sorted by binary and name, one record per test of each run: the last
+/// attempt's, with the earlier attempts in its `attempts` (oldest first).
+/// Of two records of one attempt, the later start counts.
+/// An attempt number below the last that has no record (its process
+/// crashed) gets an attempt that says so. A record of a test that never
+/// started (a statically ignored test's, written for nextest) is no
+/// attempt: it counts only when the test has no other record.
+pub fn fold_attempts(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
+    // A retry ran, even when its record is the runner's for a process that
+    // left none (and so has no start).
+    let ran = |r: &TestRecord| r.started_at_ms > 0 || r.attempt > 1;
     records.sort_by(|a, b| {
-        (&a.binary, &a.name, &a.run_id, a.started_at_ms).cmp(&(
-            &b.binary,
-            &b.name,
-            &b.run_id,
-            b.started_at_ms,
-        ))
+        (
+            &a.binary,
+            &a.name,
+            &a.run_id,
+            ran(a),
+            a.attempt,
+            a.started_at_ms,
+        )
+            .cmp(&(
+                &b.binary,
+                &b.name,
+                &b.run_id,
+                ran(b),
+                b.attempt,
+                b.started_at_ms,
+            ))
     });
-    // Keep the last record of each test of each run.
-    let mut deduped: Vec<TestRecord> = Vec::with_capacity(records.len());
+    let mut folded: Vec<TestRecord> = Vec::with_capacity(records.len());
     for record in records {
-        match deduped.last_mut() {
+        match folded.last_mut() {
             Some(last)
                 if (&last.binary, &last.name, &last.run_id)
                     == (&record.binary, &record.name, &record.run_id) =>
             {
-                *last = record
+                let earlier = std::mem::replace(last, record);
+                // The same attempt twice (a rerun under a fixed run id): the
+                // later replaces it, as before retries were counted.
+                if last.file.is_empty() && !earlier.file.is_empty() {
+                    // The runner's record of a retry that left none knows
+                    // nothing of the test: its earlier attempt does.
+                    last.description = earlier.description.clone();
+                    last.file = earlier.file.clone();
+                    last.line = earlier.line;
+                    last.known_issue = earlier.known_issue.clone();
+                    last.fails_with = earlier.fails_with.clone();
+                    last.intermittent = earlier.intermittent;
+                    last.requires = earlier.requires.clone();
+                }
+                if ran(&earlier) && earlier.attempt < last.attempt {
+                    let mut attempts = earlier.attempts.clone();
+                    attempts.push(AttemptRecord::of(&earlier));
+                    attempts.append(&mut last.attempts);
+                    last.attempts = attempts;
+                }
             }
-            _ => deduped.push(record),
+            _ => folded.push(record),
         }
     }
-    deduped
+    for record in &mut folded {
+        if record.attempt <= 1 {
+            continue;
+        }
+        for n in 1..record.attempt {
+            if !record.attempts.iter().any(|a| a.attempt == n) {
+                record.attempts.push(AttemptRecord::unrecorded(n));
+            }
+        }
+        record.attempts.sort_by_key(|a| a.attempt);
+        record.attempts.dedup_by_key(|a| a.attempt);
+    }
+    folded
 }
 
 /// Reads one record file (`.json`: one record).
@@ -475,6 +541,119 @@ mod tests {
                 ("ran".to_owned(), "later::v2_only".to_owned()),
                 ("ran".to_owned(), "runs::passes".to_owned())
             ]
+        );
+    }
+
+    fn attempt(name: &str, n: u32, start: u64, outcome: Outcome) -> TestRecord {
+        let mut r = TestRecord::new("run1", "bin", name);
+        r.attempt = n;
+        r.started_at_ms = start;
+        r.outcome = outcome;
+        if outcome == Outcome::Failed {
+            r.failure_kind = Some(FailureKind::Error);
+            r.message = Some(format!("attempt {n} failed"));
+            r.output = format!("log of attempt {n}");
+        }
+        r
+    }
+
+    #[test]
+    fn a_retry_that_passes_keeps_the_failed_attempt_and_is_flaky() {
+        // Both attempts started in the same millisecond: the attempt orders.
+        let folded = fold_attempts(vec![
+            attempt("t", 2, 100, Outcome::Passed),
+            attempt("t", 1, 100, Outcome::Failed),
+            attempt("steady", 1, 100, Outcome::Passed),
+        ]);
+        assert_eq!(folded.len(), 2);
+        let t = folded.iter().find(|r| r.name == "t").unwrap();
+        assert_eq!(
+            (t.outcome, t.attempt, t.total_attempts()),
+            (Outcome::Passed, 2, 2)
+        );
+        assert_eq!(t.attempts.len(), 1);
+        assert_eq!(t.attempts[0].message.as_deref(), Some("attempt 1 failed"));
+        assert_eq!(t.attempts[0].output, "log of attempt 1");
+        assert!(t.is_flaky());
+        assert!(!folded
+            .iter()
+            .find(|r| r.name == "steady")
+            .unwrap()
+            .is_flaky());
+
+        let summary = Summary::from_records(&folded, None);
+        assert_eq!((summary.passed, summary.failed), (2, 0));
+        assert_eq!(summary.flaky.len(), 1);
+        assert_eq!(summary.flaky[0].test, "bin::t");
+        assert_eq!(summary.flaky[0].describe(), "failed 1 of 2 attempts");
+        assert!(summary.is_green());
+        assert!(
+            summary.to_string().starts_with(
+                "2 tests: 2 passed (1 flaky), 0 failed, 0 skipped, 0 expected failures, 0 unexpected passes\n\
+                 flaky: bin::t: failed 1 of 2 attempts\n"
+            ),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn every_attempt_failed_is_a_failure_with_its_attempts_and_a_lost_one_is_named() {
+        let folded = fold_attempts(vec![
+            attempt("t", 3, 300, Outcome::Failed),
+            attempt("t", 1, 100, Outcome::Failed),
+        ]);
+        let t = &folded[0];
+        assert_eq!(t.outcome, Outcome::Failed);
+        assert!(!t.is_flaky());
+        let numbers: Vec<u32> = t.attempts.iter().map(|a| a.attempt).collect();
+        assert_eq!(numbers, [1, 2]);
+        assert!(t.attempts[1]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("no record"));
+        // A pass on a retry whose failed attempts left no record is flaky too.
+        let t = &fold_attempts(vec![attempt("t", 2, 100, Outcome::Passed)])[0];
+        assert!(t.is_flaky() && t.attempts.len() == 1, "{t:#?}");
+    }
+
+    #[test]
+    fn a_retry_that_left_no_record_is_the_last_attempt() {
+        // The runner's record of attempt 2, whose process crashed: no start.
+        let crashed = attempt("t", 2, 0, Outcome::Failed);
+        let folded = fold_attempts(vec![attempt("t", 1, 100, Outcome::Failed), crashed]);
+        assert_eq!(folded.len(), 1);
+        assert_eq!((folded[0].attempt, folded[0].attempts.len()), (2, 1));
+        assert_eq!(folded[0].attempts[0].attempt, 1);
+        // Folding what is folded already changes nothing.
+        let again = fold_attempts(folded.clone());
+        assert_eq!(again[0].attempts, folded[0].attempts);
+    }
+
+    #[test]
+    fn a_rerun_of_one_attempt_replaces_it_and_a_never_started_record_is_no_attempt() {
+        let mut ignored = attempt("t", 1, 0, Outcome::Skipped);
+        ignored.skip_reason = Some("ignored: slow".into());
+        let folded = fold_attempts(vec![
+            attempt("t", 1, 200, Outcome::Passed),
+            attempt("t", 1, 100, Outcome::Failed),
+            ignored,
+        ]);
+        assert_eq!(folded.len(), 1);
+        assert_eq!(folded[0].outcome, Outcome::Passed);
+        assert!(folded[0].attempts.is_empty() && !folded[0].is_flaky());
+    }
+
+    #[test]
+    fn records_without_the_new_fields_still_read() {
+        let old = r#"{"schema":1,"run_id":"r","binary":"b","name":"t","description":"","file":"","line":1,"outcome":"passed","failure_kind":null,"message":null,"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}"#;
+        let r = parse_record(old, Path::new("old.jsonl")).unwrap();
+        assert_eq!((r.attempt, r.attempts.len(), r.intermittent), (1, 0, false));
+        // And a first attempt is written as before.
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(
+            !line.contains("attempt") && !line.contains("intermittent"),
+            "{line}"
         );
     }
 }

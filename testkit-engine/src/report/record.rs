@@ -226,10 +226,108 @@ pub struct TestRecord {
     /// Processes the test left running (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub leftover_processes: Vec<LeftoverProcess>,
+    /// `intermittent = true`: the known issue does not fail every time, so
+    /// a pass is not an unexpected pass.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intermittent: bool,
+    /// Which attempt of the test this record is: 1, or nextest's
+    /// `NEXTEST_ATTEMPT` of a retry.
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
+    /// The test's earlier attempts in the same run (nextest retries), oldest
+    /// first. A test process writes none; readers ([`crate::report::read_records`])
+    /// fold the records of a test's earlier attempts in here, and give an
+    /// attempt that left no record (its process crashed) one that says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One earlier attempt of a test that nextest retried: what it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AttemptRecord {
+    /// 1 for the first try, 2 and up for retries.
+    pub attempt: u32,
+    /// What the attempt came to.
+    pub outcome: Outcome,
+    /// Why it failed, when it did.
+    #[serde(default)]
+    pub failure_kind: Option<FailureKind>,
+    /// The failure.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// When it started, in milliseconds since the Unix epoch (0 when it left
+    /// no record).
+    #[serde(default)]
+    pub started_at_ms: u64,
+    /// How long it took, cleanup included.
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// The resources it created, and what became of them.
+    #[serde(default)]
+    pub resources: Vec<ResourceRecord>,
+    /// Its cleanup as a whole.
+    #[serde(default)]
+    pub cleanup: CleanupState,
+    /// Its log, redacted.
+    #[serde(default)]
+    pub output: String,
+}
+
+impl AttemptRecord {
+    /// What is kept of `record` as an earlier attempt of its test.
+    pub fn of(record: &TestRecord) -> AttemptRecord {
+        AttemptRecord {
+            attempt: record.attempt,
+            outcome: record.outcome,
+            failure_kind: record.failure_kind,
+            message: record.message.clone(),
+            started_at_ms: record.started_at_ms,
+            duration_ms: record.duration_ms,
+            resources: record.resources.clone(),
+            cleanup: record.cleanup,
+            output: record.output.clone(),
+        }
+    }
+
+    /// An attempt that left no record: nextest retries only a failure, so
+    /// it failed, and its process ended before testkit could record it.
+    pub fn unrecorded(attempt: u32) -> AttemptRecord {
+        AttemptRecord {
+            attempt,
+            outcome: Outcome::Failed,
+            failure_kind: Some(FailureKind::Error),
+            message: Some(format!(
+                "no record: attempt {attempt} failed (nextest retried it) and its process \
+                 crashed or was killed before it wrote one; see tests.log"
+            )),
+            started_at_ms: 0,
+            duration_ms: 0,
+            resources: Vec::new(),
+            cleanup: CleanupState::Nothing,
+            output: String::new(),
+        }
+    }
+}
+
+impl Outcome {
+    /// Whether this outcome fails a run: a failure, or a known issue that
+    /// passed.
+    pub fn fails(self) -> bool {
+        matches!(self, Outcome::Failed | Outcome::UnexpectedPass)
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+fn is_first_attempt(n: &u32) -> bool {
+    *n <= 1
 }
 
 impl TestRecord {
@@ -262,7 +360,36 @@ impl TestRecord {
             screenshots: Vec::new(),
             browser_teardown_timed_out: false,
             leftover_processes: Vec::new(),
+            intermittent: false,
+            attempt: 1,
+            attempts: Vec::new(),
         }
+    }
+
+    /// How many times the test ran in its run: its earlier attempts and this
+    /// one.
+    pub fn total_attempts(&self) -> u32 {
+        self.attempt.max(1).max(
+            self.attempts
+                .iter()
+                .map(|a| a.attempt + 1)
+                .max()
+                .unwrap_or(1),
+        )
+    }
+
+    /// The earlier attempts that failed.
+    pub fn failed_attempts(&self) -> impl Iterator<Item = &AttemptRecord> {
+        self.attempts.iter().filter(|a| a.outcome.fails())
+    }
+
+    /// Flaky: the test failed and then, retried, did not (it passed, or
+    /// failed as its known issue documents). nextest retries only
+    /// failures, so a record of a retry that did not fail is flaky even when
+    /// the attempts before it left no record.
+    pub fn is_flaky(&self) -> bool {
+        !self.outcome.fails()
+            && (self.attempt > 1 || self.attempts.iter().any(|a| a.outcome.fails()))
     }
 
     /// Marks the test failed, for `kind`, with `message`.

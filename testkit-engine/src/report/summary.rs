@@ -10,6 +10,9 @@ use super::{CleanupState, FailureKind, LeftoverProcess, Outcome, TestRecord};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum KnownIssueState {
+    /// An intermittent known issue whose pinned tests passed this run: it
+    /// did not show, which does not mean it is fixed.
+    NotReproduced,
     /// Every pinned test failed as documented: the bug is still there.
     FailingAsDocumented,
     /// No pinned test ran (all skipped).
@@ -30,6 +33,9 @@ impl KnownIssueState {
     /// Short words for the summary.
     pub fn describe(self) -> &'static str {
         match self {
+            KnownIssueState::NotReproduced => {
+                "intermittent: not reproduced this run (its tests passed)"
+            }
             KnownIssueState::FailingAsDocumented => "still failing as documented",
             KnownIssueState::NotRun => "not run (its tests were skipped)",
             KnownIssueState::NotPinned => "pinned by no test of this run",
@@ -68,6 +74,31 @@ pub struct KnownIssueSummary {
     pub tests: Vec<(String, KnownIssueState)>,
 }
 
+/// A flaky test in a [`Summary`]: it failed, and passed (or failed as its
+/// known issue documents) when nextest retried it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlakyTest {
+    /// `binary::name`.
+    pub test: String,
+    /// What its last attempt came to (it counts as that).
+    pub outcome: Outcome,
+    /// How many of its attempts failed.
+    pub failed_attempts: u32,
+    /// How many attempts it took.
+    pub attempts: u32,
+}
+
+impl FlakyTest {
+    /// `failed 1 of 2 attempts`.
+    pub fn describe(&self) -> String {
+        format!(
+            "failed {} of {} attempts",
+            self.failed_attempts, self.attempts
+        )
+    }
+}
+
 /// Counts by outcome, and known issues with their state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -96,6 +127,8 @@ pub struct Summary {
     pub screenshots: usize,
     /// Tests whose browser outlived its teardown cap and was killed.
     pub browser_teardowns_timed_out: usize,
+    /// Flaky tests (each also counted by its last attempt's outcome), sorted.
+    pub flaky: Vec<FlakyTest>,
     /// Every process a test left running, with the test (`binary::name`).
     pub leftover_processes: Vec<(String, LeftoverProcess)>,
 }
@@ -127,7 +160,7 @@ impl Summary {
             let slot = latest
                 .entry((&record.binary, &record.name))
                 .or_insert(record);
-            if record.started_at_ms > slot.started_at_ms {
+            if (record.attempt, record.started_at_ms) > (slot.attempt, slot.started_at_ms) {
                 *slot = record;
             }
         }
@@ -161,6 +194,15 @@ impl Summary {
                     .leftover_processes
                     .push((format!("{}::{}", record.binary, record.name), p.clone()));
             }
+            if record.is_flaky() {
+                let attempts = record.total_attempts();
+                summary.flaky.push(FlakyTest {
+                    test: format!("{}::{}", record.binary, record.name),
+                    outcome: record.outcome,
+                    failed_attempts: record.failed_attempts().count() as u32,
+                    attempts,
+                });
+            }
             let Some(id) = &record.known_issue else {
                 continue;
             };
@@ -169,6 +211,7 @@ impl Summary {
                 (Outcome::ExpectedFailure, _) => KnownIssueState::FailingAsDocumented,
                 (Outcome::UnexpectedPass, _) => KnownIssueState::Fixed,
                 (Outcome::Skipped, _) => KnownIssueState::NotRun,
+                (Outcome::Passed, _) if record.intermittent => KnownIssueState::NotReproduced,
                 // A cleanup failure hides the body's outcome; a mismatch is
                 // the documented failure's absence either way.
                 (Outcome::Failed, _) | (Outcome::Passed, _) => KnownIssueState::FailingDifferently,
@@ -218,24 +261,52 @@ impl Summary {
         self.passed + self.failed + self.skipped + self.expected_failures + self.unexpected_passes
     }
 
-    /// No test failed and no known issue passed.
+    /// No test failed and no known issue passed. Flaky tests are green
+    /// here; whether they fail a run is the suite's `[suite] flaky`.
     pub fn is_green(&self) -> bool {
         self.failed == 0 && self.unexpected_passes == 0
+    }
+
+    /// Flaky tests whose last attempt passed.
+    pub fn flaky_passed(&self) -> usize {
+        self.flaky
+            .iter()
+            .filter(|f| f.outcome == Outcome::Passed)
+            .count()
+    }
+
+    /// `4 passed (1 flaky), 0 failed, 1 skipped, 1 expected failures, 0
+    /// unexpected passes`: a count of flaky tests follows the outcome their
+    /// last attempt counts as, when there are any.
+    pub fn counts(&self) -> String {
+        let flaky = |outcome: Outcome| {
+            let n = self.flaky.iter().filter(|f| f.outcome == outcome).count();
+            if n == 0 {
+                String::new()
+            } else {
+                format!(" ({n} flaky)")
+            }
+        };
+        format!(
+            "{} passed{}, {} failed, {} skipped{}, {} expected failures{}, {} unexpected passes",
+            self.passed,
+            flaky(Outcome::Passed),
+            self.failed,
+            self.skipped,
+            flaky(Outcome::Skipped),
+            self.expected_failures,
+            flaky(Outcome::ExpectedFailure),
+            self.unexpected_passes
+        )
     }
 }
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{} tests: {} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
-            self.total(),
-            self.passed,
-            self.failed,
-            self.skipped,
-            self.expected_failures,
-            self.unexpected_passes
-        )?;
+        writeln!(f, "{} tests: {}", self.total(), self.counts())?;
+        for flaky in &self.flaky {
+            writeln!(f, "flaky: {}: {}", flaky.test, flaky.describe())?;
+        }
         if self.cleanup_failures > 0 {
             writeln!(
                 f,

@@ -61,6 +61,9 @@ pub struct TestOptions {
     pub known_issue: Option<&'static str>,
     /// `fails_with = "text"`: what the failure of a known issue must contain.
     pub fails_with: Option<&'static str>,
+    /// `intermittent = true`: the known issue fails the test only
+    /// sometimes; a pass is not an unexpected pass.
+    pub intermittent: bool,
     /// `requires = [..]`: pod capabilities the test needs.
     pub requires: &'static [&'static str],
 }
@@ -71,6 +74,7 @@ pub static NO_OPTIONS: TestOptions = TestOptions {
     timeout_ms: None,
     known_issue: None,
     fails_with: None,
+    intermittent: false,
     requires: &[],
 };
 
@@ -105,6 +109,7 @@ impl TestDef {
         record.line = self.line;
         record.known_issue = self.options.known_issue.map(str::to_owned);
         record.fails_with = self.options.fails_with.map(str::to_owned);
+        record.intermittent = self.options.intermittent;
         record.requires = self
             .options
             .requires

@@ -63,7 +63,9 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     show_output: bool,
     /// Passed to `cargo nextest run` (or `cargo test`) as given: test name
-    /// filters, and after a second `--`, arguments of the test binaries.
+    /// filters, engine options (`--retries 1`: a test that passes on its
+    /// retry is counted flaky), and after a second `--`, arguments of the
+    /// test binaries.
     #[arg(last = true, value_name = "ARGS")]
     extra: Vec<String>,
 }

@@ -370,6 +370,7 @@ impl<'a> Run<'a> {
             env: test_env(plan, &self.handle_file),
             show_output: plan.show_output,
             secrets_dir: &self.secrets_dir,
+            flaky: plan.config.suite.flaky,
         };
         let mut outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.end_left_running(&mut outcome.result).await;
@@ -641,6 +642,7 @@ impl<'a> Run<'a> {
             interrupted,
             keep_note: keep_note.as_deref(),
             took: self.started.elapsed(),
+            flaky: plan.config.suite.flaky,
         };
         let md = plan.results_dir.join("summary.md");
         let write_md = |code: u8| {

@@ -21,15 +21,72 @@ fn cargo() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
+/// The options of `cargo nextest run` that take a value as the next
+/// argument: that value is no name filter (`--retries 1` selects every
+/// test, not those with a `1` in their name).
+const VALUE_OPTIONS: &[&str] = &[
+    "--color",
+    "-p",
+    "--package",
+    "--exclude",
+    "--bin",
+    "--example",
+    "--test",
+    "--bench",
+    "-F",
+    "--features",
+    "--build-jobs",
+    "--cargo-profile",
+    "--target",
+    "--target-dir",
+    "--manifest-path",
+    "--cargo-message-format",
+    "--config",
+    "-R",
+    "--rerun",
+    "--run-ignored",
+    "--partition",
+    "--platform-filter",
+    "-E",
+    "--filterset",
+    "-j",
+    "--test-threads",
+    "--retries",
+    "--flaky-result",
+    "--max-fail",
+    "--debugger",
+    "--tracer",
+    "--no-tests",
+    "--stress-count",
+    "--stress-duration",
+    "--failure-output",
+    "--success-output",
+    "--status-level",
+    "--final-status-level",
+    "--show-progress",
+    "--max-progress-running",
+    "--message-format",
+    "--message-format-version",
+    "--config-file",
+    "--user-config-file",
+    "--tool-config-file",
+    "-P",
+    "--profile",
+];
+
 /// The part of `extra` that selects tests by name for `cargo nextest list`:
-/// the plain words before any `--`.
+/// the plain words before any `--`, but not the values of options.
 fn name_filters(extra: &[String]) -> Vec<String> {
-    extra
-        .iter()
-        .take_while(|a| *a != "--")
-        .filter(|a| !a.starts_with('-'))
-        .cloned()
-        .collect()
+    let mut filters = Vec::new();
+    let mut args = extra.iter().take_while(|a| *a != "--");
+    while let Some(arg) = args.next() {
+        if VALUE_OPTIONS.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            filters.push(arg.clone());
+        }
+    }
+    filters
 }
 
 fn base_command(spec: &TestsSpec<'_>) -> tokio::process::Command {
@@ -141,6 +198,9 @@ pub(super) fn start(
                 "libtest-json",
             ]);
             cmd.env("NEXTEST_EXPERIMENTAL_LIBTEST_JSON", "1");
+            // nextest's exit status agrees with the suite on flaky tests
+            // (the records decide the verdict either way).
+            cmd.env("NEXTEST_FLAKY_RESULT", spec.flaky.as_str());
             cmd.args(selection_args(spec));
         }
         Engine::CargoTest => {
@@ -211,6 +271,7 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
                 binary_path: binary_path.clone(),
                 name: name.clone(),
                 event,
+                attempt: 1,
                 ..Listed::default()
             });
         }
@@ -287,6 +348,7 @@ async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<List
                 event: None,
                 started_ms: None,
                 ended_ms: None,
+                attempt: 1,
             });
         }
     }
@@ -360,8 +422,26 @@ fn last_error(log: &Path) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+mod unit {
     use super::*;
+
+    #[test]
+    fn option_values_are_not_name_filters() {
+        let args: Vec<String> = [
+            "create",
+            "--retries",
+            "1",
+            "--no-capture",
+            "-j",
+            "4",
+            "list",
+            "--",
+            "x",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(name_filters(&args), ["create", "list"]);
+    }
 
     #[test]
     fn the_suite_build_does_not_inherit_what_cargo_set_for_the_runner() {
@@ -379,6 +459,7 @@ mod tests {
             extra: &[],
             env: vec![("TESTKIT_RUN_ID".to_owned(), "r".into())],
             show_output: false,
+            flaky: testkit_engine::config::FlakyPolicy::Pass,
         };
         let cmd = base_command(&spec);
         let envs: Vec<_> = cmd.as_std().get_envs().collect();

@@ -112,8 +112,10 @@ pub(super) async fn follow(
 
 /// Records a test's result event (`ok`, `failed`, `ignored`, …), and when
 /// it started and ended, on the listed test nextest names
-/// `<binary id>$<test name>`.
+/// `<binary id>$<test name>`, and `…#N` for the result of its Nth attempt
+/// when it retried the test.
 fn mark(listed: &mut [Listed], name: &str, event: String) {
+    let (name, attempt) = split_attempt(name);
     let Some(t) = listed
         .iter_mut()
         .find(|t| format!("{}${}", t.binary_id, t.name) == name)
@@ -126,5 +128,41 @@ fn mark(listed: &mut [Listed], name: &str, event: String) {
     } else {
         t.ended_ms = Some(now);
         t.event = Some(event);
+        t.attempt = attempt;
+    }
+}
+
+/// `bin$test#2` → (`bin$test`, 2); a name without an attempt is attempt 1.
+/// (A Rust test name never holds `#`.)
+fn split_attempt(name: &str) -> (&str, u32) {
+    match name.rsplit_once('#') {
+        Some((test, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (test, n.parse().unwrap_or(1))
+        }
+        _ => (name, 1),
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn a_retrys_event_marks_the_listed_test_with_its_attempt() {
+        let mut listed = vec![Listed {
+            binary_id: "pkg::flaky".into(),
+            name: "flaky::fails_once".into(),
+            attempt: 1,
+            ..Listed::default()
+        }];
+        mark(&mut listed, "pkg::flaky$flaky::fails_once#2", "ok".into());
+        assert_eq!(listed[0].event.as_deref(), Some("ok"));
+        assert_eq!(listed[0].attempt, 2);
+        mark(&mut listed, "pkg::flaky$flaky::fails_once", "failed".into());
+        assert_eq!(
+            (listed[0].event.as_deref(), listed[0].attempt),
+            (Some("failed"), 1)
+        );
+        assert_eq!(split_attempt("a$b#x"), ("a$b#x", 1));
     }
 }

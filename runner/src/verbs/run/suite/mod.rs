@@ -25,7 +25,7 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Instant;
 
-use testkit_engine::report::Outcome;
+use testkit_engine::config::FlakyPolicy;
 use testkit_engine::report::{KnownIssues, Summary};
 
 use super::signal::Interrupt;
@@ -55,6 +55,8 @@ pub(crate) struct TestsSpec<'a> {
     /// The run's secrets dir: its ledger names the credentials the test
     /// processes obtained, to redact before anything is written.
     pub(crate) secrets_dir: &'a Path,
+    /// `[suite] flaky`: whether a test that passed on a retry fails the run.
+    pub(crate) flaky: FlakyPolicy,
 }
 
 /// What the tests phase found.
@@ -82,6 +84,9 @@ struct Listed {
     /// the Unix epoch).
     started_ms: Option<u64>,
     ended_ms: Option<u64>,
+    /// The attempt nextest's last event was of (`name#2` is a retry's): 1
+    /// when it named none.
+    attempt: u32,
 }
 
 pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -> TestsOutcome {
@@ -175,7 +180,7 @@ fn outcome(
     }
     let failures: Vec<(String, String)> = records
         .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass))
+        .filter(|r| r.outcome.fails())
         .map(|r| {
             let why = r
                 .message
@@ -187,14 +192,7 @@ fn outcome(
         })
         .collect();
 
-    let counts = format!(
-        "{} passed, {} failed, {} skipped, {} expected failures, {} unexpected passes",
-        summary.passed,
-        summary.failed,
-        summary.skipped,
-        summary.expected_failures,
-        summary.unexpected_passes
-    );
+    let counts = summary.counts();
     let engine = match (spec.engine, spec.archive) {
         (Engine::Nextest, Some(_)) => "nextest archive",
         (Engine::Nextest, None) => "nextest",
@@ -222,7 +220,19 @@ fn outcome(
     if summary.total() == 0 && !interrupted {
         problems.push("no test ran".to_owned());
     }
-    let green = summary.is_green() && known_bad.is_empty();
+    let flaky: Vec<String> = summary
+        .flaky
+        .iter()
+        .map(|f| format!("{} ({})", f.test, f.describe()))
+        .collect();
+    let flaky_fails = spec.flaky == FlakyPolicy::Fail && !flaky.is_empty();
+    if flaky_fails {
+        problems.push(format!(
+            "flaky tests fail the run ([suite] flaky = \"fail\"): {}",
+            flaky.join(", ")
+        ));
+    }
+    let green = summary.is_green() && known_bad.is_empty() && !flaky_fails;
     if !status.success() && green && crashed.is_empty() && !interrupted {
         problems.push(format!(
             "{engine} {} though every test record is green: a test binary crashed or the command failed; see {}",
@@ -233,6 +243,14 @@ fn outcome(
     problems.extend(unfinished.iter().cloned());
     let ok = green && problems.is_empty();
     let mut evidence = format!("{counts} ({engine}, {})", describe_status(status));
+    if !flaky.is_empty() && !flaky_fails {
+        // A pass, loudly: which tests needed a retry, and that the suite
+        // lets them pass.
+        evidence.push_str(&format!(
+            "; flaky, passed on a retry: {} (the run passes with them: [suite] flaky = \"pass\")",
+            flaky.join(", ")
+        ));
+    }
     if !problems.is_empty() {
         evidence.push_str("; ");
         evidence.push_str(&problems.join("; "));

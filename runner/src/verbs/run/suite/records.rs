@@ -6,7 +6,7 @@
 //! when it ran (as nextest reported it): a record without a start would
 //! make the run look older than any earlier run of the same folder.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use testkit_engine::report::{self, FailureKind, Outcome, ResourceState, TestRecord};
@@ -59,26 +59,34 @@ pub(super) fn complete(
         }
         Vec::new()
     };
-    let have: BTreeSet<(String, String)> = records
-        .iter()
-        .chain(&written)
-        .map(|r| (r.binary.clone(), r.name.clone()))
-        .collect();
-    let mut testkit_binaries = std::collections::BTreeMap::new();
+    // The last attempt each test recorded, the journal's records of killed
+    // tests included.
+    let mut have: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for r in records.iter().chain(&written) {
+        let last = have.entry((r.binary.clone(), r.name.clone())).or_insert(0);
+        *last = (*last).max(r.attempt);
+    }
+    let mut testkit_binaries = BTreeMap::new();
     for t in listed {
-        if have.contains(&(t.binary.clone(), t.name.clone())) {
+        // A test whose last attempt (nextest's `name#N`) wrote a record is
+        // recorded; one whose retry left none crashed on that attempt.
+        if have
+            .get(&(t.binary.clone(), t.name.clone()))
+            .is_some_and(|&recorded| recorded >= t.attempt.max(1))
+        {
             continue;
         }
         let testkit = *testkit_binaries
             .entry(t.binary_path.clone())
             .or_insert_with(|| is_testkit(t.binary_path.as_deref()));
-        let synthetic = if interrupted {
+        let mut synthetic = if interrupted {
             interrupted_record(spec, t, &journal)
         } else if testkit && t.event.as_deref() == Some("ok") {
             exited_unrecorded(spec, t)
         } else {
             synthesize(spec, t, interrupted)
         };
+        synthetic.attempt = t.attempt.max(1);
         if synthetic.outcome == Outcome::Failed && !interrupted {
             crashed.push(format!("{}::{}", t.binary, t.name));
         }
@@ -97,6 +105,10 @@ pub(super) fn complete(
             records.extend(written);
         }
     }
+    // A retry's record says which attempt it was: folded with the records
+    // of the attempts before it, or given attempts that say they left none
+    // (nextest retried them: they failed). Folding twice changes nothing.
+    let records = report::fold_attempts(records);
     Ok(Records { records, crashed })
 }
 
