@@ -1,0 +1,334 @@
+//! The HTTP executor: a kind of templates, checked, deleted and listed over
+//! the pod's authenticated client.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde::Deserialize;
+
+use super::{DeleteAnswer, KindSpec, OpError, Ops, Presence, ResourceRef};
+use crate::pod::Pod;
+use crate::template::{encode, RequestTemplate, Values};
+
+/// Every page of a listing is bounded, and so is the number of pages, so a
+/// pod that keeps handing out tokens cannot make a sweep loop forever.
+const MAX_PAGES: usize = 1000;
+
+/// How long one request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub(super) struct Http {
+    pub(super) exists: RequestTemplate,
+    pub(super) delete: RequestTemplate,
+    pub(super) list: RequestTemplate,
+    pub(super) list_names: (String, String),
+    pub(super) list_ids: Option<(String, String)>,
+    pub(super) next_page: Option<String>,
+    pub(super) gone: Vec<u16>,
+    pub(super) gone_if: Option<GoneIf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GoneIf {
+    pub(super) pointer: String,
+    #[serde(default)]
+    pub(super) equals: Vec<String>,
+    #[serde(default)]
+    pub(super) missing: bool,
+}
+
+impl KindSpec {
+    /// Whether the resource `r` is still there.
+    pub async fn exists(&self, pod: &Pod, r: &ResourceRef) -> Result<Presence, OpError> {
+        let http = match &self.ops {
+            Ops::Http(h) => h,
+            Ops::Rust(k) => return k.exists(pod, r).await,
+            Ops::Elsewhere => return Err(self.elsewhere()),
+        };
+        let r = self.with_id(pod, r).await?;
+        let Some(r) = r else {
+            // Not listed under its name: nothing carries it any more.
+            return Ok(Presence::Gone);
+        };
+        let (status, body, sent) = send(pod, &http.exists, &r, "").await?;
+        if http.gone.contains(&status.as_u16()) {
+            return Ok(Presence::Gone);
+        }
+        if !status.is_success() {
+            return Err(classify(&http.exists, status, &body));
+        }
+        let json = serde_json::from_str::<serde_json::Value>(&body).ok();
+        if let Some(rule) = &http.gone_if {
+            let at = json.as_ref().and_then(|j| j.pointer(&rule.pointer));
+            let gone = json.is_some()
+                && if rule.missing {
+                    match at {
+                        None | Some(serde_json::Value::Null) => true,
+                        Some(serde_json::Value::Array(a)) => a.is_empty(),
+                        Some(serde_json::Value::Object(o)) => o.is_empty(),
+                        Some(serde_json::Value::String(s)) => s.is_empty(),
+                        Some(_) => false,
+                    }
+                } else {
+                    at.map(pointer_text)
+                        .is_some_and(|t| rule.equals.contains(&t))
+                };
+            if gone {
+                return Ok(Presence::Gone);
+            }
+            // What was sent and what was read, so that a leak message says
+            // why the answer did not mean gone: the filled request (never
+            // the template) and the value at the pointer.
+            let read = match (&json, at) {
+                (None, _) => "an answer that is not JSON".to_owned(),
+                (Some(_), None) => format!("nothing at {:?}", rule.pointer),
+                (Some(_), Some(v)) => format!("{:?} = {}", rule.pointer, shorten(&v.to_string())),
+            };
+            let wanted = if rule.missing {
+                "missing or empty".to_owned()
+            } else {
+                format!("one of {:?}", rule.equals)
+            };
+            return Ok(Presence::Present(format!(
+                "{sent} answered {status} with {read} (`gone_if` wants it {wanted})"
+            )));
+        }
+        let state = json.and_then(|v| {
+            v.get("state")
+                .and_then(|s| s.as_str())
+                .map(|s| format!("state={s}"))
+        });
+        Ok(Presence::Present(
+            state.unwrap_or_else(|| format!("{sent} answered {status}")),
+        ))
+    }
+
+    /// Asks for the deletion; `Ok` when the pod accepted it or the resource
+    /// was already gone.
+    pub async fn delete(&self, pod: &Pod, r: &ResourceRef) -> Result<(), OpError> {
+        self.delete_answer(pod, r).await.map(drop)
+    }
+
+    /// Asks for the deletion, and says whether the pod accepted it or the
+    /// resource was already gone (a `gone` status, or nothing listed under
+    /// its name). A Rust kind's `delete` cannot tell: its answer is
+    /// [`DeleteAnswer::Accepted`].
+    pub async fn delete_answer(&self, pod: &Pod, r: &ResourceRef) -> Result<DeleteAnswer, OpError> {
+        let http = match &self.ops {
+            Ops::Http(h) => h,
+            Ops::Rust(k) => return k.delete(pod, r).await.map(|()| DeleteAnswer::Accepted),
+            Ops::Elsewhere => return Err(self.elsewhere()),
+        };
+        let Some(r) = self.with_id(pod, r).await? else {
+            return Ok(DeleteAnswer::AlreadyGone);
+        };
+        let (status, body, _) = send(pod, &http.delete, &r, "").await?;
+        if status.is_success() {
+            Ok(DeleteAnswer::Accepted)
+        } else if http.gone.contains(&status.as_u16()) {
+            Ok(DeleteAnswer::AlreadyGone)
+        } else {
+            Err(classify(&http.delete, status, &body))
+        }
+    }
+
+    /// A resource of a kind with ids, with its id: as given, else found by
+    /// listing its name (its creation may never have been answered). `None`
+    /// when nothing of that name is listed.
+    async fn with_id(&self, pod: &Pod, r: &ResourceRef) -> Result<Option<ResourceRef>, OpError> {
+        if r.id.is_some() || !self.has_ids() {
+            return Ok(Some(r.clone()));
+        }
+        let listed = self.list(pod, &r.name).await?;
+        Ok(listed.into_iter().find(|l| l.name == r.name))
+    }
+
+    /// Every resource the pod lists under `prefix`, across pages.
+    pub async fn list(&self, pod: &Pod, prefix: &str) -> Result<Vec<ResourceRef>, OpError> {
+        let http = match &self.ops {
+            Ops::Http(h) => h,
+            Ops::Rust(k) => return k.list(pod, prefix).await,
+            Ops::Elsewhere => return Err(self.elsewhere()),
+        };
+        let mut found = Vec::new();
+        let mut token: Option<String> = None;
+        let query = ResourceRef::named(prefix);
+        for _ in 0..MAX_PAGES {
+            let extra = token
+                .as_deref()
+                .map(|t| format!("page_token={}", encode(t)))
+                .unwrap_or_default();
+            let (status, body, _) = send(pod, &http.list, &query, &extra).await?;
+            if !status.is_success() {
+                return Err(classify(&http.list, status, &body));
+            }
+            let json: serde_json::Value = serde_json::from_str(&body).map_err(|e| {
+                OpError::Permanent(format!(
+                    "{} answered something that is not JSON: {e}",
+                    http.list
+                ))
+            })?;
+            let (array, field) = &http.list_names;
+            let items = json
+                .pointer(array)
+                .and_then(|a| a.as_array())
+                .ok_or_else(|| {
+                    OpError::Permanent(format!(
+                        "{} answered JSON without an array at {array:?} (`list_names`)",
+                        http.list
+                    ))
+                })?;
+            for item in items {
+                let Some(name) = item.pointer(field).and_then(|n| n.as_str()) else {
+                    return Err(OpError::Permanent(format!(
+                        "{} answered an item without a string at {field:?} (`list_names`)",
+                        http.list
+                    )));
+                };
+                let id = match &http.list_ids {
+                    None => None,
+                    Some((_, id_field)) => match item.pointer(id_field) {
+                        Some(serde_json::Value::String(s)) => Some(s.clone()),
+                        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                        _ => {
+                            return Err(OpError::Permanent(format!(
+                                "{} answered an item without an id at {id_field:?} (`list_ids`)",
+                                http.list
+                            )))
+                        }
+                    },
+                };
+                // A listing by prefix may be loose (a `LIKE`, a substring):
+                // keep what really starts with it.
+                if name.starts_with(prefix) {
+                    found.push(ResourceRef {
+                        name: name.to_owned(),
+                        id,
+                    });
+                }
+            }
+            token = http
+                .next_page
+                .as_deref()
+                .and_then(|p| json.pointer(p))
+                .and_then(|t| t.as_str())
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned);
+            if token.is_none() {
+                return Ok(found);
+            }
+        }
+        Err(OpError::Permanent(format!(
+            "{} kept answering with a next page after {MAX_PAGES} pages",
+            http.list
+        )))
+    }
+}
+
+/// A value read at a `gone_if` pointer as `equals` compares it: a string as
+/// it is, anything else as JSON.
+fn pointer_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// `text`, cut at 300 bytes.
+fn shorten(text: &str) -> String {
+    let mut text = text.trim().to_owned();
+    if text.len() > 300 {
+        let mut end = 300;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+fn classify(template: &RequestTemplate, status: StatusCode, body: &str) -> OpError {
+    let body = shorten(body);
+    let message = format!("{template} answered {status}: {body}");
+    if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+        OpError::Transient(message)
+    } else {
+        OpError::Permanent(message)
+    }
+}
+
+/// Sends `template` filled for `r`: the answer's status and body, and the
+/// request as it was sent (`GET /path?query`, redacted) for messages.
+async fn send(
+    pod: &Pod,
+    template: &RequestTemplate,
+    r: &ResourceRef,
+    extra_query: &str,
+) -> Result<(StatusCode, String, String), OpError> {
+    let port = pod.port().to_string();
+    let run = pod.run_id();
+    let mut values: Values<'_> = pod
+        .handle()
+        .values(&port)
+        .with("name", &r.name)
+        .with("prefix", &r.name)
+        .with("run", run);
+    if let Some(id) = &r.id {
+        values = values.with("id", id);
+    }
+    let mut path = template
+        .render_path(&values)
+        .map_err(|p| OpError::Permanent(format!("{template}: {p}")))?;
+    let body = template
+        .render_body(&values)
+        .map_err(|p| OpError::Permanent(format!("{template} body: {p}")))?;
+    if !extra_query.is_empty() {
+        path.push(if path.contains('?') { '&' } else { '?' });
+        path.push_str(extra_query);
+    }
+    let url = pod.url(&path);
+    let response = pod
+        .send(|c| {
+            let mut request = c
+                .request(template.method().clone(), &url)
+                .timeout(REQUEST_TIMEOUT);
+            if let Some(body) = &body {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+            }
+            request
+        })
+        .await
+        .map_err(|e| {
+            OpError::Transient(format!(
+                "{} {path} failed: {}",
+                template.method(),
+                error_chain(&e)
+            ))
+        })?;
+    let status = response.status();
+    let body = response.text().await.map_err(|e| {
+        OpError::Transient(format!(
+            "{} {path}: reading the answer failed: {}",
+            template.method(),
+            error_chain(&e)
+        ))
+    })?;
+    let sent = crate::redact(&format!("{} {path}", template.method())).into_owned();
+    Ok((status, body, sent))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

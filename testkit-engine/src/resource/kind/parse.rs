@@ -1,0 +1,298 @@
+//! Reading a `[resources.<kind>]` table of `testkit.toml` into a kind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::http::{GoneIf, Http};
+use super::{KindError, KindSpec, Kinds, LinkedKinds, Ops, DEFAULT_DELETE_TIMEOUT};
+use crate::config::SuiteConfig;
+use crate::resource::names::Naming;
+use crate::template::RequestTemplate;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKind {
+    #[serde(default)]
+    rust: bool,
+    #[serde(default)]
+    exists: Option<String>,
+    #[serde(default)]
+    exists_body: Option<String>,
+    #[serde(default)]
+    delete: Option<String>,
+    #[serde(default)]
+    delete_body: Option<String>,
+    #[serde(default)]
+    list: Option<String>,
+    #[serde(default)]
+    list_names: Option<String>,
+    #[serde(default)]
+    list_ids: Option<String>,
+    #[serde(default)]
+    next_page: Option<String>,
+    #[serde(default)]
+    gone: Option<Vec<u16>>,
+    #[serde(default)]
+    gone_if: Option<GoneIf>,
+    #[serde(default)]
+    budget: Option<usize>,
+    #[serde(default)]
+    delete_timeout: Option<String>,
+    #[serde(default)]
+    names: Option<RawNames>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNames {
+    #[serde(default = "default_separator")]
+    separator: char,
+    #[serde(default = "default_max_len")]
+    max_len: usize,
+}
+
+fn default_separator() -> char {
+    '-'
+}
+
+fn default_max_len() -> usize {
+    crate::resource::names::MAX_NAME_LEN
+}
+
+/// `"/items/*/name"` → `("/items", "/name")`.
+fn split_pointer(text: &str) -> Option<(String, String)> {
+    match text.split_once("/*") {
+        Some((array, rest))
+            if !rest.contains('*') && (array.is_empty() || array.starts_with('/')) =>
+        {
+            Some((array.to_owned(), rest.to_owned()))
+        }
+        _ => None,
+    }
+}
+
+impl Kinds {
+    /// The kinds of a loaded `testkit.toml`; `path` is used in errors only.
+    /// Every Rust kind is elsewhere: in a test binary of the suite.
+    pub fn from_config(config: &SuiteConfig, path: &Path) -> Result<Kinds, KindError> {
+        Kinds::parse(&config.resources, path, &[])
+    }
+
+    /// The kinds of a loaded `testkit.toml`, with the Rust kinds `linked`.
+    pub fn from_config_linking(
+        config: &SuiteConfig,
+        path: &Path,
+        linked: LinkedKinds<'_>,
+    ) -> Result<Kinds, KindError> {
+        Kinds::parse(&config.resources, path, linked)
+    }
+
+    /// The kinds of `[resources]` tables; `path` is used in errors only.
+    pub fn parse(
+        tables: &BTreeMap<String, toml::Value>,
+        path: &Path,
+        linked: LinkedKinds<'_>,
+    ) -> Result<Kinds, KindError> {
+        let mut kinds = BTreeMap::new();
+        for (name, value) in tables {
+            let spec = parse_kind(name, value, linked).map_err(|(key, problem)| KindError {
+                path: path.to_owned(),
+                kind: name.clone(),
+                key,
+                problem,
+            })?;
+            kinds.insert(name.clone(), spec);
+        }
+        Ok(Kinds { kinds })
+    }
+}
+
+type Problem = (Option<&'static str>, String);
+
+fn parse_kind(
+    name: &str,
+    value: &toml::Value,
+    linked: LinkedKinds<'_>,
+) -> Result<KindSpec, Problem> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err((
+            None,
+            "has an invalid name: expected letters, digits, `_` and `-`".to_owned(),
+        ));
+    }
+    let raw = RawKind::deserialize(value.clone()).map_err(|e| (None, e.message().to_owned()))?;
+    if raw.budget == Some(0) {
+        return Err((
+            Some("budget"),
+            "is 0: expected at least 1, or no budget".to_owned(),
+        ));
+    }
+    let delete_timeout = match raw.delete_timeout.as_deref() {
+        None => DEFAULT_DELETE_TIMEOUT,
+        Some(text) => humantime::parse_duration(text.trim())
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                (
+                    Some("delete_timeout"),
+                    format!("is {text:?}: expected a duration such as 30s"),
+                )
+            })?,
+    };
+    let naming = match &raw.names {
+        None => Naming::default(),
+        Some(n) => Naming::new(n.separator, n.max_len).map_err(|p| (Some("names"), p))?,
+    };
+    let ops = if raw.rust {
+        let http_keys = [
+            ("exists", raw.exists.is_some()),
+            ("delete", raw.delete.is_some()),
+            ("list", raw.list.is_some()),
+            ("list_names", raw.list_names.is_some()),
+        ];
+        if let Some((key, _)) = http_keys.iter().find(|(_, set)| *set) {
+            return Err((
+                Some(key),
+                "is set, but `rust = true` says the kind is Rust code: keep one of the two"
+                    .to_owned(),
+            ));
+        }
+        match linked.iter().find(|(n, _)| *n == name) {
+            Some((_, kind)) => Ops::Rust(*kind),
+            None => Ops::Elsewhere,
+        }
+    } else {
+        Ops::Http(Box::new(parse_http(&raw)?))
+    };
+    Ok(KindSpec {
+        name: name.to_owned(),
+        ops,
+        budget: raw.budget,
+        delete_timeout,
+        naming,
+    })
+}
+
+fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
+    let required = |key: &'static str, v: &Option<String>| {
+        v.clone().ok_or_else(|| {
+            (
+                Some(key),
+                "is missing: a kind is HTTP templates (exists, delete, list, list_names) \
+                 or `rust = true`"
+                    .to_owned(),
+            )
+        })
+    };
+    let exists = RequestTemplate::parse(&required("exists", &raw.exists)?)
+        .map_err(|p| (Some("exists"), p))?
+        .with_body(raw.exists_body.clone());
+    let delete = RequestTemplate::parse(&required("delete", &raw.delete)?)
+        .map_err(|p| (Some("delete"), p))?
+        .with_body(raw.delete_body.clone());
+    let list =
+        RequestTemplate::parse(&required("list", &raw.list)?).map_err(|p| (Some("list"), p))?;
+    let list_names_text = required("list_names", &raw.list_names)?;
+    let list_names = split_pointer(&list_names_text).ok_or_else(|| {
+        (
+            Some("list_names"),
+            format!("is {list_names_text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/name\""),
+        )
+    })?;
+    let list_ids = match &raw.list_ids {
+        None => None,
+        Some(text) => Some(split_pointer(text).ok_or_else(|| {
+            (
+                Some("list_ids"),
+                format!("is {text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/id\""),
+            )
+        })?),
+    };
+    if let Some(ids) = &list_ids {
+        if ids.0 != list_names.0 {
+            return Err((
+                Some("list_ids"),
+                format!(
+                    "points into {:?}, but `list_names` into {:?}: both must read the same array",
+                    ids.0, list_names.0
+                ),
+            ));
+        }
+    }
+    for (key, t) in [("exists", &exists), ("delete", &delete)] {
+        if !t.uses("name") && !t.uses("id") {
+            return Err((
+                Some(key),
+                format!(
+                    "is {:?}: expected a `{{name}}` or `{{id}}` placeholder",
+                    t.to_string()
+                ),
+            ));
+        }
+        if t.uses("id") && list_ids.is_none() {
+            return Err((
+                Some(key),
+                "uses `{id}`: then `list_ids` must say where a listing holds the ids, \
+                 so that a resource whose creation was never answered can still be found"
+                    .to_owned(),
+            ));
+        }
+    }
+    if !list.uses("prefix") && !list.uses("run") {
+        return Err((
+            Some("list"),
+            format!(
+                "is {:?}: expected a `{{prefix}}` (or `{{run}}`) placeholder, so that it lists \
+                 only what the run created",
+                list.to_string()
+            ),
+        ));
+    }
+    if let Some(p) = raw
+        .next_page
+        .as_deref()
+        .filter(|p| !p.is_empty() && !p.starts_with('/'))
+    {
+        return Err((
+            Some("next_page"),
+            format!("is {p:?}: expected a JSON pointer, e.g. \"/next_page_token\""),
+        ));
+    }
+    let gone = raw.gone.clone().unwrap_or_else(|| vec![404]);
+    if gone.iter().any(|s| !(200..600).contains(s)) {
+        return Err((Some("gone"), format!("is {gone:?}: expected HTTP statuses")));
+    }
+    if let Some(g) = &raw.gone_if {
+        if !g.pointer.starts_with('/') {
+            return Err((
+                Some("gone_if"),
+                format!(
+                    "has pointer {:?}: expected a JSON pointer, e.g. \"/state\"",
+                    g.pointer
+                ),
+            ));
+        }
+        if g.equals.is_empty() != g.missing {
+            return Err((
+                Some("gone_if"),
+                "must say `equals = [\"deleted\", …]` or `missing = true`, not both".to_owned(),
+            ));
+        }
+    }
+    Ok(Http {
+        exists,
+        delete,
+        list,
+        list_names,
+        list_ids,
+        next_page: raw.next_page.clone().filter(|p| !p.is_empty()),
+        gone,
+        gone_if: raw.gone_if.clone(),
+    })
+}
