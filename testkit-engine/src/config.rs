@@ -516,68 +516,86 @@ impl SuiteConfig {
         Ok(config)
     }
 
+    /// Every section's own check, in file order; the first problem is the
+    /// error, naming its key.
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |key, problem: String| ConfigError::Invalid {
-            path: path.to_owned(),
-            key,
-            problem,
-        };
-        let prefix = &self.suite.name_prefix;
+        let checks = [
+            self.suite.validate(),
+            self.pod.validate(),
+            self.cli.validate(),
+            self.auth.validate(),
+            self.capabilities.validate(),
+        ];
+        match checks.into_iter().find_map(Result::err) {
+            Some((key, problem)) => Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                key,
+                problem,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What is wrong with a key of `testkit.toml`: the dotted key, and why.
+type Problem = (&'static str, String);
+
+impl SuiteSection {
+    fn validate(&self) -> Result<(), Problem> {
+        let prefix = &self.name_prefix;
         if prefix.is_empty()
             || prefix.len() > 8
             || !prefix
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         {
-            return Err(invalid(
+            return Err((
                 "suite.name_prefix",
                 format!("is {prefix:?}: expected 1 to 8 characters of a-z and 0-9"),
             ));
         }
-        if self.pod.command.first().is_none_or(|p| p.trim().is_empty()) {
-            return Err(invalid(
+        Ok(())
+    }
+}
+
+impl PodSection {
+    fn validate(&self) -> Result<(), Problem> {
+        if self.command.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err((
                 "pod.command",
                 "is empty: expected a program and its arguments".to_owned(),
             ));
         }
-        if !self.pod.health_path.starts_with('/') {
-            return Err(invalid(
+        if !self.health_path.starts_with('/') {
+            return Err((
                 "pod.health_path",
                 format!(
                     "is {:?}: expected a path starting with `/`",
-                    self.pod.health_path
+                    self.health_path
                 ),
             ));
         }
-        if self.pod.inactivity_timeout.is_zero() || self.pod.ceiling.is_zero() {
-            return Err(invalid(
+        if self.inactivity_timeout.is_zero() || self.ceiling.is_zero() {
+            return Err((
                 "pod.inactivity_timeout",
                 "and `pod.ceiling` must be longer than zero".to_owned(),
             ));
         }
-        for endpoint in &self.pod.protected {
+        for endpoint in &self.protected {
             let ok = endpoint
                 .rsplit_once(':')
                 .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
             if !ok {
-                return Err(invalid(
+                return Err((
                     "pod.protected",
                     format!("has {endpoint:?}: expected `host:port` entries"),
                 ));
             }
         }
-        if self
-            .cli
-            .program
-            .as_deref()
-            .is_some_and(|p| p.trim().is_empty())
-        {
-            return Err(invalid("cli.program", "is empty".to_owned()));
-        }
-        for key in self.pod.fields.keys() {
+        for key in self.fields.keys() {
             let filled = crate::template::FILLED_FIELDS;
             if filled.contains(&key.as_str()) || !crate::template::is_placeholder_name(key) {
-                return Err(invalid(
+                return Err((
                     "pod.fields",
                     format!(
                         "has {key:?}: expected names of a-z, 0-9 and `_` other than {} \
@@ -587,8 +605,8 @@ impl SuiteConfig {
                 ));
             }
         }
-        if !self.pod.fields.is_empty() && self.pod.ready != Ready::Health {
-            return Err(invalid(
+        if !self.fields.is_empty() && self.ready != Ready::Health {
+            return Err((
                 "pod.fields",
                 "makes the handle of a pod that prints none, so the pod is up when its \
                  health path answers: set `ready = \"health\"`"
@@ -596,23 +614,37 @@ impl SuiteConfig {
             ));
         }
         if self
-            .pod
             .setup
             .iter()
             .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
         {
-            return Err(invalid(
+            return Err((
                 "pod.setup",
                 "has an empty command: expected a program and its arguments".to_owned(),
             ));
         }
-        let auth = &self.auth;
+        Ok(())
+    }
+}
+
+impl CliSection {
+    fn validate(&self) -> Result<(), Problem> {
+        if self.program.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(("cli.program", "is empty".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+impl AuthSection {
+    fn validate(&self) -> Result<(), Problem> {
+        let auth = self;
         if auth.send == SendAs::Header
             && auth.header.as_deref().is_none_or(|h| {
                 h.is_empty() || reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
             })
         {
-            return Err(invalid(
+            return Err((
                 "auth.header",
                 format!(
                     "is {:?}: `send = \"header\"` needs the header's name, e.g. header = \"X-Api-Key\"",
@@ -621,18 +653,17 @@ impl SuiteConfig {
             ));
         }
         if auth.send == SendAs::Cookie && auth.cookie.as_deref().is_none_or(str::is_empty) {
-            return Err(invalid(
+            return Err((
                 "auth.cookie",
                 "is missing: `send = \"cookie\"` needs the cookie's name, e.g. cookie = \"session\"".to_owned(),
             ));
         }
         match &auth.probe {
             Some(probe) => {
-                crate::template::RequestTemplate::parse(probe)
-                    .map_err(|p| invalid("auth.probe", p))?;
+                crate::template::RequestTemplate::parse(probe).map_err(|p| ("auth.probe", p))?;
             }
             None if auth.send != SendAs::Nothing || auth.login.is_some() => {
-                return Err(invalid(
+                return Err((
                     "auth.probe",
                     "is missing: name a request that needs the credential and changes nothing, \
                      e.g. probe = \"GET /api/items\" (the runner checks it is accepted with the \
@@ -643,7 +674,7 @@ impl SuiteConfig {
             None => {}
         }
         if auth.refused.is_empty() || auth.refused.iter().any(|s| !(400..600).contains(s)) {
-            return Err(invalid(
+            return Err((
                 "auth.refused",
                 format!(
                     "is {:?}: expected HTTP statuses from 400 to 599",
@@ -652,7 +683,7 @@ impl SuiteConfig {
             ));
         }
         if auth.expired.iter().any(|s| !(400..600).contains(s)) {
-            return Err(invalid(
+            return Err((
                 "auth.expired",
                 format!(
                     "is {:?}: expected HTTP statuses from 400 to 599",
@@ -662,10 +693,10 @@ impl SuiteConfig {
         }
         if let Some(login) = &auth.login {
             crate::template::RequestTemplate::parse(&login.request)
-                .map_err(|p| invalid("auth.login.request", p))?;
+                .map_err(|p| ("auth.login.request", p))?;
             match (&login.token, login.cookie) {
                 (Some(_), true) | (None, false) => {
-                    return Err(invalid(
+                    return Err((
                         "auth.login",
                         "must say where the answer carries the credential: `token = \"/json/pointer\"` \
                          or `cookie = true`, not both"
@@ -673,7 +704,7 @@ impl SuiteConfig {
                     ))
                 }
                 (Some(p), false) if !p.starts_with('/') => {
-                    return Err(invalid(
+                    return Err((
                         "auth.login.token",
                         format!("is {p:?}: expected a JSON pointer, e.g. \"/token\""),
                     ))
@@ -681,15 +712,21 @@ impl SuiteConfig {
                 _ => {}
             }
         }
-        if let Some(request) = &self.capabilities.request {
+        Ok(())
+    }
+}
+
+impl CapabilitiesSection {
+    fn validate(&self) -> Result<(), Problem> {
+        if let Some(request) = &self.request {
             crate::template::RequestTemplate::parse(request)
-                .map_err(|p| invalid("capabilities.request", p))?;
-            if !self.capabilities.pointer.starts_with('/') {
-                return Err(invalid(
+                .map_err(|p| ("capabilities.request", p))?;
+            if !self.pointer.starts_with('/') {
+                return Err((
                     "capabilities.pointer",
                     format!(
                         "is {:?}: expected a JSON pointer, e.g. \"/capabilities\"",
-                        self.capabilities.pointer
+                        self.pointer
                     ),
                 ));
             }
