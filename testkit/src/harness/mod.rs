@@ -137,41 +137,48 @@ impl TestDef {
 static HARNESS_MARKER: [u8; 32] = crate::engine::report::HARNESS_MARKER;
 
 /// `testkit::main!()` calls this, with the manifest dir the binary was
-/// compiled in.
+/// compiled in. A test binary runs in one of three roles: its tests (the
+/// harness), the reaper of a test process, or a sweeper of the Rust kinds
+/// it links.
 pub fn main(manifest_dir: &'static str) -> ExitCode {
     std::hint::black_box(&HARNESS_MARKER);
-    let mut args = Arguments::from_args();
+    let args = Arguments::from_args();
     crate::globals::set_compiled_manifest_dir(manifest_dir);
     let settings = crate::globals::settings();
     match settings.map(|s| &s.run_as) {
         Ok(RunAs::Reaper { journal, parent }) => {
-            return crate::reaper::reaper_main(journal.clone(), parent)
+            crate::reaper::reaper_main(journal.clone(), parent)
         }
         Ok(RunAs::Sweeper { kinds }) => {
-            return crate::runtime::block_on(crate::sweeper::sweeper_main(kinds))
+            crate::runtime::block_on(crate::sweeper::sweeper_main(kinds))
         }
-        Ok(RunAs::Harness) | Err(_) => {}
+        // Unusable settings fail every test with the reason (see `trial`).
+        Ok(RunAs::Harness) | Err(_) if args.list => list(&args),
+        Ok(RunAs::Harness) | Err(_) => run(args, settings.ok()),
     }
+}
+
+/// `--list`: the tests, in libtest's format on stdout (cargo and nextest
+/// parse it), their descriptions on stderr.
+fn list(args: &Arguments) -> ExitCode {
+    let tests = selected(args);
+    if args.ignored {
+        record_listed_ignored();
+    }
+    let trials = tests.iter().map(|&def| trial(def, None)).collect();
+    let conclusion = libtest_mimic::run(args, trials);
+    if !matches!(args.format, Some(FormatSetting::Terse)) {
+        for def in &tests {
+            eprintln!("{}: {}", def.full_name(), def.description);
+        }
+    }
+    conclusion.exit_code()
+}
+
+/// Runs the selected tests, records the statically ignored ones, and ends
+/// the process's pod session and reaper.
+fn run(mut args: Arguments, settings: Option<&'static Settings>) -> ExitCode {
     let tests = selected(&args);
-
-    if args.list {
-        if args.ignored {
-            record_listed_ignored();
-        }
-        let trials = tests.iter().map(|&def| trial(def, None)).collect();
-        let conclusion = libtest_mimic::run(&args, trials);
-        if !matches!(args.format, Some(FormatSetting::Terse)) {
-            // Descriptions go to stderr: stdout stays in libtest's format,
-            // which cargo and nextest parse.
-            for def in &tests {
-                eprintln!("{}: {}", def.full_name(), def.description);
-            }
-        }
-        return conclusion.exit_code();
-    }
-
-    // Unusable settings fail every test with the reason (see `trial`).
-    let settings = settings.ok();
     if let (Some(_), Ok(run)) = (settings, crate::globals::run()) {
         // Before any thread starts: what the tests start inherits the tag.
         crate::leftovers::tag_process(&run.id);
@@ -192,16 +199,7 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
             to_run += 1;
         }
     }
-    // libtest-mimic starts every thread it is given, whatever the number of
-    // tests: under nextest, where a process runs one test, 256 threads were
-    // most of what a trivial test cost.
-    let threads = args
-        .test_threads
-        .or(settings.and_then(|s| s.test_threads))
-        .unwrap_or(DEFAULT_TEST_THREADS);
-    let threads = threads.clamp(1, to_run.max(1));
-    args.test_threads = Some(threads);
-    crate::runtime::expect_concurrent_tests(threads);
+    args.test_threads = Some(test_threads(&args, settings, to_run));
     panics::install_hook();
     if let Some(settings) = settings {
         // Ctrl-C and nextest's timeout clean up what the running tests created.
@@ -231,6 +229,21 @@ pub fn main(manifest_dir: &'static str) -> ExitCode {
         return ExitCode::FAILURE;
     }
     conclusion.exit_code()
+}
+
+/// How many tests run at once: `--test-threads`, else `TESTKIT_TEST_THREADS`,
+/// else the default, and never more than there are tests to run.
+/// libtest-mimic starts every thread it is given, whatever the number of
+/// tests: under nextest, where a process runs one test, 256 threads were
+/// most of what a trivial test cost. The runtime is told the same.
+fn test_threads(args: &Arguments, settings: Option<&Settings>, to_run: usize) -> usize {
+    let threads = args
+        .test_threads
+        .or(settings.and_then(|s| s.test_threads))
+        .unwrap_or(DEFAULT_TEST_THREADS)
+        .clamp(1, to_run.max(1));
+    crate::runtime::expect_concurrent_tests(threads);
+    threads
 }
 
 /// Under nextest, a binary whose only tests are ignored never gets a test
