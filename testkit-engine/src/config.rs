@@ -788,9 +788,21 @@ mod tests {
             "#,
         )
         .unwrap();
+        assert_eq!(c.suite.name_prefix, "ab1");
+        assert_eq!(c.pod.command, ["x", "--home", "{home}"]);
         assert_eq!(c.pod.ready, Ready::Health);
         assert_eq!(c.pod.inactivity_timeout, Duration::from_secs(3));
+        assert_eq!(c.pod.ceiling, Duration::from_secs(60));
+        assert_eq!(c.pod.protected, ["127.0.0.1:443"]);
+        assert_eq!(c.cli.program.as_deref(), Some("sandboxctl"));
+        assert_eq!(
+            c.cli.env.get("SANDBOXD_URL").map(String::as_str),
+            Some("{base_url}")
+        );
         assert!(c.resources.contains_key("sandbox"));
+        // What the file does not set keeps its default.
+        assert_eq!(c.pod.health_path, default_health_path());
+        assert_eq!(c.auth.send, SendAs::Bearer);
     }
 
     #[test]

@@ -74,6 +74,31 @@ fn ids_bodies_gone_rules_and_names_parse() {
     let Ops::Http(http) = &k.ops else { panic!() };
     assert_eq!(http.gone, [404, 410]);
     assert!(http.delete.body().unwrap().contains("{id}"));
+    let rule = http.gone_if.as_ref().expect("gone_if parses");
+    assert_eq!(rule.pointer, "/state");
+    assert_eq!(rule.equals, ["deleted"]);
+    assert!(!rule.missing);
+    assert_eq!(http.list_ids, Some(("/items".to_owned(), "/id".to_owned())));
+    assert_eq!(http.list_names, ("/items".to_owned(), "/name".to_owned()));
+    let missing = parse(
+        r#"
+        [resources.kv]
+        exists = "POST /kv/range"
+        exists_body = '{"key": "{name}"}'
+        delete = "POST /kv/deleterange"
+        delete_body = '{"key": "{name}"}'
+        list = "POST /kv/range?prefix={prefix}"
+        list_names = "/kvs/*/key"
+        gone_if = { pointer = "/kvs", missing = true }
+        "#,
+    )
+    .unwrap();
+    let Ops::Http(http) = &missing.get("kv").unwrap().ops else {
+        panic!()
+    };
+    let rule = http.gone_if.as_ref().expect("gone_if parses");
+    assert!(rule.missing && rule.equals.is_empty() && rule.pointer == "/kvs");
+    assert!(http.exists.body().unwrap().contains("{name}"));
 }
 
 #[test]
