@@ -215,15 +215,36 @@ fn a_pod_that_never_becomes_healthy_is_exit_2_with_logs_kept() {
     let suite = fixture("suite");
     let config = suite.path().join("testkit.toml");
     let text = std::fs::read_to_string(&config).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("pid");
     let pod = r#"
 [pod]
-command = ["sh", "-c", "echo booting; echo '{\"name\":\"never\",\"base_url\":\"http://127.0.0.1:{port}\",\"port\":{port},\"token\":\"never-healthy-token-0123456789\"}'; exec sleep 600"]
+command = ["sh", "-c", "echo booting; echo $$ > PIDFILE; echo '{\"name\":\"never\",\"base_url\":\"http://127.0.0.1:{port}\",\"port\":{port},\"token\":\"never-healthy-token-0123456789\"}'; exec sleep 600"]
 inactivity_timeout = "2s"
 ceiling = "5s"
-"#;
+"#
+    .replace("PIDFILE", &pid_file.display().to_string());
     std::fs::write(&config, format!("{text}\n{pod}")).unwrap();
     let ran = Ran::from(runner().arg("run").arg(suite.path()).output().unwrap());
     assert_eq!(ran.code, 2);
+    // The pod that never answered (its `sleep 600`) was ended with the run.
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ended = wait_for(Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+    });
+    if !ended {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    assert!(ended, "the pod's sleep 600 (pid {pid}) outlived the run");
     assert_phases(
         &ran,
         &[

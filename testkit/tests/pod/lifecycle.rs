@@ -98,12 +98,34 @@ fn a_pod_that_exits_early_is_reported_with_its_last_words() {
 #[test]
 fn a_pod_that_never_becomes_healthy_times_out_on_inactivity() {
     let logs = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("pid");
     let mut spec = spec(
         logs.path(),
-        sh("echo 'loading plugins'; echo $$ > \"$0/../pid\"; exec sleep 300"),
+        sh(&format!(
+            "echo 'loading plugins'; echo $$ > '{}'; exec sleep 300",
+            pid_file.display()
+        )),
     );
     spec.inactivity_timeout = Duration::from_secs(1);
     let err = runtime().block_on(launch(&spec)).unwrap_err();
+    // The pod that never came up was ended, not left to sleep.
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if alive(pid) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("the pod that timed out (pid {pid}) was left running");
+    }
     assert!(matches!(err, LaunchError::Timeout { .. }), "{err}");
     assert!(
         err.to_string().contains("no progress for 1s")
