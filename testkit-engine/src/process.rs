@@ -226,18 +226,7 @@ pub fn tree_of(pgid: i32) -> Vec<(i32, u64)> {
 /// value unique to their owner, never by a program name.
 pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
     let needle = format!("{var}={value}");
-    let me = std::process::id() as i32;
-    all_procs()
-        .into_iter()
-        .filter(|p| p.0 != me)
-        .filter(|p| {
-            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
-                env.split(|&b| b == 0)
-                    .any(|entry| entry == needle.as_bytes())
-            })
-        })
-        .map(|p| (p.0, p.4))
-        .collect()
+    with_env_entry(0, |entry| entry == needle.as_bytes())
 }
 
 /// The live processes whose environment holds `var` with a value that
@@ -245,15 +234,20 @@ pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
 /// [`crate::settings::var::PROCESS_TAG`]), with the run id as `prefix`.
 pub fn with_env_prefix(var: &str, prefix: &str) -> Vec<(i32, u64)> {
     let needle = format!("{var}={prefix}");
+    with_env_entry(0, |entry| entry.starts_with(needle.as_bytes()))
+}
+
+/// The live processes but this one, started at or after `since` (clock
+/// ticks since boot), with an environment entry (`VAR=value`) that
+/// `matches`.
+fn with_env_entry(since: u64, matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, u64)> {
     let me = std::process::id() as i32;
     all_procs()
         .into_iter()
-        .filter(|p| p.0 != me)
+        .filter(|p| p.0 != me && p.4 >= since)
         .filter(|p| {
-            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
-                env.split(|&b| b == 0)
-                    .any(|entry| entry.starts_with(needle.as_bytes()))
-            })
+            std::fs::read(format!("/proc/{}/environ", p.0))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(&matches))
         })
         .map(|p| (p.0, p.4))
         .collect()
@@ -265,18 +259,7 @@ pub fn with_env_prefix(var: &str, prefix: &str) -> Vec<(i32, u64)> {
 /// after every test costs little however many processes the machine runs.
 pub fn with_env_since(var: &str, value: &str, since: u64) -> Vec<(i32, u64)> {
     let needle = format!("{var}={value}");
-    let me = std::process::id() as i32;
-    all_procs()
-        .into_iter()
-        .filter(|p| p.0 != me && p.4 >= since)
-        .filter(|p| {
-            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
-                env.split(|&b| b == 0)
-                    .any(|entry| entry == needle.as_bytes())
-            })
-        })
-        .map(|p| (p.0, p.4))
-        .collect()
+    with_env_entry(since, |entry| entry == needle.as_bytes())
 }
 
 /// Now, in the clock ticks since boot that process start times are given
