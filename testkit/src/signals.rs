@@ -53,6 +53,9 @@ pub(crate) fn install_signal_handler(grace: Duration) {
                 "testkit: {left} resource(s) not verified gone after {name}; the reaper takes over"
             );
         }
+        // What the handler said goes through the redaction relays: drain
+        // them, or its last lines are lost with the process.
+        crate::engine::redact::stdio::restore();
         std::process::exit(128 + signo);
     });
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::{listed, wait_for, Run, Sandboxd, PREFIX};
-use testkit_engine::resource::{Event, JanitorTarget, Kinds};
+use testkit_engine::resource::{Event, JanitorTarget, JournalEntry, Kinds};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -165,6 +165,15 @@ fn a_delete_that_always_fails_is_reported_as_a_leak_by_name_and_the_janitor_clea
 /// Starts `waits_to_be_killed` and returns the fixture's process and the
 /// test binary's pid once the journal shows its three sandboxes created.
 fn start_waiting_test(pod: &Sandboxd, run: &Run) -> (std::process::Child, i32) {
+    start_waiting_test_with(pod, run, &[])
+}
+
+/// [`start_waiting_test`] with `env` set for the test process.
+fn start_waiting_test_with(
+    pod: &Sandboxd,
+    run: &Run,
+    env: &[(&str, &str)],
+) -> (std::process::Child, i32) {
     let child = run
         .command(
             pod,
@@ -177,6 +186,7 @@ fn start_waiting_test(pod: &Sandboxd, run: &Run) -> (std::process::Child, i32) {
                 "resources::waits_to_be_killed",
             ],
         )
+        .envs(env.iter().copied())
         .spawn()
         .unwrap();
     wait_for(
@@ -213,12 +223,18 @@ fn a_test_process_killed_with_sigkill_is_reaped() {
 fn sigterm_cleans_up_within_the_grace_period() {
     let pod = Sandboxd::start(&["delete-delay=300ms"]);
     let run = Run::new("sigterm");
-    let (child, pid) = start_waiting_test(&pod, &run);
+    let (child, pid) = start_waiting_test_with(&pod, &run, &[("TESTKIT_GRACE", "30s")]);
     kill(Pid::from_raw(pid), Signal::SIGTERM).unwrap();
     let pgid = child.id() as i32;
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("143") || text.contains("SIGTERM"), "{text}");
+    // testkit's handler ran, with the grace the setting gave it, and
+    // finished within it: nothing was left to the reaper.
+    assert!(
+        text.contains("SIGTERM received: deleting this process's resources (grace 30"),
+        "{text}"
+    );
+    assert!(!text.contains("the reaper takes over"), "{text}");
     run.assert_no_strays(Some(pgid));
     // The test process itself verified all three gone: nothing for the reaper.
     let verified: Vec<u32> = run
@@ -229,6 +245,37 @@ fn sigterm_cleans_up_within_the_grace_period() {
         .collect();
     assert_eq!(verified, [pid as u32; 3], "{:#?}", run.journal());
     assert!(events_of(&run, Event::Reaped).is_empty());
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// Cleanup after SIGTERM is bounded by `TESTKIT_GRACE`: deletes that take
+/// longer are left to the reaper, which verifies them gone.
+#[test]
+fn sigterm_cleanup_is_bounded_by_the_grace_then_the_reaper_finishes() {
+    let pod = Sandboxd::start(&["delete-delay=4s"]);
+    let run = Run::new("grace");
+    let (child, pid) = start_waiting_test_with(&pod, &run, &[("TESTKIT_GRACE", "1s")]);
+    kill(Pid::from_raw(pid), Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("(grace 1.0"), "{text}");
+    assert!(
+        text.contains("not verified gone after SIGTERM; the reaper takes over"),
+        "{text}"
+    );
+    // The test process verified none of them within its grace; its reaper
+    // did, after it.
+    let by_test: Vec<JournalEntry> = run
+        .journal()
+        .into_iter()
+        .filter(|e| e.event == Event::Verified && e.pid == pid as u32)
+        .collect();
+    assert!(by_test.is_empty(), "{by_test:#?}");
+    wait_for(
+        "the reaper to verify the three sandboxes gone",
+        Duration::from_secs(60),
+        || events_of(&run, Event::Reaped).len() == 3,
+    );
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
