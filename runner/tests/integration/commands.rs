@@ -133,6 +133,37 @@ fn janitor_deletes_a_runs_leftovers_and_never_other_names() {
         let (status, answer) = http("POST", &pod.url("/api/sandboxes"), Some(token), Some(&body));
         assert_eq!(status, 201, "{answer}");
     }
+    // The run's journal names one of its sandboxes, and (a journal tampered
+    // with, or of a kind with another prefix) another run's: the janitor's
+    // own name check must leave that one alone, whatever the journal says.
+    let results = tempfile::tempdir().unwrap();
+    let journal_dir = results.path().join("journal");
+    std::fs::create_dir_all(&journal_dir).unwrap();
+    // Written by a process that has ended, as a dead run's journal is.
+    let mut writer = std::process::Command::new("true").spawn().unwrap();
+    let writer_pid = writer.id();
+    let writer_ticks = testkit_engine::process::start_ticks(writer_pid as i32);
+    writer.wait().unwrap();
+    let lines: String = [
+        format!("ct-{run_id}-abcdef-02"),
+        "ct-otherrun-abcdef-01".to_owned(),
+    ]
+    .iter()
+    .map(|name| {
+        let mut entry = testkit_engine::resource::JournalEntry::new(
+            testkit_engine::resource::Event::Created,
+            "sandbox",
+            name,
+            run_id,
+            "tests::made_it",
+            None,
+        );
+        entry.pid = writer_pid;
+        entry.start_ticks = writer_ticks;
+        format!("{}\n", serde_json::to_string(&entry).unwrap())
+    })
+    .collect();
+    std::fs::write(journal_dir.join("tests-1.jsonl"), lines).unwrap();
     // The session it opens goes with the test, not under the runtime dir.
     let secrets = tempfile::tempdir().unwrap();
     let ran = Ran::from(
@@ -144,10 +175,18 @@ fn janitor_deletes_a_runs_leftovers_and_never_other_names() {
             .arg("--handle-json")
             .arg(&pod.handle_file)
             .args(["--run", run_id])
+            .arg("--results")
+            .arg(results.path())
             .output()
             .unwrap(),
     );
-    assert_eq!(ran.code, 0);
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains("left alone sandbox `ct-otherrun-abcdef-01`: it does not carry the run id"),
+        "{}",
+        ran.stdout
+    );
     assert!(
         ran.stdout
             .contains(&format!("deleted sandbox `ct-{run_id}-abcdef-01`")),
