@@ -391,6 +391,28 @@ fn the_residue_sweep_is_concurrent_and_ends_at_its_deadline() {
         );
     }
     assert!(!ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+    // Concurrent, counted at the pod: its failing deletes are numbered, and
+    // the next one says how many the sweep made in its 4 s. One resource at
+    // a time, with backoff, makes fewer than ten in that time.
+    let token = pod.handle["token"].as_str().unwrap();
+    let (status, body) = crate::http(
+        "DELETE",
+        &pod.url(&format!("/api/sandboxes/{}", names[0])),
+        Some(token),
+        None,
+    );
+    assert_eq!(status, 503, "{body}");
+    let made: usize = body
+        .split("failure ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .map(|next| next - 1)
+        .unwrap_or_else(|| panic!("no failure count in {body}"));
+    assert!(
+        made >= 20,
+        "the sweep made {made} delete attempts in 4 s: it does not delete concurrently"
+    );
 }
 
 /// SIGTERM during the residue sweep cuts it short: the run ends at once,
