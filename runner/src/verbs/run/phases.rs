@@ -714,28 +714,6 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
     env
 }
 
-/// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
-/// else two minutes. A value that is not a duration from a second to a day
-/// is an error naming the variable.
-pub(super) fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
-    const LONGEST: Duration = Duration::from_secs(24 * 3600);
-    let Some(text) = value else {
-        return Ok(Duration::from_secs(120));
-    };
-    match humantime::parse_duration(text.trim()) {
-        Ok(d) if d >= Duration::from_secs(1) && d <= LONGEST => Ok(d),
-        Ok(_) => Err(format!(
-            "{SWEEP_DEADLINE}={text:?} is out of bounds: give a duration from 1s to 24h"
-        )),
-        Err(e) => Err(format!(
-            "{SWEEP_DEADLINE}={text:?} is not a duration ({e}): give one such as 90s or 5m"
-        )),
-    }
-}
-
-/// The variable that bounds the residue sweep.
-pub(crate) const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
-
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)
 }

@@ -4,6 +4,7 @@
 //! folder.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{HandlePolicy, PodHandle};
@@ -70,10 +71,8 @@ impl Plan {
             std::env::var_os(name).filter(|_| !roles.contains(&name))
         })
         .map_err(ExpectedError::bad_args)?;
-        let sweep_deadline = super::phases::sweep_deadline(
-            std::env::var(super::phases::SWEEP_DEADLINE).ok().as_deref(),
-        )
-        .map_err(ExpectedError::bad_args)?;
+        let sweep_deadline = sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref())
+            .map_err(ExpectedError::bad_args)?;
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
         let kinds = Kinds::from_config(
             &config,
@@ -244,6 +243,28 @@ fn target_dir_setting() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
+/// else two minutes. A value that is not a duration from a second to a day
+/// is an error naming the variable.
+fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
+    const LONGEST: Duration = Duration::from_secs(24 * 3600);
+    let Some(text) = value else {
+        return Ok(Duration::from_secs(120));
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= LONGEST => Ok(d),
+        Ok(_) => Err(format!(
+            "{SWEEP_DEADLINE}={text:?} is out of bounds: give a duration from 1s to 24h"
+        )),
+        Err(e) => Err(format!(
+            "{SWEEP_DEADLINE}={text:?} is not a duration ({e}): give one such as 90s or 5m"
+        )),
+    }
+}
+
+/// The variable that bounds the residue sweep.
+const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
+
 #[cfg(test)]
 mod unit {
     use super::*;
@@ -256,6 +277,22 @@ mod unit {
         assert!(parse_partition("3/2").is_err());
         assert!(parse_partition("x:1/2").is_err());
         assert!(parse_partition("1").is_err());
+    }
+
+    #[test]
+    fn the_sweep_deadline_is_a_bounded_duration() {
+        assert_eq!(sweep_deadline(None).unwrap(), Duration::from_secs(120));
+        assert_eq!(
+            sweep_deadline(Some(" 90s ")).unwrap(),
+            Duration::from_secs(90)
+        );
+        for bad in ["soon", "0s", "500ms", "25h", "5000000000000000h"] {
+            let e = sweep_deadline(Some(bad)).unwrap_err();
+            assert!(
+                e.contains("TESTKIT_SWEEP_DEADLINE") && e.contains(bad),
+                "{e}"
+            );
+        }
     }
 
     #[test]
