@@ -40,9 +40,12 @@
 //!   reapers find their parents gone, and budgets are shared between processes.
 //! - A test body that blocks its thread (no `.await`) cannot be cancelled by
 //!   its timeout; the harness reports the timeout only once it yields.
-//! - Resource kinds are HTTP templates: a service whose resources cannot be
-//!   listed, checked and deleted over HTTP by name needs a kind per endpoint
-//!   it offers, or sub-resources that go away with a parent.
+//! - A resource kind is HTTP templates or Rust code (`resource_kind!`); a
+//!   kind in Rust is swept by the suite's own test binaries, since the
+//!   runner links no suite code.
+//! - The check for processes a test left running reads `/proc` after every
+//!   test, about a millisecond each: a binary of a thousand trivial tests
+//!   runs many times slower than plain `#[test]` (see `bench/`).
 //! - UI tests (`browser` feature) need Chromium on the machine, and drive the
 //!   page with JavaScript: `click` and `fill` dispatch DOM events, not input
 //!   devices' events.
