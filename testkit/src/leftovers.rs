@@ -16,6 +16,11 @@
 //! process that started while several ran could be any of theirs: it is
 //! judged when the last of them ends (while one still runs, it may still be
 //! in use), and charged to that test, whose message names the others.
+//!
+//! Most tests start nothing, and a scan of every process of the machine
+//! after each would cost more than the test. So a test notes the last pid
+//! given when it starts; when it ends, only the pids given since are
+//! looked at, and only when one of them carries the tag is `/proc` scanned.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -41,8 +46,25 @@ static JUDGED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 struct Window {
     id: usize,
     test: String,
+    /// The last pid given before the test started: what it starts has a
+    /// greater one, until pids wrap.
+    start_pid: Option<i32>,
     start: u64,
     end: Option<u64>,
+}
+
+impl Window {
+    /// Whether the process `(pid, start ticks)` could be one this test
+    /// started: it started while the test ran, and (unless pids wrapped
+    /// since, `last_pid` being the last pid given) after the test's
+    /// `start_pid` was given out.
+    fn covers(&self, (pid, ticks): (i32, u64), last_pid: Option<i32>) -> bool {
+        let after_start = match (self.start_pid, last_pid) {
+            (Some(start), Some(last)) if start <= last => pid > start,
+            _ => true,
+        };
+        self.start <= ticks && self.end.is_none_or(|e| ticks <= e) && after_start
+    }
 }
 
 /// Tags this process, so that what its tests start can be found. Called
@@ -63,12 +85,16 @@ pub(crate) struct Watch {
 
 /// Starts watching for what the test `test` leaves running.
 pub(crate) fn begin(test: &str) -> Watch {
+    // The pid first: whatever has a greater one started after the clock
+    // was read, so it is inside the window too.
+    let start_pid = process::last_pid();
     let start = process::now_ticks().unwrap_or_default();
     let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
     let id = windows.len();
     windows.push(Window {
         id,
         test: test.to_owned(),
+        start_pid,
         start,
         end: None,
     });
@@ -90,6 +116,8 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
         return Leftovers::default();
     };
     let now = process::now_ticks().unwrap_or(u64::MAX);
+    // After the clock, so that what started before `now` is counted.
+    let last_pid = process::last_pid();
     let (mine, shared) = {
         let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(w) = windows.iter_mut().find(|w| w.id == watch.id) {
@@ -106,17 +134,22 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
             .collect();
         (mine, others)
     };
+    // The common case, nothing started since the test began carries the
+    // tag, settled by the pids given since. A process another test left
+    // for this one to judge has one of them too (see `Window::covers`).
+    if let (Some(start), Some(last)) = (mine.start_pid, last_pid) {
+        if process::any_with_env_between(var::PROCESS_TAG, &tag, start, last) == Some(false) {
+            return Leftovers::default();
+        }
+    }
     let judged = JUDGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut left = Vec::new();
     let mut also: Vec<String> = Vec::new();
     for p in process::with_env_since(var::PROCESS_TAG, &tag, mine.start) {
-        if judged.contains(&p) {
+        if judged.contains(&p) || !mine.covers(p, last_pid) {
             continue;
         }
-        let during: Vec<&Window> = shared
-            .iter()
-            .filter(|w| w.start <= p.1 && w.end.is_none_or(|e| p.1 <= e))
-            .collect();
+        let during: Vec<&Window> = shared.iter().filter(|w| w.covers(p, last_pid)).collect();
         // Another test that ran when it started still runs: it may be
         // theirs, and in use. The last of them to end judges it.
         if during.iter().any(|w| w.end.is_none()) {
