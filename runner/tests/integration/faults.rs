@@ -899,3 +899,134 @@ fn pod_down_mid_run_is_named_as_a_stop_and_names_the_run_it_interrupts() {
     assert!(!evidence.contains("crash"), "{evidence}");
     assert!(!ran.stdout.contains("the pod crashed"), "{}", ran.stdout);
 }
+
+/// A pod that takes 8 s to boot: a shell that sleeps, then becomes
+/// `sandboxd`.
+const SLOW_BOOT: &str = r#"
+[pod]
+command = ["sh", "-c", "sleep 8; exec sandboxd serve \"$@\"", "sh"]
+"#;
+
+/// SIGKILL, SIGINT or SIGTERM 1 s into an 8 s boot: nothing the boot
+/// started outlives the runner by more than the bound, and the pod's
+/// private dir (under the runner's TMPDIR) and the run's secrets dir are
+/// gone with it. SIGINT and SIGTERM are acted on at once, not once the pod
+/// is up: the run ends well before the boot would have.
+#[test]
+fn a_runner_killed_or_interrupted_mid_boot_leaves_nothing() {
+    for signal in [Signal::SIGKILL, Signal::SIGINT, Signal::SIGTERM] {
+        let suite = fixture("suite");
+        let config = suite.path().join("testkit.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{SLOW_BOOT}\n{text}")).unwrap();
+        let pods = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let tmp = scratch.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let secrets = scratch.path().join("secrets");
+        let mut command = runner();
+        command
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("TESTKIT_SECRETS_DIR", &secrets)
+            .env("TMPDIR", &tmp)
+            .arg("run")
+            .arg(suite.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = Running(Some(command.spawn().unwrap()));
+        let runner_pid = child.pid().as_raw();
+        // The boot has begun once the shell sleeps; the suite was built
+        // before it.
+        let booting = || {
+            descendants(runner_pid)
+                .iter()
+                .any(|(p, _)| testkit_engine::process::command_of(*p).starts_with("sleep 8"))
+        };
+        assert!(
+            wait_for(Duration::from_secs(240), booting),
+            "{signal}: the boot began"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let started = descendants(runner_pid);
+        let private: Vec<PathBuf> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("testkit-pod-")
+            })
+            .collect();
+        assert_eq!(
+            private.len(),
+            1,
+            "{signal}: the pod's private dir: {private:?}"
+        );
+        assert!(secrets.is_dir(), "{signal}: the run's secrets dir exists");
+        let signalled = std::time::Instant::now();
+        kill(child.pid(), signal).unwrap();
+        let ran = child.finish_within(Duration::from_secs(30));
+        let took = signalled.elapsed();
+        let left = || {
+            started
+                .iter()
+                .filter(|(p, ticks)| testkit_engine::process::is_running(*p, *ticks))
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let gone = wait_for(Duration::from_secs(15), || {
+            left().is_empty() && !private[0].exists() && !secrets.exists()
+        });
+        let still = left();
+        for (p, _) in &still {
+            let _ = kill(Pid::from_raw(*p), Signal::SIGKILL);
+        }
+        assert!(still.is_empty(), "{signal}: left running: {still:?}");
+        assert!(
+            gone,
+            "{signal}: private dir left {}, secrets dir left {}",
+            private[0].exists(),
+            secrets.exists()
+        );
+        if signal != Signal::SIGKILL {
+            let ran = ran.unwrap_or_else(|| panic!("{signal}: the runner did not end"));
+            assert!(
+                took < Duration::from_secs(7),
+                "{signal}: the runner waited for the boot ({took:?}): {}",
+                ran.stdout
+            );
+            let (up, why) = ran.verdict("up");
+            assert_eq!(up, "fail", "{signal}: {why}");
+            assert!(
+                why.contains("interrupted while the pod booted"),
+                "{signal}: {why}"
+            );
+            // Ctrl-C and SIGTERM alike: interrupted, cleanup ran.
+            assert_eq!(ran.code, 130, "{signal}: {}", ran.stdout);
+        }
+    }
+}
+
+/// The watchdog runs with an empty environment: a preloaded library or a
+/// variable that broke the runner does not reach it.
+#[test]
+fn the_watchdog_inherits_nothing_of_the_runners_environment() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run_with(suite.path(), pods.path(), |c| {
+        c.env("TESTKIT_WATCHDOG_PROBE", "inherited");
+    });
+    let watchdog: Vec<i32> = descendants(child.pid().as_raw())
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| testkit_engine::process::command_of(*p).contains("watch-pod"))
+        .collect();
+    assert_eq!(watchdog.len(), 1, "one watchdog: {watchdog:?}");
+    let env = std::fs::read(format!("/proc/{}/environ", watchdog[0])).unwrap();
+    let env = String::from_utf8_lossy(&env);
+    assert!(
+        !env.contains("TESTKIT_WATCHDOG_PROBE") && !env.contains("PATH="),
+        "the watchdog's environment: {env}"
+    );
+}
