@@ -1030,3 +1030,90 @@ fn the_watchdog_inherits_nothing_of_the_runners_environment() {
         "the watchdog's environment: {env}"
     );
 }
+
+/// While a run's pod runs its `[pod] setup` command, and then while it
+/// boots, `pod ls` lists it with that phase, and `pod down` stops it: the
+/// run's up phase names the stop, and nothing of the boot is left.
+#[test]
+fn a_booting_pod_is_listed_with_its_phase_and_pod_down_stops_it() {
+    let setup = r#"
+[pod]
+setup = [["sh", "-c", "sleep 8"]]
+"#;
+    for (phase, config_head) in [("setup", setup), ("booting", SLOW_BOOT)] {
+        let suite = fixture("suite");
+        let config = suite.path().join("testkit.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{config_head}\n{text}")).unwrap();
+        let pods = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let mut command = runner();
+        command
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("TMPDIR", scratch.path())
+            .arg("run")
+            .arg(suite.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = Running(Some(command.spawn().unwrap()));
+        let ls = || {
+            Ran::from(
+                runner()
+                    .env("TESTKIT_PODS_DIR", pods.path())
+                    .args(["pod", "ls"])
+                    .output()
+                    .unwrap(),
+            )
+        };
+        let mut listed = None;
+        wait_for(Duration::from_secs(240), || {
+            listed = ls()
+                .stdout
+                .lines()
+                .find(|l| l.starts_with("booting-"))
+                .map(str::to_owned);
+            listed.is_some()
+        });
+        let listed = listed.unwrap_or_else(|| panic!("{phase}: pod ls never listed the boot"));
+        let words: Vec<&str> = listed.split_whitespace().collect();
+        assert_eq!(words[1], phase, "{listed}");
+        let booting = descendants(child.pid().as_raw());
+        let down = Ran::from(
+            runner()
+                .env("TESTKIT_PODS_DIR", pods.path())
+                .args(["pod", "down", words[0]])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(down.code, 0, "{phase}: {}{}", down.stdout, down.stderr);
+        assert!(
+            down.stderr.contains("stopping it interrupts that run"),
+            "{phase}: {}",
+            down.stderr
+        );
+        let ran = child
+            .finish_within(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{phase}: the run did not end"));
+        let (up, why) = ran.verdict("up");
+        assert_eq!(up, "fail", "{phase}: {why}");
+        assert!(
+            why.contains("stopped by `pod down`") && why.contains("while it booted"),
+            "{phase}: {why}"
+        );
+        let left: Vec<_> = booting
+            .iter()
+            .filter(|(p, t)| testkit_engine::process::is_running(*p, *t))
+            .collect();
+        assert!(left.is_empty(), "{phase}: left running: {left:?}");
+        let private = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("testkit-pod-"))
+            .collect::<Vec<_>>();
+        assert!(private.is_empty(), "{phase}: {private:?} left");
+        assert!(
+            std::fs::read_dir(pods.path()).unwrap().next().is_none(),
+            "{phase}: a pod record is left"
+        );
+    }
+}

@@ -170,16 +170,26 @@ impl<'a> Run<'a> {
             ));
             return RunPod::NotUp;
         }
+        let run =
+            crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        let record = crate::verbs::pod::BootingRecord::new(
+            run,
+            &self.plan.config.pod.health_path,
+            &logs,
+            &self.secrets_dir,
+        );
+        let booting_record = record.dir().to_owned();
         let boot = pod::start(
             &self.plan.config,
             &self.plan.suite_dir,
             &logs,
-            watch::boot_observer(),
+            watch::boot_observer(record),
         );
         let mut interrupt = self.interrupt.clone();
         let booted = tokio::select! {
             booted = boot => booted,
             _ = interrupt.more_than(0) => {
+                let _ = std::fs::remove_dir_all(&booting_record);
                 let evidence = match watch::end_interrupted_boot(&logs).await {
                     Ok(ended) => format!("interrupted while the pod booted: {ended}"),
                     Err(left) => format!("interrupted while the pod booted, and ending the boot failed: {left}"),
@@ -188,9 +198,17 @@ impl<'a> Run<'a> {
                 return RunPod::NotUp;
             }
         };
+        let _ = std::fs::remove_dir_all(&booting_record);
         let p = match booted {
             Ok(p) => p,
             Err(e) => {
+                let e = match crate::verbs::pod::stopped_by(&self.plan.results_dir) {
+                    Some(by) => format!(
+                        "the pod was stopped by `pod down` (pid {}) while it booted: {e}",
+                        by.pid
+                    ),
+                    None => e,
+                };
                 self.decide(PhaseResult::new("up", Verdict::Fail, e, started.elapsed()));
                 return RunPod::NotUp;
             }

@@ -35,6 +35,8 @@ use nix::unistd::Pid;
 use testkit_engine::pod::{BootObserver, BootStep, LaunchedPod};
 use testkit_engine::process;
 
+use crate::verbs::pod::BootingRecord;
+
 /// How long the watchdog gives each group to end after SIGTERM.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(3);
 
@@ -60,7 +62,8 @@ struct Told {
     groups: Vec<(i32, Option<u64>)>,
     pod: Option<(i32, Option<u64>)>,
     private_dir: Option<PathBuf>,
-    record: Option<PathBuf>,
+    /// The pod's `pod ls` records: while it boots, then once it is up.
+    records: Vec<PathBuf>,
 }
 
 impl Told {
@@ -75,7 +78,7 @@ impl Told {
             "group" => self.groups.extend(group()),
             "pod" => self.pod = group().or(self.pod),
             "private-dir" if !rest.is_empty() => self.private_dir = Some(rest.into()),
-            "record" if !rest.is_empty() => self.record = Some(rest.into()),
+            "record" if !rest.is_empty() => self.records.push(rest.into()),
             _ => {}
         }
     }
@@ -157,9 +160,10 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
             .secrets_dir
             .as_ref()
             .filter(|dir| testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner));
-        let removed = [told.record.as_ref(), secrets]
-            .into_iter()
-            .flatten()
+        let removed = told
+            .records
+            .iter()
+            .chain(secrets)
             .all(|dir| remove_dir(dir));
         if removed {
             0
@@ -234,9 +238,20 @@ static TRACE: Mutex<BootTrace> = Mutex::new(BootTrace {
 });
 
 /// Tells the watchdog (and the runner itself, for an interrupted boot) of
-/// each thing the boot makes, as it is made.
-pub(crate) fn boot_observer() -> BootObserver {
-    BootObserver::new(|step| {
+/// each thing the boot makes, as it is made, and keeps the boot's `pod ls`
+/// record in step.
+pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
+    let record = Mutex::new(record);
+    BootObserver::new(move |step| {
+        let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+        match record.step(&step) {
+            Ok(true) => tell_record(record.dir()),
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "testkit-runner: cannot list the booting pod for `pod ls` ({}): {e}",
+                record.dir().display()
+            ),
+        }
         let mut trace = TRACE.lock().unwrap_or_else(|e| e.into_inner());
         match step {
             BootStep::PrivateDir(dir) => {
@@ -296,7 +311,7 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Stri
     Ok(ended.join("; "))
 }
 
-/// The pod's `pod ls` record, removed with the pod should the runner die.
+/// A `pod ls` record of the pod, removed with it should the runner die.
 pub(crate) fn tell_record(dir: &Path) {
     send(&format!("record {}", dir.display()));
 }
