@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::{fixture, runner, CallerPod, Ran};
+use crate::{fixture, junit_counts, runner, CallerPod, Ran};
 
 /// How to get the browser these tests need.
 const INSTALL: &str = "apt-get update && apt-get install -y chromium";
@@ -393,4 +393,106 @@ fn the_report_verb_renders_a_plain_nextest_run_and_refuses_other_folders() {
         assert_eq!(ran.code, 64, "{args:?}");
         assert!(ran.stderr.contains(says), "{args:?}: {}", ran.stderr);
     }
+}
+
+/// A record of a newer schema than this testkit reads is refused, naming
+/// the file and what to do, never read as if it were this schema's (nor
+/// dropped, leaving the other records to report a green run).
+#[test]
+fn a_record_of_a_newer_schema_is_refused_naming_its_file() {
+    let results = tempfile::tempdir().unwrap();
+    let dir = results.path().join("records/suite-abc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = |schema: u32, name: &str| {
+        format!(
+            r#"{{"schema":{schema},"run_id":"r","binary":"suite-abc","name":"{name}","description":"","file":"","line":1,"outcome":"passed","failure_kind":null,"message":null,"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}}"#
+        )
+    };
+    std::fs::write(dir.join("1.jsonl"), record(1, "old") + "\n").unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "a schema-1 folder reports: {}", ran.stderr);
+    let newer = dir.join("2.jsonl");
+    std::fs::write(&newer, record(2, "new") + "\n").unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains(&newer.display().to_string())
+            && ran
+                .stderr
+                .contains("schema version 2 is newer than this testkit reads (1)")
+            && ran.stderr.contains("upgrade"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stdout.contains("PASSED"), "{}", ran.stdout);
+}
+
+/// `report PART1 PART2 --out DIR`: one report.html under DIR with the
+/// tests of every part (and the failure of one), while each part gets its
+/// own JUnit of its own tests (one merged junit.xml is `merge`'s job).
+#[test]
+fn the_report_verb_merges_several_folders_into_out() {
+    let record = |binary: &str, name: &str, outcome: &str| {
+        format!(
+            r#"{{"schema":1,"run_id":"r","binary":"{binary}","name":"{name}","description":"","file":"","line":1,"outcome":"{outcome}","failure_kind":{kind},"message":{message},"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}}"#,
+            kind = if outcome == "failed" {
+                r#""panic""#
+            } else {
+                "null"
+            },
+            message = if outcome == "failed" {
+                r#""it broke""#
+            } else {
+                "null"
+            },
+        ) + "\n"
+    };
+    let parts: Vec<tempfile::TempDir> = [("one", "passed"), ("two", "failed")]
+        .iter()
+        .map(|(binary, outcome)| {
+            let part = tempfile::tempdir().unwrap();
+            let dir = part.path().join("records").join(binary);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("1.jsonl"),
+                record(binary, &format!("{binary}_test"), outcome),
+            )
+            .unwrap();
+            part
+        })
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let merged = out.path().join("merged");
+    let ran = Ran::from(
+        runner()
+            .arg("report")
+            .args(parts.iter().map(|p| p.path()))
+            .arg("--out")
+            .arg(&merged)
+            .output()
+            .unwrap(),
+    );
+    // Exit 0: the outputs were written (the verdict is in them).
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let html = std::fs::read_to_string(merged.join("report.html")).unwrap();
+    for test in ["one_test", "two_test"] {
+        assert!(html.contains(test), "{test} is not in the merged report");
+    }
+    assert!(html.contains("it broke"), "the failure's message");
+    assert!(html.contains(">FAILED</span>"), "the merged verdict");
+    for (part, counts) in parts.iter().zip([(1, 0, 0), (1, 1, 0)]) {
+        assert_eq!(junit_counts(&part.path().join("junit.xml")), counts);
+        assert!(
+            !part.path().join("report.html").exists(),
+            "a part got a page of its own"
+        );
+    }
+    assert!(
+        ran.stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l == format!("report: {}", merged.join("report.html").display())),
+        "{}",
+        ran.stdout
+    );
 }
