@@ -206,6 +206,15 @@ pub struct PodSection {
     /// wherever it would appear.
     #[serde(default)]
     pub public_fields: Vec<String>,
+    /// Environment of the pod and of its setup commands, with the same
+    /// placeholders as `command`: how a secret field (`{password}`) reaches
+    /// them without standing on a command line, where `ps` shows it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// More free loopback ports, by name, besides `{port}`: each is
+    /// `{port_<name>}` wherever `{port}` is (a peer port, a metrics port).
+    #[serde(default)]
+    pub ports: Vec<String>,
 }
 
 /// How a request carries a credential.
@@ -381,6 +390,8 @@ impl Default for PodSection {
             fields: BTreeMap::new(),
             setup: Vec::new(),
             public_fields: Vec::new(),
+            env: BTreeMap::new(),
+            ports: Vec::new(),
         }
     }
 }
@@ -589,6 +600,31 @@ impl PodSection {
                 return Err((
                     "pod.protected",
                     format!("has {endpoint:?}: expected `host:port` entries"),
+                ));
+            }
+        }
+        for name in &self.ports {
+            if !crate::template::is_placeholder_name(name)
+                || self.ports.iter().filter(|p| *p == name).count() > 1
+            {
+                return Err((
+                    "pod.ports",
+                    format!(
+                        "has {name:?}: expected distinct names of a-z, 0-9 and `_`, each giving a placeholder `{{port_<name>}}`"
+                    ),
+                ));
+            }
+        }
+        for key in self.env.keys() {
+            let valid = !key.is_empty()
+                && !key.starts_with(|c: char| c.is_ascii_digit())
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err((
+                    "pod.env",
+                    format!(
+                        "has {key:?}: expected environment variable names of A-Z, a-z, 0-9 and `_`"
+                    ),
                 ));
             }
         }

@@ -56,6 +56,10 @@ pub struct LaunchSpec {
     pub fields: BTreeMap<String, String>,
     /// Commands to run before the pod (`[pod] setup`).
     pub setup: Vec<Vec<String>>,
+    /// Environment templates of the pod and its setup (`[pod] env`).
+    pub env_templates: BTreeMap<String, String>,
+    /// Names of more free ports to reserve (`[pod] ports`).
+    pub ports: Vec<String>,
     /// The target dir to look for the program in after the current
     /// executable's (`CARGO_TARGET_DIR` of the caller).
     pub target_dir: Option<PathBuf>,
@@ -133,6 +137,8 @@ impl LaunchSpec {
             env: BTreeMap::new(),
             fields: pod.fields.clone(),
             setup: pod.setup.clone(),
+            env_templates: pod.env.clone(),
+            ports: pod.ports.clone(),
             target_dir: None,
             observer: None,
         }
@@ -320,11 +326,20 @@ async fn boot(
     };
     let home = private_dir.join("home");
     std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(io("find a free loopback port".to_owned()))?
-        .port();
+    // `{port}`, and `{port_<name>}` of each of `[pod] ports`: free ports,
+    // held open together while they are found, so that no two are one.
+    let all_ports =
+        free_ports(1 + spec.ports.len()).map_err(io("find a free loopback port".to_owned()))?;
+    let (port, extra_ports) = (all_ports[0], &all_ports[1..]);
     let listen = format!("127.0.0.1:{port}");
+    let port_keys: Vec<String> = spec.ports.iter().map(|n| format!("port_{n}")).collect();
+    let port_texts: Vec<String> = extra_ports.iter().map(u16::to_string).collect();
+    let ports = || {
+        port_keys
+            .iter()
+            .map(String::as_str)
+            .zip(port_texts.iter().map(String::as_str))
+    };
     // A pod that prints no handle gets one made of `[pod] fields`.
     let home_text = home.to_string_lossy().into_owned();
     let port_text = port.to_string();
@@ -339,6 +354,7 @@ async fn boot(
             .with("home", &home_text)
             .with("port", &port_text)
             .with("listen", &listen)
+            .extend(ports())
             .with("random", random);
         let filled = crate::template::fill(value, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
@@ -369,7 +385,17 @@ async fn boot(
         .with("home", &home_text)
         .with("port", &port_text)
         .with("listen", &listen)
+        .extend(ports())
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let env: BTreeMap<&str, String> = spec
+        .env_templates
+        .iter()
+        .map(|(k, v)| {
+            crate::template::fill(v, &values, crate::template::verbatim)
+                .map(|filled| (k.as_str(), filled))
+                .map_err(|p| LaunchError::Placeholder(format!("pod.env.{k}: {p}")))
+        })
+        .collect::<Result<_, _>>()?;
     let fill = |arg: &str| {
         crate::template::fill(arg, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
@@ -407,6 +433,7 @@ async fn boot(
             .env("TMPDIR", &private_dir)
             .env("TESTKIT_POD_PORT", port.to_string())
             .envs(&spec.env)
+            .envs(&env)
             .current_dir(&private_dir)
             .stdin(Stdio::null());
         cmd
@@ -467,6 +494,16 @@ async fn boot(
             Err(e)
         }
     }
+}
+
+/// `n` distinct free loopback ports: each bound until all are found.
+fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
 }
 
 /// Runs one `[pod] setup` command to completion under the boot ceiling, its
