@@ -206,6 +206,13 @@ pub struct PodSection {
     /// wherever it would appear.
     #[serde(default)]
     pub public_fields: Vec<String>,
+    /// Commands run once the pod is up (its health answered), before the
+    /// auth check and the tests, against the running pod: what a service
+    /// can only do while it runs (enable auth, create its first admin).
+    /// Placeholders as in `setup`, and the handle's fields; the
+    /// environment as the pod's, and `TESTKIT_BASE_URL`. Each must succeed.
+    #[serde(default)]
+    pub bootstrap: Vec<Vec<String>>,
     /// Environment of the pod and of its setup commands, with the same
     /// placeholders as `command`: how a secret field (`{password}`) reaches
     /// them without standing on a command line, where `ps` shows it.
@@ -390,6 +397,7 @@ impl Default for PodSection {
             fields: BTreeMap::new(),
             setup: Vec::new(),
             public_fields: Vec::new(),
+            bootstrap: Vec::new(),
             env: BTreeMap::new(),
             ports: Vec::new(),
         }
@@ -656,6 +664,16 @@ impl PodSection {
         {
             return Err((
                 "pod.setup",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
+        }
+        if self
+            .bootstrap
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err((
+                "pod.bootstrap",
                 "has an empty command: expected a program and its arguments".to_owned(),
             ));
         }

@@ -56,6 +56,8 @@ pub struct LaunchSpec {
     pub fields: BTreeMap<String, String>,
     /// Commands to run before the pod (`[pod] setup`).
     pub setup: Vec<Vec<String>>,
+    /// Commands to run once the pod is up (`[pod] bootstrap`).
+    pub bootstrap: Vec<Vec<String>>,
     /// Environment templates of the pod and its setup (`[pod] env`).
     pub env_templates: BTreeMap<String, String>,
     /// Names of more free ports to reserve (`[pod] ports`).
@@ -77,6 +79,14 @@ pub enum BootStep {
     PrivateDir(PathBuf),
     /// A setup command was started in a process group of its own.
     Setup {
+        /// Its group.
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// A `[pod] bootstrap` command was started, in a process group of its
+    /// own, against the running pod.
+    Bootstrap {
         /// Its group.
         pgid: i32,
         /// Its start time, against pid reuse.
@@ -137,6 +147,7 @@ impl LaunchSpec {
             env: BTreeMap::new(),
             fields: pod.fields.clone(),
             setup: pod.setup.clone(),
+            bootstrap: pod.bootstrap.clone(),
             env_templates: pod.env.clone(),
             ports: pod.ports.clone(),
             target_dir: None,
@@ -188,9 +199,11 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
-    /// A `[pod] setup` command failed.
-    #[error("the pod's setup command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    /// A `[pod] setup` or `[pod] bootstrap` command failed.
+    #[error("the pod's {step} command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
     Setup {
+        /// `setup` or `bootstrap`.
+        step: &'static str,
         /// The command, redacted.
         command: String,
         /// How it ended.
@@ -387,15 +400,22 @@ async fn boot(
         .with("listen", &listen)
         .extend(ports())
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let env: BTreeMap<&str, String> = spec
-        .env_templates
-        .iter()
-        .map(|(k, v)| {
-            crate::template::fill(v, &values, crate::template::verbatim)
-                .map(|filled| (k.as_str(), filled))
-                .map_err(|p| LaunchError::Placeholder(format!("pod.env.{k}: {p}")))
-        })
-        .collect::<Result<_, _>>()?;
+    // An entry that needs what only the running pod's handle says
+    // (`{base_url}`, a printed handle's `{token}`) is for the bootstrap
+    // commands, filled once the pod is up; the rest is the pod's too.
+    let (env, for_bootstrap): (BTreeMap<&str, String>, Vec<&str>) = {
+        let mut env = BTreeMap::new();
+        let mut later = Vec::new();
+        for (k, v) in &spec.env_templates {
+            match crate::template::fill(v, &values, crate::template::verbatim) {
+                Ok(filled) => {
+                    env.insert(k.as_str(), filled);
+                }
+                Err(_) => later.push(k.as_str()),
+            }
+        }
+        (env, later)
+    };
     let fill = |arg: &str| {
         crate::template::fill(arg, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
@@ -451,7 +471,7 @@ async fn boot(
                     .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
             })
             .collect::<Result<_, _>>()?;
-        run_setup(pod_command(&program), &args, spec).await?;
+        run_setup(pod_command(&program), &args, spec, Step::Setup).await?;
     }
     let mut cmd = pod_command(program);
     cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
@@ -462,7 +482,7 @@ async fn boot(
     let start_ticks = process::start_ticks(pgid);
     BootObserver::tell(spec.observer.as_ref(), BootStep::Pod { pgid, start_ticks });
 
-    let result = wait_until_up(
+    let result = match wait_until_up(
         spec,
         &mut child,
         &stdout_raw,
@@ -470,7 +490,20 @@ async fn boot(
         started,
         made_handle,
     )
-    .await;
+    .await
+    {
+        Ok((handle, health)) => {
+            // Against the running pod: the handle's own fields too.
+            let port_text = handle.port().to_string();
+            let values = values
+                .clone()
+                .extend(handle.values(&port_text).pairs().iter().copied());
+            bootstrap(spec, &values, &for_bootstrap, &pod_command)
+                .await
+                .map(|()| (handle, health))
+        }
+        Err(e) => Err(e),
+    };
     match result {
         Ok((handle, health)) => Ok(LaunchedPod {
             handle,
@@ -506,14 +539,90 @@ fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
-/// Runs one `[pod] setup` command to completion under the boot ceiling, its
+/// A command run around the pod's start, each in its own log.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// `[pod] setup`: before the pod.
+    Setup,
+    /// `[pod] bootstrap`: once the pod is up.
+    Bootstrap,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Setup => "setup",
+            Step::Bootstrap => "bootstrap",
+        }
+    }
+}
+
+/// Runs the `[pod] bootstrap` commands against the running pod, in turn,
+/// with the `[pod] env` entries `later` that only the running pod could
+/// fill (filled, and checked, even when there is no command to give them).
+async fn bootstrap(
+    spec: &LaunchSpec,
+    values: &crate::template::Values<'_>,
+    later: &[&str],
+    pod_command: &dyn Fn(&Path) -> tokio::process::Command,
+) -> Result<(), LaunchError> {
+    let env: Vec<(&str, String)> = later
+        .iter()
+        .map(|k| {
+            let template = spec.env_templates.get(*k).map_or("", String::as_str);
+            crate::template::fill(template, values, crate::template::verbatim)
+                .map(|v| (*k, v))
+                .map_err(|p| LaunchError::Placeholder(format!("pod.env.{k}: {p}")))
+        })
+        .collect::<Result<_, _>>()?;
+    for command in &spec.bootstrap {
+        let with_env = |program: &Path| {
+            let mut cmd = pod_command(program);
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
+            cmd
+        };
+        run_bootstrap(command, values, spec, &with_env).await?;
+    }
+    Ok(())
+}
+
+/// Runs one `[pod] bootstrap` command against the running pod: its
+/// arguments filled with `values` (the handle's fields among them), in the
+/// pod's environment and `TESTKIT_BASE_URL`.
+async fn run_bootstrap(
+    command: &[String],
+    values: &crate::template::Values<'_>,
+    spec: &LaunchSpec,
+    pod_command: &dyn Fn(&Path) -> tokio::process::Command,
+) -> Result<(), LaunchError> {
+    let program = resolve_program(
+        &command[0],
+        spec.base_dir.as_deref(),
+        spec.target_dir.as_deref(),
+    )?;
+    let args: Vec<String> = command[1..]
+        .iter()
+        .map(|a| {
+            crate::template::fill(a, values, crate::template::verbatim)
+                .map_err(|p| LaunchError::Placeholder(format!("pod.bootstrap: {p}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut cmd = pod_command(&program);
+    if let Some(base_url) = values.get("base_url") {
+        cmd.env("TESTKIT_BASE_URL", base_url);
+    }
+    run_setup(cmd, &args, spec, Step::Bootstrap).await
+}
+
+/// Runs one `[pod] setup` or `bootstrap` command to completion under the boot ceiling, its
 /// output appended to `pod.setup.log`.
 async fn run_setup(
     mut cmd: tokio::process::Command,
     args: &[String],
     spec: &LaunchSpec,
+    step: Step,
 ) -> Result<(), LaunchError> {
-    let log_path = spec.logs_dir.join("pod.setup.log");
+    let log_path = spec.logs_dir.join(format!("pod.{}.log", step.name()));
     let io = |what: String| {
         move |source| LaunchError::Io {
             what,
@@ -539,20 +648,22 @@ async fn run_setup(
         .stderr(log)
         .kill_on_drop(true);
     let (mut child, pgid) = process::spawn_in_group(&mut cmd)
-        .map_err(io(format!("start the setup command {shown}")))?;
+        .map_err(io(format!("start the {} command {shown}", step.name())))?;
+    let start_ticks = process::start_ticks(pgid);
     BootObserver::tell(
         spec.observer.as_ref(),
-        BootStep::Setup {
-            pgid,
-            start_ticks: process::start_ticks(pgid),
+        match step {
+            Step::Setup => BootStep::Setup { pgid, start_ticks },
+            Step::Bootstrap => BootStep::Bootstrap { pgid, start_ticks },
         },
     );
     let status = match tokio::time::timeout(spec.ceiling, child.wait()).await {
-        Ok(status) => status.map_err(io(format!("run the setup command {shown}")))?,
+        Ok(status) => status.map_err(io(format!("run the {} command {shown}", step.name())))?,
         Err(_) => {
             let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
             let _ = child.wait().await;
             return Err(LaunchError::Setup {
+                step: step.name(),
                 command: shown,
                 status: format!(
                     "still running after {}",
@@ -568,6 +679,7 @@ async fn run_setup(
         Ok(())
     } else {
         Err(LaunchError::Setup {
+            step: step.name(),
             command: shown,
             status: status.to_string(),
             last_seen: last_line(&log_path),

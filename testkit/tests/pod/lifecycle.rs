@@ -334,3 +334,80 @@ fn pod_env_carries_secrets_and_pod_ports_reserves_named_ports() {
         "the secret stood on the pod's command line"
     );
 }
+
+/// `[pod] bootstrap` runs against the running pod, before the launch
+/// returns: here the product's CLI creates a sandbox, its URL and token
+/// given by `[pod] env` entries that only the running pod's handle fills.
+/// A bootstrap that fails stops the pod and says which command; an entry
+/// that nothing fills is named.
+#[test]
+fn bootstrap_runs_against_the_running_pod_and_a_failure_stops_it() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut spec = sandboxd_spec(logs.path(), &[]);
+    spec.env_templates = [
+        ("SANDBOXD_URL".to_owned(), "{base_url}".to_owned()),
+        ("SANDBOXD_TOKEN".to_owned(), "{token}".to_owned()),
+    ]
+    .into();
+    spec.bootstrap = vec![vec![
+        sandboxctl().display().to_string(),
+        "sandbox".to_owned(),
+        "create".to_owned(),
+        "made-at-bootstrap".to_owned(),
+    ]];
+    let rt = runtime();
+    let pod = Guard(Some(rt.block_on(launch(&spec)).unwrap()));
+    let handle = &pod.0.as_ref().unwrap().handle;
+    let status = rt.block_on(async {
+        reqwest::Client::new()
+            .get(format!(
+                "{}/api/sandboxes/made-at-bootstrap",
+                handle.base_url()
+            ))
+            .bearer_auth(handle.token())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200, "the bootstrap's sandbox");
+    drop(pod);
+
+    let logs = tempfile::tempdir().unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    let mut failing = sandboxd_spec(logs.path(), &[]);
+    failing.private_parent = Some(parent.path().to_owned());
+    failing.bootstrap = vec![vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        "echo refusing to bootstrap; exit 3".to_owned(),
+    ]];
+    let err = rt.block_on(launch(&failing)).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("the pod's bootstrap command")
+            && message.contains("exit status: 3")
+            && message.contains("refusing to bootstrap"),
+        "{message}"
+    );
+    let log = std::fs::read_to_string(logs.path().join("pod.bootstrap.log")).unwrap();
+    assert!(log.contains("refusing to bootstrap"), "{log}");
+    // The pod it ran against was up, and was stopped: its private dir
+    // (HOME, raw stdout) is gone with it.
+    let stderr = std::fs::read_to_string(logs.path().join("pod.stderr.log")).unwrap();
+    assert!(stderr.contains("listening"), "the pod was up: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    let logs = tempfile::tempdir().unwrap();
+    let mut typo = sandboxd_spec(logs.path(), &[]);
+    typo.env_templates = [("SANDBOXD_TOKEN".to_owned(), "{tokn}".to_owned())].into();
+    let err = rt.block_on(launch(&typo)).unwrap_err().to_string();
+    assert!(
+        err.contains("pod.env.SANDBOXD_TOKEN") && err.contains("`{tokn}`"),
+        "{err}"
+    );
+}
