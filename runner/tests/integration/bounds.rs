@@ -139,3 +139,147 @@ fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
     );
     assert!(log.contains("tests.events.jsonl"), "{log:.2000}");
 }
+
+/// Two tests, each holding one sandbox of a budget of two and then wanting
+/// two more: after a barrier both hold one, and each waits for the other.
+const DEADLOCK: &str = r#"
+use std::time::{Duration, Instant};
+use testkit::prelude::*;
+
+async fn post(cx: &Cx, name: &str) -> testkit::Result {
+    let pod = cx.pod()?;
+    let response = pod
+        .client()
+        .post(pod.url("/api/sandboxes"))
+        .json(&serde_json::json!({ "name": name }))
+        .send()
+        .await?;
+    ensure!(response.status().is_success(), "creating {name} answered {}", response.status());
+    Ok(())
+}
+
+/// Returns once both tests hold their first sandbox: each marks the
+/// folder `DEADLOCK_BARRIER`.
+async fn barrier(me: &str) -> testkit::Result {
+    let dir = std::path::PathBuf::from(std::env::var("DEADLOCK_BARRIER")?);
+    std::fs::write(dir.join(me), b"")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&dir)?.count() < 2 {
+        ensure!(Instant::now() < deadline, "the other test never held its sandbox");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn greedy(cx: &mut Cx, me: &str) -> testkit::Result {
+    let first = cx.unique_name();
+    cx.create("sandbox", &first, post(cx, &first)).await?;
+    barrier(me).await?;
+    for _ in 0..2 {
+        let name = cx.unique_name();
+        cx.create("sandbox", &name, post(cx, &name)).await?;
+    }
+    Ok(())
+}
+
+/// One side of the deadlock.
+#[testkit::test]
+async fn left(cx: &mut Cx) -> testkit::Result {
+    greedy(cx, "left").await
+}
+
+/// The other side.
+#[testkit::test]
+async fn right(cx: &mut Cx) -> testkit::Result {
+    greedy(cx, "right").await
+}
+
+testkit::main!();
+"#;
+
+/// A real deadlock between two test processes under nextest (each holds a
+/// slot of a budget of two and waits for more): each says, while it
+/// waits, which kind it waits for and who holds the slots; each fails
+/// within its bound (`TESTKIT_BUDGET_WAIT=3s`: no slot freed for 3 s),
+/// long before nextest's slow-test kill, with an error naming the kind,
+/// the budget, the holders and the mend; the run is a failure (exit 1),
+/// not a crash, and nothing leaks.
+#[test]
+fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() {
+    use testkit_engine::report::{read_records, CleanupState, Outcome};
+
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "deadlock", DEADLOCK);
+    let config = suite.path().join("testkit.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        text.trim_end().ends_with("delete_timeout = \"10s\""),
+        "{text}"
+    );
+    text.push_str("budget = 2\n");
+    std::fs::write(&config, text).unwrap();
+    let barrier = tempfile::tempdir().unwrap();
+
+    let started = std::time::Instant::now();
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(deadlock)", "--", "-j", "2"])
+            .env("TESTKIT_BUDGET_WAIT", "3s")
+            .env("DEADLOCK_BARRIER", barrier.path())
+            .output()
+            .unwrap(),
+    );
+    let took = started.elapsed();
+    assert_eq!(ran.code, 1, "a failed run, not a crash: {}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(evidence.contains("0 passed, 2 failed"), "{evidence}");
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_eq!(verdict, "pass", "{evidence}");
+    assert!(ran.stdout.contains("leaks: none"), "{}", ran.stdout);
+    // Far from nextest's 2-minute kill, the build included.
+    assert!(took < Duration::from_secs(100), "the run took {took:?}");
+
+    let records = read_records(&ran.results()).unwrap();
+    let sides: Vec<_> = records.iter().filter(|r| r.binary == "deadlock").collect();
+    assert_eq!(sides.len(), 2, "{sides:#?}");
+    let mut named_both = false;
+    for r in &sides {
+        let message = r.message.as_deref().unwrap_or_default();
+        assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+        for part in [
+            "no `sandbox` slot was freed in 3s (TESTKIT_BUDGET_WAIT",
+            "the budget of `sandbox` is 2 and all 2 are held: by `deadlock::",
+            "raise `budget` in [resources.sandbox] of testkit.toml",
+            "create fewer `sandbox` at once",
+        ] {
+            assert!(
+                message.contains(part),
+                "{part:?} not in {}: {message}",
+                r.name
+            );
+        }
+        assert!(!message.contains("shutting down"), "{message}");
+        named_both |=
+            message.contains("by `deadlock::left`") && message.contains("by `deadlock::right`");
+        assert!(
+            r.output
+                .contains("waiting for a `sandbox` slot (budget 2, all held: by `deadlock::"),
+            "{}: {}",
+            r.name,
+            r.output
+        );
+        // It waited one bound, or two when the other side's slot came
+        // free and it then waited for its third; never nextest's kill.
+        assert!(
+            r.duration_ms < 20_000,
+            "{} took {} ms",
+            r.name,
+            r.duration_ms
+        );
+        assert_eq!(r.cleanup, CleanupState::Verified, "{r:#?}");
+    }
+    assert!(named_both, "no message names both sides: {sides:#?}");
+}
