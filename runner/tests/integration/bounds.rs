@@ -182,14 +182,15 @@ async fn greedy(cx: &mut Cx, me: &str) -> testkit::Result {
     Ok(())
 }
 
-/// One side of the deadlock.
-#[testkit::test]
+/// One side of the deadlock. (Its timeout only keeps a deadlock that is
+/// never broken from hanging the run.)
+#[testkit::test(timeout = "30s")]
 async fn left(cx: &mut Cx) -> testkit::Result {
     greedy(cx, "left").await
 }
 
 /// The other side.
-#[testkit::test]
+#[testkit::test(timeout = "30s")]
 async fn right(cx: &mut Cx) -> testkit::Result {
     greedy(cx, "right").await
 }
