@@ -94,9 +94,9 @@ fn read_output(
     let log = tests_log.map(|l| Arc::new(Mutex::new(l)));
     if let Some(stdout) = child.stdout.take() {
         match (spec.engine, &log) {
-            (Engine::Nextest, _) => {
-                let events_path = spec.results_dir.join("tests.events.jsonl");
-                readers.spawn(read_events(stdout, events_path, tx));
+            (Engine::Nextest, log) => {
+                let events_path = events_file(spec.results_dir);
+                readers.spawn(read_events(stdout, events_path, log.clone(), tx));
             }
             (Engine::CargoTest, Some(log)) => {
                 readers.spawn(copy_into(stdout, Arc::clone(log)));
@@ -122,10 +122,13 @@ async fn copy_into(mut from: impl AsyncRead + Unpin, log: Arc<Mutex<CappedLog>>)
 
 /// Reads nextest's libtest-json events from `stdout` as they arrive, each
 /// line capped as it is read, keeps them in `events_path`, and sends each
-/// test's event on `tx`.
+/// test's event on `tx`. A line that is no JSON (a test's own output, under
+/// `--no-capture`) goes to the capped `log` instead, so that the events
+/// file grows by at most a capped event per test.
 async fn read_events(
     mut stdout: impl AsyncRead + Unpin,
     events_path: std::path::PathBuf,
+    log: Option<Arc<Mutex<CappedLog>>>,
     tx: UnboundedSender<TestEvent>,
 ) {
     let mut file = std::fs::File::create(&events_path)
@@ -134,12 +137,15 @@ async fn read_events(
     let mut line = EventLine::default();
     let mut buf = vec![0u8; 64 << 10];
     let mut done = |line: &mut EventLine| {
-        let kept = line.finish();
-        if let Some(f) = file.as_mut() {
-            let _ = f
-                .write_all(&kept)
-                .and_then(|()| f.write_all(b"\n"))
-                .and_then(|()| f.flush());
+        let mut kept = line.finish();
+        kept.push(b'\n');
+        let json = serde_json::from_slice::<serde::de::IgnoredAny>(&kept).is_ok();
+        match (json, file.as_mut(), &log) {
+            (true, Some(f), _) => {
+                let _ = f.write_all(&kept).and_then(|()| f.flush());
+            }
+            (false, _, Some(log)) => log.lock().unwrap_or_else(|e| e.into_inner()).write(&kept),
+            _ => {}
         }
         if let Some(event) = test_event(&kept) {
             let _ = tx.send(event);
@@ -306,6 +312,59 @@ fn split_attempt(name: &str) -> (&str, u32) {
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    #[test]
+    fn events_are_kept_capped_and_other_lines_go_to_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("tests.events.jsonl");
+        let log_path = dir.path().join("tests.log");
+        let log = Arc::new(Mutex::new(CappedLog::create(&log_path, "").unwrap()));
+        let output = "z".repeat(5 << 20);
+        let failed =
+            serde_json::json!({"type": "test", "event": "failed", "name": "b$t", "stdout": output});
+        let input = format!(
+            "{{\"type\":\"test\",\"event\":\"started\",\"name\":\"b$t\"}}\nnot an event, a test's own line\n{failed}\n"
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(read_events(
+            input.as_bytes(),
+            events.clone(),
+            Some(Arc::clone(&log)),
+            tx,
+        ));
+        Arc::try_unwrap(log)
+            .ok()
+            .unwrap()
+            .into_inner()
+            .unwrap()
+            .finish();
+        let got: Vec<TestEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(
+            got,
+            [
+                ("b$t".to_owned(), "started".to_owned()),
+                ("b$t".to_owned(), "failed".to_owned())
+            ]
+        );
+        let kept = std::fs::read_to_string(&events).unwrap();
+        assert_eq!(kept.lines().count(), 2, "{kept:.200}");
+        assert!(
+            kept.len() < super::super::capped::OUTPUT_CAP + 1000,
+            "{}",
+            kept.len()
+        );
+        assert!(kept.contains(&format!(
+            "… {} bytes dropped …",
+            (5 << 20) - super::super::capped::OUTPUT_CAP
+        )));
+        assert_eq!(
+            std::fs::read_to_string(&log_path).unwrap(),
+            "not an event, a test's own line\n"
+        );
+    }
 
     #[test]
     fn a_retrys_event_marks_the_listed_test_with_its_attempt() {
