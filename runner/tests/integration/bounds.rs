@@ -61,20 +61,16 @@ fn folder_bytes(dir: &Path) -> u64 {
     total
 }
 
-/// A test printing 200 MB (big writes and many lines) under nextest: the
-/// runner's own peak RSS (VmHWM, read while it runs: nextest, which holds
-/// the output, is a descendant, so the rusage of waited children would
-/// count it) stays under 150 MiB, the results folder under 8 MiB, and the
-/// output kept is its head and tail around a marker naming the bytes
-/// dropped, once.
-#[test]
-fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
+/// Runs the printer under `engine`: the run, and the runner's peak RSS in
+/// KiB, sampled every 50 ms while it runs.
+fn run_the_printer(engine: &str) -> (Ran, u64) {
     let suite = fixture("suite");
     add_test_binary(suite.path(), "printer", PRINTER);
     let child = runner()
         .arg("run")
         .arg(suite.path())
-        .args(only("printer", "nextest"))
+        .args(["--runner", engine])
+        .args(only("printer", engine))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -91,8 +87,32 @@ fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
     let output = child.wait_with_output().unwrap();
     let peak_kib = sampler.join().unwrap();
     let ran = Ran::from(output);
-    eprintln!("runner peak RSS: {:.1} MiB", peak_kib as f64 / 1024.0);
+    eprintln!(
+        "{engine}: runner peak RSS: {:.1} MiB",
+        peak_kib as f64 / 1024.0
+    );
+    (ran, peak_kib)
+}
 
+/// The bytes a `… N bytes dropped …` marker in `text` names.
+fn dropped(text: &str) -> u64 {
+    text.split("… ")
+        .nth(1)
+        .and_then(|s| s.split(" bytes dropped").next())
+        .unwrap_or_else(|| panic!("no marker in the kept output"))
+        .parse()
+        .unwrap()
+}
+
+/// A test printing 200 MB (big writes and many lines) under nextest: the
+/// runner's own peak RSS (VmHWM, read while it runs: nextest, which holds
+/// the output, is a descendant, so the rusage of waited children would
+/// count it) stays under 150 MiB, the results folder under 8 MiB, and the
+/// output kept is its head and tail around a marker naming the bytes
+/// dropped, once.
+#[test]
+fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
+    let (ran, peak_kib) = run_the_printer("nextest");
     assert_eq!(ran.code, 1, "the printer fails on purpose: {}", ran.stdout);
     let (verdict, evidence) = ran.verdict("tests");
     assert_eq!(verdict, "fail", "{evidence}");
@@ -121,12 +141,7 @@ fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
         "{:.300}",
         &stdout[stdout.len() - 300..]
     );
-    let marker = stdout
-        .split("… ")
-        .nth(1)
-        .and_then(|s| s.split(" bytes dropped").next())
-        .unwrap_or_else(|| panic!("no marker in the kept output"));
-    let dropped: u64 = marker.parse().unwrap();
+    let dropped = dropped(stdout);
     assert!(
         dropped > 190_000_000 && (dropped as usize) + stdout.len() > 200_000_000,
         "dropped {dropped}, kept {}",
@@ -138,6 +153,33 @@ fn a_test_that_prints_200_mb_leaves_the_runner_and_the_results_small() {
         "tests.log holds the output too"
     );
     assert!(log.contains("tests.events.jsonl"), "{log:.2000}");
+}
+
+/// The same under `cargo test`, where the tests' output goes to
+/// `tests.log`: the runner stays small, and `tests.log` keeps its head and
+/// tail around the marker.
+#[test]
+fn a_test_that_prints_200_mb_under_cargo_test_leaves_the_runner_and_the_results_small() {
+    let (ran, peak_kib) = run_the_printer("cargo-test");
+    assert_eq!(ran.code, 1, "the printer fails on purpose: {}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert!(
+        evidence.contains("0 passed, 1 failed"),
+        "{verdict}: {evidence}"
+    );
+    assert!(
+        peak_kib > 0 && peak_kib < 150 * 1024,
+        "the runner's peak RSS was {peak_kib} KiB"
+    );
+    let results = ran.results();
+    let size = folder_bytes(&results);
+    assert!(size < 12 << 20, "the results folder holds {size} bytes");
+    let log = std::fs::read_to_string(results.join("tests.log")).unwrap();
+    assert!(
+        log.contains("PRINTER-HEAD") && log.contains("PRINTER-TAIL"),
+        "{log:.2000}"
+    );
+    assert!(dropped(&log) > 190_000_000, "{log:.300}");
 }
 
 /// Two tests, each holding one sandbox of a budget of two and then wanting
