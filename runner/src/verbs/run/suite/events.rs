@@ -40,9 +40,8 @@ pub(super) struct Followed {
 type TestEvent = (String, String);
 
 /// Waits for `child` to exit, recording in `listed` the result nextest
-/// reported for each test, and keeping its output in `tests_log`. `total`
-/// is how many tests the run selects, when known. The error is the tests
-/// phase's evidence.
+/// reported for each test, and keeping its output in `tests_log`; a
+/// terminal shows `progress`. The error is the tests phase's evidence.
 pub(super) async fn follow(
     spec: &TestsSpec<'_>,
     child: &mut tokio::process::Child,
@@ -60,6 +59,8 @@ pub(super) async fn follow(
     })
     .await;
     readers.abort_all();
+    // Aborted readers let go of the log once joined.
+    while readers.join_next().await.is_some() {}
     if let Some(log) = log.and_then(|l| Arc::try_unwrap(l).ok()) {
         log.into_inner().unwrap_or_else(|e| e.into_inner()).finish();
     }
