@@ -146,11 +146,11 @@ impl fmt::Debug for Ops {
 
 /// A `[resources.<kind>]` table that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid {}: `resources.{kind}{}` {problem}", path.display(), key.map(|k| format!(".{k}")).unwrap_or_default())]
+#[error("invalid {}: `resources.{kind}{}` {problem}", path.display(), key.as_deref().map(|k| format!(".{k}")).unwrap_or_default())]
 pub struct KindError {
     path: PathBuf,
     kind: String,
-    key: Option<&'static str>,
+    key: Option<String>,
     problem: String,
 }
 
