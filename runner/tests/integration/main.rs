@@ -10,6 +10,7 @@ mod fanout;
 mod faults;
 mod flaky;
 mod leftovers;
+mod outputs;
 mod report;
 mod run;
 mod truth;
