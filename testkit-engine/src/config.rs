@@ -10,8 +10,8 @@
 //! command = ["sandboxd", "serve"]    # how `testkit-runner` starts a pod
 //! ready = "handle"                   # or "health": up when health_path answers
 //! health_path = "/api/health"
-//! inactivity_timeout = "20s"         # boot wait, reset by every line the pod prints
-//! ceiling = "2m"                     # hard limit of the boot wait
+//! inactivity_timeout = "20s"         # boot wait, reset by every line the pod prints (1ms to 24h)
+//! ceiling = "2m"                     # hard limit of the boot wait (1ms to 24h)
 //! allow_remote_hosts = []            # host names a handle may use besides loopback
 //! protected = ["127.0.0.1:443"]      # endpoints refused whatever else is right
 //! handle = "pod.json"                # a handle file, relative to the suite dir

@@ -14,14 +14,14 @@
 //! | `TESTKIT_POD_HANDLE` | a pod handle file |
 //! | `TESTKIT_SECRETS_DIR` | where the run keeps live credentials (not the results folder) |
 //! | `TESTKIT_TEST_THREADS` | concurrency when `--test-threads` is not given |
-//! | `TESTKIT_TIMEOUT` | the default test timeout |
-//! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
+//! | `TESTKIT_TIMEOUT` | the default test timeout (from 1ms to 24h) |
+//! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM (from 1ms to 24h) |
 //! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
 //! | `TESTKIT_KEEP_PROCESSES` | `never`, `on-failure` or `always`: keep the processes a test left running |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
-//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed |
+//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed (from 1ms to 24h) |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |

@@ -12,7 +12,7 @@
 //! list_names = "/items/*/name"                # JSON pointer with one `*` over an array
 //! next_page = "/next_page_token"              # optional; sent back as `page_token=`
 //! budget = 4                                  # optional: live resources per run
-//! delete_timeout = "30s"                      # optional: delete + verify, per resource
+//! delete_timeout = "30s"                      # optional: delete + verify, per resource (1ms to 24h)
 //! ```
 //!
 //! and, where the service needs them:
