@@ -532,7 +532,8 @@ impl SuiteConfig {
                     format!(" (line {line})")
                 })
                 .unwrap_or_default();
-            parse_error(format!("`{key}` {}{line}", inner.message().trim_end()))
+            let problem = serde_problem(inner.message().trim_end());
+            parse_error(format!("`{key}` {problem}{line}"))
         })?;
         config.validate(path)?;
         Ok(config)
@@ -556,6 +557,19 @@ impl SuiteConfig {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// serde's message about a value, worded to follow the key it is about:
+/// `invalid type: string "many", expected usize` becomes `has the wrong
+/// type: string "many", expected usize`.
+pub(crate) fn serde_problem(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        format!("has the wrong type: {rest}")
+    } else if let Some(rest) = message.strip_prefix("invalid value: ") {
+        format!("has an invalid value: {rest}")
+    } else {
+        message.to_owned()
     }
 }
 
@@ -864,7 +878,9 @@ mod tests {
         // Of the wrong type, too, a key is named.
         let e = parse("[suite]\nname_prefix = 5").unwrap_err().to_string();
         assert!(
-            e.contains("`suite.name_prefix` invalid type: integer `5`"),
+            e.contains(
+                "`suite.name_prefix` has the wrong type: integer `5`, expected a string (line 2)"
+            ),
             "{e}"
         );
     }

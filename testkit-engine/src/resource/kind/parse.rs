@@ -190,15 +190,7 @@ fn deserialize_raw(value: &toml::Value) -> Result<RawKind, Problem> {
     }
     serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let key = e.path().to_string();
-        let message = e.inner().message().to_owned();
-        let message = match (
-            message.strip_prefix("invalid type: "),
-            message.strip_prefix("invalid value: "),
-        ) {
-            (Some(rest), _) => format!("has the wrong type: {rest}"),
-            (_, Some(rest)) => format!("has an invalid value: {rest}"),
-            _ => message,
-        };
+        let message = crate::config::serde_problem(e.inner().message());
         let key = (!key.is_empty() && key != ".").then_some(key);
         (key, message)
     })
