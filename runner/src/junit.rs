@@ -516,6 +516,33 @@ mod tests {
         }
     }
 
+    /// nextest's own JUnit, written by the same quick-junit, holds what a
+    /// test wrote; quick-junit reads a U+FFFE there, and the merged file
+    /// is XML all the same.
+    #[test]
+    fn a_merged_junit_file_with_characters_xml_forbids_is_mended() {
+        let dir = tempfile::tempdir().unwrap();
+        let nextest = dir.path().join("nextest.xml");
+        std::fs::write(
+            &nextest,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"n\" tests=\"1\" \
+             failures=\"1\" errors=\"0\"><testsuite name=\"pkg::bin\" tests=\"1\" disabled=\"0\" \
+             errors=\"0\" failures=\"1\"><testcase name=\"bin::died\" classname=\"bin\">\
+             <failure type=\"SIGKILL\" message=\"a\u{FFFE}b\">out \u{FFFF}</failure></testcase>\
+             </testsuite></testsuites>\n",
+        )
+        .unwrap();
+        let merged = merge_results("m", &[&nextest]).expect("quick-junit reads it");
+        let out = dir.path().join("merged.xml");
+        write_junit(&merged, &out).unwrap();
+        let xml = std::fs::read_to_string(&out).unwrap();
+        roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+        assert!(
+            xml.contains("bin::died") && xml.contains("a\u{FFFD}b"),
+            "{xml}"
+        );
+    }
+
     #[test]
     fn a_reused_folder_keeps_no_junit_file_of_another_run() {
         let dir = tempfile::tempdir().unwrap();
