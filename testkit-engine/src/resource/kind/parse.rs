@@ -182,9 +182,8 @@ fn deserialize_raw(value: &toml::Value) -> Result<RawKind, Problem> {
         return Err((
             None,
             format!(
-                "is {}, not a table: expected the kind's keys (exists, delete, list, \
-                 list_names, or `rust = true`) under `[resources.<kind>]`",
-                value
+                "is {value}, not a table: expected the kind's keys (exists, delete, list, \
+                 list_names, or `rust = true`) under `[resources.<kind>]`"
             ),
         ));
     }
@@ -253,9 +252,11 @@ fn required(key: &str, value: &Option<String>) -> Result<String, Problem> {
     })
 }
 
+/// A JSON pointer split at its `/*`: the array, and the path in each item.
+type ItemPointer = (String, String);
+
 /// `list_names` and `list_ids`, split at their `/*`, over one array.
-#[allow(clippy::type_complexity)]
-fn list_pointers(raw: &RawKind) -> Result<((String, String), Option<(String, String)>), Problem> {
+fn list_pointers(raw: &RawKind) -> Result<(ItemPointer, Option<ItemPointer>), Problem> {
     let list_names_text = required("list_names", &raw.list_names)?;
     let list_names = split_pointer(&list_names_text).ok_or_else(|| {
         at(
