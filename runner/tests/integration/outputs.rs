@@ -182,6 +182,12 @@ fn every_output_is_read_whatever_bytes_a_test_produced() {
     // What was there is shown, not lost.
     assert!(html.contains("NUL ␀ CDATA-end ]]&gt; end"), "report.html");
     assert!(html.contains("BEL ␇"), "report.html");
+    assert!(
+        html.contains(
+            "a title with U+FFFE \u{FFFD} U+FFFF \u{FFFD} ESC red BEL ␇ NUL ␀ CDATA-end ]]&gt; end"
+        ),
+        "report.html does not show the known issue's title"
+    );
     let dom = render(&page, "unreadable", "unreadable");
     let failures = &dom[dom.find("id=\"failures\"").expect("a Failures section")..];
     assert!(
