@@ -20,6 +20,18 @@ fn refused(ran: &Ran, what: &str) {
     );
 }
 
+/// `check SUITE_DIR` reports the same problem: exit 1, the message on
+/// stdout.
+fn checked_names(suite: &std::path::Path, expected: &str) {
+    let ran = Ran::from(runner().arg("check").arg(suite).output().unwrap());
+    assert_eq!(ran.code, 1, "check: {}", ran.stdout);
+    assert!(
+        ran.stdout.contains(expected),
+        "check: {expected}\n{}",
+        ran.stdout
+    );
+}
+
 /// Replaces the line of `key` in the fixture's `[resources.sandbox]`, or
 /// adds it.
 fn set_sandbox_key(suite: &std::path::Path, key: &str, value: &str) {
@@ -78,6 +90,7 @@ fn a_delete_timeout_that_would_overflow_or_is_zero_is_refused_naming_the_key() {
             "{expected}\n{}",
             janitor.stderr
         );
+        checked_names(suite.path(), &expected);
     }
 }
 
@@ -169,4 +182,5 @@ fn a_kind_key_of_the_wrong_type_is_named() {
         suite.path().join("testkit.toml").display()
     );
     assert!(ran.stderr.contains(&expected), "{expected}\n{}", ran.stderr);
+    checked_names(suite.path(), &expected);
 }
