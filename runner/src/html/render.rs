@@ -102,13 +102,27 @@ fn unprintable(c: char) -> bool {
     (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
 }
 
+/// Whether `s` holds a character [`unprintable`] says no to, read as
+/// bytes: most text holds none, and every page's text is asked.
+fn has_unprintable(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| match b {
+        0x00..=0x08 | 0x0b | 0x0c | 0x0e..=0x1f | 0x7f => true,
+        // U+0080..U+009F, the C1 controls.
+        0xc2 => matches!(bytes.get(i + 1), Some(0x80..=0x9f)),
+        // U+FFFE and U+FFFF.
+        0xef => bytes.get(i + 1) == Some(&0xbf) && matches!(bytes.get(i + 2), Some(0xbe | 0xbf)),
+        _ => false,
+    })
+}
+
 /// Text as the page shows it, whatever bytes a test wrote: ANSI escape
 /// sequences (a coloured log) are dropped, as JUnit drops them; any other
 /// C0 control or DEL becomes its symbol of the Control Pictures block (␀, ␇,
 /// ␛, ␡), so that a NUL in a log is seen rather than sent raw; a C1 control
 /// or U+FFFE and U+FFFF become U+FFFD.
 fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(unprintable) {
+    if !has_unprintable(s) {
         return std::borrow::Cow::Borrowed(s);
     }
     let picture = |c: char| match c {
@@ -144,27 +158,28 @@ fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
-/// Every string of `value`, [`printable`].
-fn printable_json(value: &serde_json::Value) -> serde_json::Value {
+/// Every string value of `value` made [`printable`], in place (the keys
+/// are the page's own).
+fn make_printable(value: &mut serde_json::Value) {
     use serde_json::Value;
     match value {
-        Value::String(s) => Value::String(printable(s).into_owned()),
-        Value::Array(items) => Value::Array(items.iter().map(printable_json).collect()),
-        Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (printable(k).into_owned(), printable_json(v)))
-                .collect(),
-        ),
-        other => other.clone(),
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = printable(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(make_printable),
+        Value::Object(fields) => fields.values_mut().for_each(make_printable),
+        _ => {}
     }
 }
 
 /// JSON that can sit inside `<script>`: no `</script>`, no `<!--`, none
 /// of the line separators older parsers choke on, and every string
 /// [`printable`], as the page's text is.
-fn script_json(value: &serde_json::Value) -> String {
-    printable_json(value)
+fn script_json(mut value: serde_json::Value) -> String {
+    make_printable(&mut value);
+    value
         .to_string()
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
@@ -276,7 +291,7 @@ impl Page<'_> {
         let _ = write!(
             out,
             "<script id=\"data\" type=\"application/json\">{}</script>\n<script>{JS}</script>\n</body></html>\n",
-            script_json(&self.data())
+            script_json(self.data())
         );
         out
     }
@@ -868,8 +883,15 @@ mod unit {
         );
         assert_eq!(esc("x\u{85}y\u{1b}"), "x\u{FFFD}y");
         assert_eq!(esc("\u{0}\u{7}"), "␀␇");
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            assert_eq!(
+                has_unprintable(c.encode_utf8(&mut [0; 4])),
+                unprintable(c),
+                "{c:?}"
+            );
+        }
         assert_eq!(esc("plain\ttext\r\n"), "plain\ttext\r\n");
-        let json = script_json(&json!({"m": "x\u{0}\u{7}\u{1b}[1my\u{FFFE}"}));
+        let json = script_json(json!({"m": "x\u{0}\u{7}\u{1b}[1my\u{FFFE}"}));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "x␀␇y\u{FFFD}");
     }
@@ -880,7 +902,7 @@ mod unit {
             esc("<b a=\"x\">'&'</b>"),
             "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
         );
-        let json = script_json(&json!({"m": "</script><!-- & \u{2028}"}));
+        let json = script_json(json!({"m": "</script><!-- & \u{2028}"}));
         assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "</script><!-- & \u{2028}");
