@@ -4,12 +4,14 @@
 //! dependencies build once.
 
 mod bounds;
+mod durations;
 mod commands;
 mod credentials;
 mod fanout;
 mod faults;
 mod flaky;
 mod leftovers;
+mod outputs;
 mod report;
 mod run;
 mod truth;
