@@ -4,9 +4,9 @@
 //! dependencies build once.
 
 mod bounds;
-mod durations;
 mod commands;
 mod credentials;
+mod durations;
 mod fanout;
 mod faults;
 mod flaky;
