@@ -25,6 +25,8 @@ pub(super) struct Http {
     pub(super) list_names: (String, String),
     pub(super) list_ids: Option<(String, String)>,
     pub(super) next_page: Option<String>,
+    /// A listing with nothing at `list_names`' array means none.
+    pub(super) list_absent_is_empty: bool,
     pub(super) gone: Vec<u16>,
     pub(super) gone_if: Option<GoneIf>,
 }
@@ -61,6 +63,7 @@ impl KindSpec {
         }
         let json = serde_json::from_str::<serde_json::Value>(&body).ok();
         if let Some(rule) = &http.gone_if {
+            let equals = gone_values(pod, &r, &rule.equals)?;
             let at = json.as_ref().and_then(|j| j.pointer(&rule.pointer));
             let gone = json.is_some()
                 && if rule.missing {
@@ -72,8 +75,7 @@ impl KindSpec {
                         Some(_) => false,
                     }
                 } else {
-                    at.map(pointer_text)
-                        .is_some_and(|t| rule.equals.contains(&t))
+                    at.map(pointer_text).is_some_and(|t| equals.contains(&t))
                 };
             if gone {
                 return Ok(Presence::Gone);
@@ -89,7 +91,7 @@ impl KindSpec {
             let wanted = if rule.missing {
                 "missing or empty".to_owned()
             } else {
-                format!("one of {:?}", rule.equals)
+                format!("one of {equals:?}")
             };
             return Ok(Presence::Present(format!(
                 "{sent} answered {status} with {read} (`gone_if` wants it {wanted})"
@@ -171,15 +173,22 @@ impl KindSpec {
                 ))
             })?;
             let (array, field) = &http.list_names;
-            let items = json
-                .pointer(array)
-                .and_then(|a| a.as_array())
-                .ok_or_else(|| {
-                    OpError::Permanent(format!(
-                        "{} answered JSON without an array at {array:?} (`list_names`)",
-                        http.list
-                    ))
-                })?;
+            let none = Vec::new();
+            let items = match json.pointer(array) {
+                Some(serde_json::Value::Array(items)) => items,
+                None | Some(serde_json::Value::Null) if http.list_absent_is_empty => &none,
+                _ => {
+                    return Err(OpError::Permanent(format!(
+                        "{} answered JSON without an array at {array:?} (`list_names`){}",
+                        http.list,
+                        if http.list_absent_is_empty {
+                            ""
+                        } else {
+                            "; if the service leaves it out when there is none, set `list_absent_is_empty = true`"
+                        }
+                    )))
+                }
+            };
             for item in items {
                 let Some(name) = item.pointer(field).and_then(|n| n.as_str()) else {
                     return Err(OpError::Permanent(format!(
@@ -225,6 +234,27 @@ impl KindSpec {
             http.list
         )))
     }
+}
+
+/// `gone_if.equals` for the resource `r`: each value's placeholders
+/// (`{name}`, `{id}`, `{run}`, the handle's fields) filled.
+fn gone_values(pod: &Pod, r: &ResourceRef, equals: &[String]) -> Result<Vec<String>, OpError> {
+    let port = pod.port().to_string();
+    let mut values = pod
+        .handle()
+        .values(&port)
+        .with("name", &r.name)
+        .with("run", pod.run_id());
+    if let Some(id) = &r.id {
+        values = values.with("id", id);
+    }
+    equals
+        .iter()
+        .map(|e| {
+            crate::template::fill(e, &values, crate::template::verbatim)
+                .map_err(|p| OpError::Permanent(format!("`gone_if.equals`: {p}")))
+        })
+        .collect()
 }
 
 /// A value read at a `gone_if` pointer as `equals` compares it: a string as

@@ -27,6 +27,10 @@ struct RawKind {
     #[serde(default)]
     list: Option<String>,
     #[serde(default)]
+    list_body: Option<String>,
+    #[serde(default)]
+    list_absent_is_empty: bool,
+    #[serde(default)]
     list_names: Option<String>,
     #[serde(default)]
     list_ids: Option<String>,
@@ -198,7 +202,7 @@ fn deserialize_raw(value: &toml::Value) -> Result<RawKind, Problem> {
 fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
     let (exists, delete, list) = templates(raw)?;
     let (list_names, list_ids) = list_pointers(raw)?;
-    check_placeholders(&exists, &delete, &list, list_ids.is_some())?;
+    check_placeholders(&exists, &delete, list_ids.is_some())?;
     if let Some(p) = raw
         .next_page
         .as_deref()
@@ -223,6 +227,7 @@ fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
         list_names,
         list_ids,
         next_page: raw.next_page.clone().filter(|p| !p.is_empty()),
+        list_absent_is_empty: raw.list_absent_is_empty,
         gone,
         gone_if: raw.gone_if.clone(),
     })
@@ -238,7 +243,16 @@ fn templates(
     };
     let exists = template("exists", &raw.exists)?.with_body(raw.exists_body.clone());
     let delete = template("delete", &raw.delete)?.with_body(raw.delete_body.clone());
-    let list = template("list", &raw.list)?;
+    let list = template("list", &raw.list)?.with_body(raw.list_body.clone());
+    for (key, body) in [
+        ("exists_body", &raw.exists_body),
+        ("delete_body", &raw.delete_body),
+        ("list_body", &raw.list_body),
+    ] {
+        if let Some(body) = body {
+            crate::template::check_filters(body).map_err(|p| at(key, p))?;
+        }
+    }
     Ok((exists, delete, list))
 }
 
@@ -287,11 +301,12 @@ fn list_pointers(raw: &RawKind) -> Result<(ItemPointer, Option<ItemPointer>), Pr
     Ok((list_names, list_ids))
 }
 
-/// `exists` and `delete` name the resource; `list` lists only the run's.
+/// `exists` and `delete` name the resource. (A `list` without `{prefix}`
+/// or `{run}` lists everything, and testkit keeps what carries the run's
+/// prefix: see `KindSpec::list`.)
 fn check_placeholders(
     exists: &RequestTemplate,
     delete: &RequestTemplate,
-    list: &RequestTemplate,
     has_ids: bool,
 ) -> Result<(), Problem> {
     for (key, t) in [("exists", exists), ("delete", delete)] {
@@ -312,16 +327,6 @@ fn check_placeholders(
             ));
         }
     }
-    if !list.uses("prefix") && !list.uses("run") {
-        return Err(at(
-            "list",
-            format!(
-                "is {:?}: expected a `{{prefix}}` (or `{{run}}`) placeholder, so that it lists \
-                 only what the run created",
-                list.to_string()
-            ),
-        ));
-    }
     Ok(())
 }
 
@@ -334,6 +339,9 @@ fn check_gone_if(g: &GoneIf) -> Result<(), Problem> {
                 g.pointer
             ),
         ));
+    }
+    for value in &g.equals {
+        crate::template::check_filters(value).map_err(|p| at("gone_if", p))?;
     }
     if g.equals.is_empty() != g.missing {
         return Err(at(

@@ -408,3 +408,96 @@ fn a_delete_timeout_is_more_than_zero_and_at_most_a_day() {
         crate::duration::DAY
     );
 }
+
+/// Listings and `gone_if` that fit APIs as they are, against a real
+/// sandboxd: a listing that cannot filter is filtered here by the run's
+/// prefix; one that leaves its array out when there is nothing is empty
+/// when the kind says so (and an error naming the key when not); a
+/// `gone_if` value with a placeholder is filled for the resource; a
+/// listing may send a body.
+#[test]
+fn listings_without_a_filter_or_an_array_and_gone_if_with_placeholders() {
+    let pod = test_support::Sandboxd::start(&[]);
+    let config = SuiteConfig::default();
+    let handle = crate::pod::PodHandle::parse(
+        pod.handle_json(),
+        &crate::pod::HandlePolicy::from_suite(&config),
+    )
+    .unwrap();
+    let kinds = parse(
+        r#"
+        [resources.unfiltered]
+        exists = "GET /api/sandboxes/{name}"
+        delete = "DELETE /api/sandboxes/{name}"
+        list = "GET /api/sandboxes?limit=1000"
+        list_body = '{"prefix": "{prefix|base64}"}'
+        list_names = "/items/*/name"
+        gone_if = { pointer = "/name", equals = ["{name}"] }
+
+        [resources.absent]
+        exists = "GET /api/sandboxes/{name}"
+        delete = "DELETE /api/sandboxes/{name}"
+        list = "GET /api/sandboxes?prefix={prefix}"
+        list_names = "/nothing/*/name"
+        list_absent_is_empty = true
+
+        [resources.strict]
+        exists = "GET /api/sandboxes/{name}"
+        delete = "DELETE /api/sandboxes/{name}"
+        list = "GET /api/sandboxes?prefix={prefix}"
+        list_names = "/nothing/*/name"
+        "#,
+    )
+    .unwrap();
+    let Ops::Http(http) = &kinds.get("unfiltered").unwrap().ops else {
+        panic!("an HTTP kind")
+    };
+    assert_eq!(
+        http.list
+            .render_body(&Values::new().with("prefix", "ct-r-"))
+            .unwrap()
+            .as_deref(),
+        Some(r#"{"prefix": "Y3Qtci0="}"#)
+    );
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+            for name in ["ct-listrun-a", "ct-otherrun-b"] {
+                let status = pod
+                    .client()
+                    .post(pod.url("/api/sandboxes"))
+                    .json(&serde_json::json!({ "name": name }))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status();
+                assert!(status.is_success(), "create {name}: {status}");
+            }
+            let unfiltered = kinds.get("unfiltered").unwrap();
+            let listed = unfiltered.list(&pod, "ct-listrun-").await.unwrap();
+            let names: Vec<&str> = listed.iter().map(|r| r.name.as_str()).collect();
+            assert_eq!(names, ["ct-listrun-a"], "the run's only");
+            // `/name` holds the sandbox's own name: `{name}` filled, gone.
+            let presence = unfiltered
+                .exists(&pod, &ResourceRef::named("ct-listrun-a"))
+                .await
+                .unwrap();
+            assert!(matches!(presence, Presence::Gone), "{presence:?}");
+
+            let absent = kinds.get("absent").unwrap();
+            assert!(absent.list(&pod, "ct-listrun-").await.unwrap().is_empty());
+            let e = kinds
+                .get("strict")
+                .unwrap()
+                .list(&pod, "ct-listrun-")
+                .await
+                .unwrap_err();
+            assert!(
+                format!("{e:?}").contains("list_absent_is_empty = true"),
+                "{e:?}"
+            );
+        });
+}
