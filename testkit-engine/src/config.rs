@@ -265,6 +265,11 @@ pub struct AuthSection {
     /// runner's auth phase sends it with and without the credential.
     #[serde(default)]
     pub probe: Option<String>,
+    /// A body for `probe` (JSON unless it starts otherwise), with the
+    /// handle's fields as placeholders: for a service whose cheapest
+    /// authenticated call is a `POST`.
+    #[serde(default)]
+    pub probe_body: Option<String>,
     /// What `probe` must answer without the credential.
     #[serde(default = "default_refused")]
     pub refused: Vec<u16>,
@@ -322,6 +327,7 @@ impl AuthSection {
             prefix: String::new(),
             cookie: None,
             probe: Some("GET /api/capabilities".to_owned()),
+            probe_body: None,
             refused: default_refused(),
             expired: default_expired(),
             login: Some(LoginSection {

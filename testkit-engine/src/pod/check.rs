@@ -136,10 +136,18 @@ pub async fn check_health(base_url: &str, path: &str, timeout: Duration) -> Heal
 pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthReport> {
     let auth = pod.auth();
     let probe_text = auth.probe.clone()?;
-    let template = crate::template::RequestTemplate::parse(&probe_text).ok()?;
+    let template = crate::template::RequestTemplate::parse(&probe_text)
+        .ok()?
+        .with_body(auth.probe_body.clone());
     let port = pod.port().to_string();
-    let url = match template.render_path(&pod.handle().values(&port)) {
-        Ok(path) => pod.url(&path),
+    let values = pod.handle().values(&port);
+    let rendered = template.render_path(&values).and_then(|path| {
+        template
+            .render_body(&values)
+            .map(|body| (pod.url(&path), body))
+    });
+    let (url, body) = match rendered {
+        Ok(rendered) => rendered,
         Err(problem) => {
             let failed = Probe {
                 status: None,
@@ -156,13 +164,19 @@ pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthRepor
         }
     };
     let method = template.method().clone();
+    let with_body = |request: reqwest::RequestBuilder| match &body {
+        Some(body) => request
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone()),
+        None => request,
+    };
     let start = Instant::now();
     let with_token = measured(
-        pod.send(|c| c.request(method.clone(), &url).timeout(timeout))
+        pod.send(|c| with_body(c.request(method.clone(), &url).timeout(timeout)))
             .await,
         start,
     );
-    let without_token = probe(plain_client(timeout).request(method, &url)).await;
+    let without_token = probe(with_body(plain_client(timeout).request(method, &url))).await;
     Some(AuthReport {
         probe: probe_text,
         url,

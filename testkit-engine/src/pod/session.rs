@@ -360,13 +360,21 @@ async fn still_accepted(pod: &Pod) -> Result<bool, ConnectError> {
     let Some(probe) = &pod.access.auth.probe else {
         return Ok(true);
     };
-    let (request, url) = request_of(pod.handle(), probe, None)?;
-    match pod
-        .client()
-        .request(request.method().clone(), &url)
-        .send()
-        .await
-    {
+    let (request, url) = request_of(pod.handle(), probe, pod.access.auth.probe_body.clone())?;
+    let port = pod.handle().port().to_string();
+    let body = request
+        .render_body(&pod.handle().values(&port))
+        .map_err(|problem| ConnectError::Template {
+            name: pod.name().to_owned(),
+            problem: format!("[auth] probe_body: {problem}"),
+        })?;
+    let mut sent = pod.client().request(request.method().clone(), &url);
+    if let Some(body) = body {
+        sent = sent
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+    }
+    match sent.send().await {
         Ok(resp) => Ok(resp.status().is_success()),
         Err(e) => Err(ConnectError::Unreachable {
             name: pod.name().to_owned(),

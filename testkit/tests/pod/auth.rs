@@ -257,3 +257,41 @@ fn auth_config_mistakes_name_the_key_and_the_fix() {
         );
     }
 }
+
+/// `[auth] probe_body`: a probe that is a `POST` with a body (here, an
+/// exec in a sandbox, which sandboxd refuses without its argv) is sent
+/// with its body, with the credential and without.
+#[test]
+fn a_probe_with_a_body_is_sent_with_it() {
+    let rt = runtime();
+    let pod = started();
+    let bearer = suite("[auth]\nsend = \"bearer\"\nprobe = \"GET /api/sandboxes\"");
+    let connected = rt
+        .block_on(connect(pod.handle.clone(), &bearer, None))
+        .unwrap();
+    let created = rt
+        .block_on(connected.send(|c| {
+            c.post(connected.url("/api/sandboxes"))
+                .json(&serde_json::json!({ "name": "probe-box" }))
+        }))
+        .unwrap();
+    assert!(created.status().is_success(), "{}", created.status());
+    let probe = "[auth]\nsend = \"bearer\"\nprobe = \"POST /api/sandboxes/probe-box/exec\"";
+    for (toml, ok) in [
+        (
+            format!("{probe}\nprobe_body = '{{\"argv\": [\"true\"]}}'"),
+            true,
+        ),
+        (probe.to_owned(), false),
+    ] {
+        let config = suite(&toml);
+        let connected = rt
+            .block_on(connect(pod.handle.clone(), &config, None))
+            .unwrap();
+        let report = rt
+            .block_on(check_auth(&connected, Duration::from_secs(10)))
+            .unwrap();
+        assert_eq!(report.ok(), ok, "{toml}: {}", report.summary());
+        assert_eq!(report.without_token.status, Some(401), "{toml}");
+    }
+}
