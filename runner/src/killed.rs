@@ -101,24 +101,23 @@ pub(crate) fn killed_record(
         record.started_at_ms = first.time;
         record.duration_ms = last.time.saturating_sub(first.time);
     }
-    let names: BTreeSet<(&str, &str)> = resources
-        .iter()
-        .map(|r| (r.kind.as_str(), r.name.as_str()))
-        .collect();
-    // The reaper writes without a test name, from a process of its own.
-    let reaped: Vec<&JournalEntry> = entries
-        .iter()
-        .filter(|e| e.test.is_empty() && e.pid != pid)
-        .filter(|e| names.contains(&(e.kind.as_str(), e.name.as_str())))
-        .collect();
-    let what = |r: &ResourceRecord| format!("{} `{}`", r.kind, r.name);
-    let of_state = |states: &[ResourceState]| -> Vec<String> {
-        resources
-            .iter()
-            .filter(|r| states.contains(&r.state))
-            .map(what)
-            .collect()
-    };
+    record.fail(FailureKind::Error, killed_message(pid, entries, &resources));
+    record.resources = resources;
+    record.cleanup = cleanup;
+    if let Some(log) = reaper_log.filter(|l| !l.trim().is_empty()) {
+        record.output = format!("the reaper's log:\n{}", log_tail(log));
+    }
+    record
+}
+
+/// A resource as the messages name it: its kind, then its name in backticks.
+fn what(r: &ResourceRecord) -> String {
+    format!("{} `{}`", r.kind, r.name)
+}
+
+/// The failure of a test whose process `pid` was killed: that it was, what
+/// it created (`resources`), and what its reaper did with them.
+fn killed_message(pid: u32, entries: &[JournalEntry], resources: &[ResourceRecord]) -> String {
     let mut message = format!(
         "killed: the test process (pid {pid}) was killed before it wrote its record (by a signal such as SIGKILL, or it crashed); this record is built from its journal"
     );
@@ -129,10 +128,54 @@ pub(crate) fn killed_record(
             "; it created {}",
             resources.iter().map(what).collect::<Vec<_>>().join(", ")
         ));
+        message.push_str(&what_the_reaper_did(pid, entries, resources));
     }
+    message
+}
+
+/// What the reaper of the process `pid` did with `resources`, as the
+/// journal says: `; its reaper deleted and verified gone …`.
+fn what_the_reaper_did(pid: u32, entries: &[JournalEntry], resources: &[ResourceRecord]) -> String {
+    let names: BTreeSet<(&str, &str)> = resources
+        .iter()
+        .map(|r| (r.kind.as_str(), r.name.as_str()))
+        .collect();
+    // The reaper writes without a test name, from a process of its own.
+    let reaped: Vec<&JournalEntry> = entries
+        .iter()
+        .filter(|e| e.test.is_empty() && e.pid != pid)
+        .filter(|e| names.contains(&(e.kind.as_str(), e.name.as_str())))
+        .collect();
+    if reaped.is_empty() {
+        return "; its reaper journaled nothing (it had not finished, or could not run): see `testkit-runner janitor`".to_owned();
+    }
+    let of_state = |states: &[ResourceState]| -> Vec<String> {
+        resources
+            .iter()
+            .filter(|r| states.contains(&r.state))
+            .map(what)
+            .collect()
+    };
     let deleted = of_state(&[ResourceState::Deleted]);
     let left = of_state(&[ResourceState::Created, ResourceState::Pending]);
-    let leaked: Vec<String> = resources
+    let leaked = leaked_and_why(entries, resources);
+    let mut did = Vec::new();
+    if !deleted.is_empty() {
+        did.push(format!(" deleted and verified gone {}", deleted.join(", ")));
+    }
+    if !leaked.is_empty() {
+        did.push(format!(" could not delete {}", leaked.join(", ")));
+    }
+    if !left.is_empty() {
+        did.push(format!(" had not settled {}", left.join(", ")));
+    }
+    format!("; its reaper{}", did.join(";"))
+}
+
+/// Each leaked resource of `resources`, with why when its last `leaked`
+/// entry says.
+fn leaked_and_why(entries: &[JournalEntry], resources: &[ResourceRecord]) -> Vec<String> {
+    resources
         .iter()
         .filter(|r| r.state == ResourceState::Leaked)
         .map(|r| {
@@ -145,38 +188,17 @@ pub(crate) fn killed_record(
                 .unwrap_or_default();
             format!("{}{why}", what(r))
         })
-        .collect();
-    if !resources.is_empty() {
-        if reaped.is_empty() {
-            message.push_str(
-                "; its reaper journaled nothing (it had not finished, or could not run): see `testkit-runner janitor`",
-            );
-        } else {
-            message.push_str("; its reaper");
-            let mut did = Vec::new();
-            if !deleted.is_empty() {
-                did.push(format!(" deleted and verified gone {}", deleted.join(", ")));
-            }
-            if !leaked.is_empty() {
-                did.push(format!(" could not delete {}", leaked.join(", ")));
-            }
-            if !left.is_empty() {
-                did.push(format!(" had not settled {}", left.join(", ")));
-            }
-            message.push_str(&did.join(";"));
-        }
-    }
-    record.fail(FailureKind::Error, message);
-    record.resources = resources;
-    record.cleanup = cleanup;
-    if let Some(log) = reaper_log.filter(|l| !l.trim().is_empty()) {
-        let start = log.len().saturating_sub(REAPER_LOG_CAP);
-        let start = (start..=log.len())
-            .find(|&i| log.is_char_boundary(i))
-            .unwrap_or(log.len());
-        record.output = format!("the reaper's log:\n{}", &log[start..]);
-    }
-    record
+        .collect()
+}
+
+/// The last [`REAPER_LOG_CAP`] bytes of a reaper's log, from a character
+/// boundary.
+fn log_tail(log: &str) -> &str {
+    let start = log.len().saturating_sub(REAPER_LOG_CAP);
+    let start = (start..=log.len())
+        .find(|&i| log.is_char_boundary(i))
+        .unwrap_or(log.len());
+    &log[start..]
 }
 
 /// What the journal knows of the resources of the test `name`: each with

@@ -340,147 +340,190 @@ async fn run(ctl: Ctl) -> Result<i32, CtlError> {
     let out = ctl.output;
     let Top::Sandbox(cmd) = ctl.command;
     match cmd {
-        SandboxCmd::Create(a) => {
-            let body = serde_json::json!({
-                "name": a.name,
-                "labels": a.labels.into_iter().collect::<BTreeMap<_, _>>(),
-                "env": a.env.into_iter().collect::<BTreeMap<_, _>>(),
-            });
-            let sb: Sandbox = client
-                .call(reqwest::Method::POST, "/api/sandboxes", Some(body))
-                .await?;
-            print_sandbox(out, &sb);
-        }
-        SandboxCmd::List(a) => {
-            let mut items = Vec::new();
-            let mut page: Option<String> = None;
-            loop {
-                let mut q = vec!["limit=1000".to_string()];
-                for (k, v) in &a.labels {
-                    q.push(format!("label={}", enc(&format!("{k}={v}"))));
-                }
-                if let Some(p) = &a.prefix {
-                    q.push(format!("prefix={}", enc(p)));
-                }
-                if let Some(p) = &page {
-                    q.push(format!("page_token={}", enc(p)));
-                }
-                let l: SandboxList = client
-                    .call(
-                        reqwest::Method::GET,
-                        &format!("/api/sandboxes?{}", q.join("&")),
-                        None,
-                    )
-                    .await?;
-                items.extend(l.items);
-                match l.next_page_token {
-                    Some(t) => page = Some(t),
-                    None => break,
-                }
-            }
-            match out {
-                Output::Json => print_json(&serde_json::json!({ "items": items })),
-                Output::Table => {
-                    let w = items.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
-                    println!(
-                        "{:<w$}  {:<8}  {:<13}  LABELS",
-                        "NAME", "STATE", "CREATED_AT"
-                    );
-                    for sb in &items {
-                        println!(
-                            "{:<w$}  {:<8}  {:<13}  {}",
-                            sb.name,
-                            state_str(sb),
-                            sb.created_at,
-                            kv(&sb.labels)
-                        );
-                    }
-                }
-            }
-        }
-        SandboxCmd::Get { name } => {
-            let sb: Sandbox = client
-                .call(
-                    reqwest::Method::GET,
-                    &format!("/api/sandboxes/{}", enc(&name)),
-                    None,
-                )
-                .await?;
-            print_sandbox(out, &sb);
-        }
+        SandboxCmd::Create(a) => create(&client, out, a).await?,
+        SandboxCmd::List(a) => list(&client, out, &a).await?,
+        SandboxCmd::Get { name } => get(&client, out, &name).await?,
         SandboxCmd::Delete {
             name,
             wait,
             wait_timeout,
-        } => {
-            let path = format!("/api/sandboxes/{}", enc(&name));
-            let sb: Sandbox = client.call(reqwest::Method::DELETE, &path, None).await?;
-            if wait {
-                let deadline = Instant::now() + wait_timeout;
-                loop {
-                    match client
-                        .call::<Sandbox>(reqwest::Method::GET, &path, None)
-                        .await
-                    {
-                        Err(CtlError::Api { status: 404, .. }) => break,
-                        Err(e) => return Err(e),
-                        Ok(_) if Instant::now() >= deadline => {
-                            return Err(CtlError::Other(format!(
-                                "sandbox {name} still exists after {}",
-                                humantime::format_duration(wait_timeout)
-                            )))
-                        }
-                        Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                    }
-                }
-            }
-            match out {
-                Output::Json => print_json(
-                    &serde_json::json!({ "name": sb.name, "state": if wait { "deleted" } else { "deleting" } }),
-                ),
-                Output::Table => {
-                    println!("{} {}", sb.name, if wait { "deleted" } else { "deleting" })
-                }
-            }
-        }
-        SandboxCmd::Exec(a) => {
-            let mut body = serde_json::json!({
-                "argv": a.argv,
-                "env": a.env.into_iter().collect::<BTreeMap<_, _>>(),
-            });
-            if let Some(t) = a.timeout {
-                body["timeout_ms"] = Value::from(t.as_millis().max(1) as u64);
-            }
-            let r: ExecResult = client
-                .call(
-                    reqwest::Method::POST,
-                    &format!("/api/sandboxes/{}/exec", enc(&a.name)),
-                    Some(body),
-                )
-                .await?;
-            let code = if r.timed_out {
-                124
-            } else if let Some(c) = r.exit_code {
-                c
-            } else {
-                128 + r.signal.unwrap_or(0)
-            };
-            match out {
-                Output::Json => print_json(&r),
-                Output::Table => {
-                    use std::io::Write;
-                    print!("{}", r.stdout);
-                    eprint!("{}", r.stderr);
-                    if r.timed_out {
-                        eprintln!("sandboxctl: the command timed out and was killed");
-                    }
-                    let _ = std::io::stdout().flush();
-                }
-            }
-            return Ok(code);
-        }
+        } => delete(&client, out, &name, wait, wait_timeout).await?,
+        SandboxCmd::Exec(a) => return exec(&client, out, a).await,
     }
     Ok(EXIT_OK)
+}
+
+/// `sandbox create`.
+async fn create(client: &Client, out: Output, a: CreateArgs) -> Result<(), CtlError> {
+    let body = serde_json::json!({
+        "name": a.name,
+        "labels": a.labels.into_iter().collect::<BTreeMap<_, _>>(),
+        "env": a.env.into_iter().collect::<BTreeMap<_, _>>(),
+    });
+    let sb: Sandbox = client
+        .call(reqwest::Method::POST, "/api/sandboxes", Some(body))
+        .await?;
+    print_sandbox(out, &sb);
+    Ok(())
+}
+
+/// `sandbox list`.
+async fn list(client: &Client, out: Output, a: &ListArgs) -> Result<(), CtlError> {
+    let items = list_all(client, a).await?;
+    match out {
+        Output::Json => print_json(&serde_json::json!({ "items": items })),
+        Output::Table => {
+            let w = items.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
+            println!(
+                "{:<w$}  {:<8}  {:<13}  LABELS",
+                "NAME", "STATE", "CREATED_AT"
+            );
+            for sb in &items {
+                println!(
+                    "{:<w$}  {:<8}  {:<13}  {}",
+                    sb.name,
+                    state_str(sb),
+                    sb.created_at,
+                    kv(&sb.labels)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every sandbox `a` selects, page after page.
+async fn list_all(client: &Client, a: &ListArgs) -> Result<Vec<Sandbox>, CtlError> {
+    let mut items = Vec::new();
+    let mut page: Option<String> = None;
+    loop {
+        let mut q = vec!["limit=1000".to_string()];
+        for (k, v) in &a.labels {
+            q.push(format!("label={}", enc(&format!("{k}={v}"))));
+        }
+        if let Some(p) = &a.prefix {
+            q.push(format!("prefix={}", enc(p)));
+        }
+        if let Some(p) = &page {
+            q.push(format!("page_token={}", enc(p)));
+        }
+        let l: SandboxList = client
+            .call(
+                reqwest::Method::GET,
+                &format!("/api/sandboxes?{}", q.join("&")),
+                None,
+            )
+            .await?;
+        items.extend(l.items);
+        match l.next_page_token {
+            Some(t) => page = Some(t),
+            None => break,
+        }
+    }
+    Ok(items)
+}
+
+/// `sandbox get`.
+async fn get(client: &Client, out: Output, name: &str) -> Result<(), CtlError> {
+    let sb: Sandbox = client
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/sandboxes/{}", enc(name)),
+            None,
+        )
+        .await?;
+    print_sandbox(out, &sb);
+    Ok(())
+}
+
+/// `sandbox delete`, waiting for the sandbox to be gone when `wait`.
+async fn delete(
+    client: &Client,
+    out: Output,
+    name: &str,
+    wait: bool,
+    wait_timeout: Duration,
+) -> Result<(), CtlError> {
+    let path = format!("/api/sandboxes/{}", enc(name));
+    let sb: Sandbox = client.call(reqwest::Method::DELETE, &path, None).await?;
+    if wait {
+        wait_gone(client, &path, name, wait_timeout).await?;
+    }
+    match out {
+        Output::Json => print_json(
+            &serde_json::json!({ "name": sb.name, "state": if wait { "deleted" } else { "deleting" } }),
+        ),
+        Output::Table => {
+            println!("{} {}", sb.name, if wait { "deleted" } else { "deleting" })
+        }
+    }
+    Ok(())
+}
+
+/// Polls the sandbox at `path` until it is gone (404), for `wait_timeout`
+/// at most.
+async fn wait_gone(
+    client: &Client,
+    path: &str,
+    name: &str,
+    wait_timeout: Duration,
+) -> Result<(), CtlError> {
+    let deadline = Instant::now() + wait_timeout;
+    loop {
+        match client
+            .call::<Sandbox>(reqwest::Method::GET, path, None)
+            .await
+        {
+            Err(CtlError::Api { status: 404, .. }) => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(_) if Instant::now() >= deadline => {
+                return Err(CtlError::Other(format!(
+                    "sandbox {name} still exists after {}",
+                    humantime::format_duration(wait_timeout)
+                )))
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// `sandbox exec`: the command's exit code (124 when it timed out, 128+N
+/// when signal N killed it).
+async fn exec(client: &Client, out: Output, a: ExecArgs) -> Result<i32, CtlError> {
+    let mut body = serde_json::json!({
+        "argv": a.argv,
+        "env": a.env.into_iter().collect::<BTreeMap<_, _>>(),
+    });
+    if let Some(t) = a.timeout {
+        body["timeout_ms"] = Value::from(t.as_millis().max(1) as u64);
+    }
+    let r: ExecResult = client
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/sandboxes/{}/exec", enc(&a.name)),
+            Some(body),
+        )
+        .await?;
+    let code = if r.timed_out {
+        124
+    } else if let Some(c) = r.exit_code {
+        c
+    } else {
+        128 + r.signal.unwrap_or(0)
+    };
+    match out {
+        Output::Json => print_json(&r),
+        Output::Table => {
+            use std::io::Write;
+            print!("{}", r.stdout);
+            eprint!("{}", r.stderr);
+            if r.timed_out {
+                eprintln!("sandboxctl: the command timed out and was killed");
+            }
+            let _ = std::io::stdout().flush();
+        }
+    }
+    Ok(code)
 }
 
 /// Entry point of the `sandboxctl` binary: parses `args` and returns the exit code.

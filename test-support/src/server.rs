@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -236,32 +236,7 @@ fn launch(dir: TempDir, home: PathBuf, args: &[&str]) -> Sandboxd {
     let log = dir.path().join("sandboxd.log");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap_or_else(|e| panic!("failed to create {}: {e}", tmp.display()));
-    let append = || {
-        File::options()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap_or_else(|e| panic!("failed to open {}: {e}", log.display()))
-    };
-    let mut cmd = Command::new(bin);
-    cmd.arg("serve")
-        .arg("--home")
-        .arg(&home)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env_clear()
-        .env("HOME", &home)
-        .env("TMPDIR", &tmp)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(append())
-        .process_group(0);
-    for var in INHERITED_ENV {
-        if let Some(value) = std::env::var_os(var) {
-            cmd.env(var, value);
-        }
-    }
-    let mut child = cmd
+    let mut child = serve_command(bin, &home, &tmp, &log, args)
         .spawn()
         .unwrap_or_else(|e| panic!("failed to start {}: {e}", bin.display()));
     let pid = child.id() as i32;
@@ -269,45 +244,31 @@ fn launch(dir: TempDir, home: PathBuf, args: &[&str]) -> Sandboxd {
     // The handle is its first line of stdout; the rest goes to the log, so
     // that a later write never meets a closed pipe.
     let stdout = child.stdout.take().expect("piped");
-    let mut rest = append();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        let _ = reader.read_line(&mut line);
-        let _ = tx.send(line);
-        let _ = std::io::copy(&mut reader, &mut rest);
-    });
-    let failed = |mut child: Child, what: String| -> ! {
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        let status = child.wait();
-        let _ = wait_group_gone(Pid::from_raw(pid), DRAIN_LIMIT);
-        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-        panic!(
-            "{what} (`{} serve`, pid {pid}, {status}){}",
-            bin.display(),
-            log_tail(&log)
-        );
+    let rx = first_line_then_log(stdout, append_to(&log));
+    let starting = Starting {
+        bin,
+        log: &log,
+        pid,
     };
     let line = match rx.recv_timeout(START_LIMIT) {
         Ok(line) if !line.is_empty() => line,
-        Ok(_) => failed(child, "sandboxd exited before printing its handle".into()),
-        Err(_) => failed(
+        Ok(_) => starting.failed(child, "sandboxd exited before printing its handle".into()),
+        Err(_) => starting.failed(
             child,
             format!("sandboxd printed no handle within {START_LIMIT:?}"),
         ),
     };
     let handle = match parse_handle(&line) {
         Ok(handle) => handle,
-        Err(e) => failed(child, format!("sandboxd printed no valid handle: {e}")),
+        Err(e) => starting.failed(child, format!("sandboxd printed no valid handle: {e}")),
     };
     if let Err(e) = wait_healthy(&mut child, handle.port) {
-        failed(child, e);
+        starting.failed(child, e);
     }
     let handle_json = line.trim().to_owned();
     let handle_file = dir.path().join("handle.json");
     if let Err(e) = std::fs::write(&handle_file, &handle_json) {
-        failed(
+        starting.failed(
             child,
             format!("failed to write {}: {e}", handle_file.display()),
         );
@@ -326,6 +287,77 @@ fn launch(dir: TempDir, home: PathBuf, args: &[&str]) -> Sandboxd {
         port: handle.port,
         token: handle.token,
         _dir: dir,
+    }
+}
+
+/// The log file, opened to append to.
+fn append_to(log: &Path) -> File {
+    File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap_or_else(|e| panic!("failed to open {}: {e}", log.display()))
+}
+
+/// `sandboxd serve` on a free loopback port, in a process group of its
+/// own, with a clean environment: stdout piped, stderr to `log`.
+fn serve_command(bin: &Path, home: &Path, tmp: &Path, log: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--home")
+        .arg(home)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(append_to(log))
+        .process_group(0);
+    for var in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(var) {
+            cmd.env(var, value);
+        }
+    }
+    cmd
+}
+
+/// Sends the first line of `stdout` (empty at end of file) on the channel
+/// it returns, and copies the rest to `rest`.
+fn first_line_then_log(stdout: ChildStdout, mut rest: File) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = tx.send(line);
+        let _ = std::io::copy(&mut reader, &mut rest);
+    });
+    rx
+}
+
+/// A sandboxd that is starting, as its failure to start names it.
+struct Starting<'a> {
+    bin: &'a Path,
+    log: &'a Path,
+    pid: i32,
+}
+
+impl Starting<'_> {
+    /// Ends the sandboxd `child` and its group, and panics with `what`, the
+    /// exit status and the log's tail.
+    fn failed(&self, mut child: Child, what: String) -> ! {
+        let pid = self.pid;
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let status = child.wait();
+        let _ = wait_group_gone(Pid::from_raw(pid), DRAIN_LIMIT);
+        let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+        panic!(
+            "{what} (`{} serve`, pid {pid}, {status}){}",
+            self.bin.display(),
+            log_tail(self.log)
+        );
     }
 }
 

@@ -11,10 +11,10 @@
 //! generated per test is kept that small (a suite has hundreds):
 //! the function and one `inventory::submit!`.
 
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Group, Ident, Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
-use syn::{FnArg, LitStr, ReturnType, Type};
+use syn::{FnArg, LitStr, ReturnType, Signature, Type};
 
 use crate::error::Ctxt;
 use crate::parse::{self, Options, TestFn};
@@ -51,58 +51,9 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
     let description = LitStr::new(description, Span::call_site());
     let line = quote_spanned!(ident.span()=> ::core::line!());
     let inputs = &sig.inputs;
-
-    // The declared type stays the type of the body, so that a `Result` that
-    // is not testkit's is reported on it, where the coercion to the
-    // harness's future fails.
-    let ret = Ident::new("__testkit_ret", Span::mixed_site());
-    let (ret_ty, boxed_span) = match &sig.output {
-        ReturnType::Type(_, ty) => (quote!(#ty), type_span(ty)),
-        ReturnType::Default => (quote!(()), Span::call_site()),
-    };
-    let boxed = quote_spanned! {boxed_span=>
-        ::std::boxed::Box::pin(async move {
-            // A body that always returns (`bail!`, `todo!`) diverges here,
-            // and its value is unreachable: as `#[tokio::test]` does, say
-            // nothing of either.
-            #[allow(clippy::diverging_sub_expression)]
-            let #ret: #ret_ty = #body;
-            #[allow(unreachable_code)]
-            #ret
-        })
-    };
-    // The function as the harness's `run`, named at the parameter's type,
-    // so that a `Cx` that is not testkit's is reported there.
-    let mut run = ident.clone();
-    if let Some(FnArg::Typed(arg)) = sig.inputs.first() {
-        run.set_span(type_span(&arg.ty));
-    }
-
-    // Most tests set no option: they share one static, so that what the
-    // compiler evaluates per test stays small.
-    let test_options = if options.is_empty() {
-        quote!(::testkit::__private::NO_OPTIONS)
-    } else {
-        let ignore = option(options.ignore.as_ref());
-        let known_issue = option(options.known_issue.as_ref());
-        let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
-        let timeout_ms = match options.timeout_ms {
-            Some(ms) => quote!(::core::option::Option::Some(#ms)),
-            None => quote!(::core::option::Option::None),
-        };
-        let intermittent = options.is_intermittent();
-        let requires = options.requires.as_deref().unwrap_or_default();
-        quote! {
-            ::testkit::__private::TestOptions {
-                ignore: #ignore,
-                timeout_ms: #timeout_ms,
-                known_issue: #known_issue,
-                fails_with: #fails_with,
-                intermittent: #intermittent,
-                requires: &[#(#requires),*],
-            }
-        }
-    };
+    let boxed = boxed_body(sig, body);
+    let run = run_ident(sig);
+    let test_options = test_options(options);
 
     quote! {
         #(#attrs)*
@@ -119,6 +70,67 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
                 options: &#test_options,
                 run: #run,
             }
+        }
+    }
+}
+
+/// The body as the boxed `async move` block the rewritten function returns.
+fn boxed_body(sig: &Signature, body: &Group) -> TokenStream {
+    // The declared type stays the type of the body, so that a `Result` that
+    // is not testkit's is reported on it, where the coercion to the
+    // harness's future fails.
+    let ret = Ident::new("__testkit_ret", Span::mixed_site());
+    let (ret_ty, boxed_span) = match &sig.output {
+        ReturnType::Type(_, ty) => (quote!(#ty), type_span(ty)),
+        ReturnType::Default => (quote!(()), Span::call_site()),
+    };
+    quote_spanned! {boxed_span=>
+        ::std::boxed::Box::pin(async move {
+            // A body that always returns (`bail!`, `todo!`) diverges here,
+            // and its value is unreachable: as `#[tokio::test]` does, say
+            // nothing of either.
+            #[allow(clippy::diverging_sub_expression)]
+            let #ret: #ret_ty = #body;
+            #[allow(unreachable_code)]
+            #ret
+        })
+    }
+}
+
+/// The function as the harness's `run`, named at the parameter's type,
+/// so that a `Cx` that is not testkit's is reported there.
+fn run_ident(sig: &Signature) -> Ident {
+    let mut run = sig.ident.clone();
+    if let Some(FnArg::Typed(arg)) = sig.inputs.first() {
+        run.set_span(type_span(&arg.ty));
+    }
+    run
+}
+
+/// The test's `TestOptions`.
+fn test_options(options: &Options) -> TokenStream {
+    // Most tests set no option: they share one static, so that what the
+    // compiler evaluates per test stays small.
+    if options.is_empty() {
+        return quote!(::testkit::__private::NO_OPTIONS);
+    }
+    let ignore = option(options.ignore.as_ref());
+    let known_issue = option(options.known_issue.as_ref());
+    let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
+    let timeout_ms = match options.timeout_ms {
+        Some(ms) => quote!(::core::option::Option::Some(#ms)),
+        None => quote!(::core::option::Option::None),
+    };
+    let intermittent = options.is_intermittent();
+    let requires = options.requires.as_deref().unwrap_or_default();
+    quote! {
+        ::testkit::__private::TestOptions {
+            ignore: #ignore,
+            timeout_ms: #timeout_ms,
+            known_issue: #known_issue,
+            fails_with: #fails_with,
+            intermittent: #intermittent,
+            requires: &[#(#requires),*],
         }
     }
 }

@@ -118,21 +118,8 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
     let now = process::now_ticks().unwrap_or(u64::MAX);
     // After the clock, so that what started before `now` is counted.
     let last_pid = process::last_pid();
-    let (mine, shared) = {
-        let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = windows.iter_mut().find(|w| w.id == watch.id) {
-            // A tick later: a process started in this very tick is inside.
-            w.end = Some(now.saturating_add(1));
-        }
-        let Some(mine) = windows.iter().find(|w| w.id == watch.id).cloned() else {
-            return Leftovers::default();
-        };
-        let others: Vec<Window> = windows
-            .iter()
-            .filter(|w| w.id != watch.id && w.end.is_none_or(|e| e >= mine.start))
-            .cloned()
-            .collect();
-        (mine, others)
+    let Some((mine, shared)) = close_window(&watch, now) else {
+        return Leftovers::default();
     };
     // The common case, nothing started since the test began carries the
     // tag, settled by the pids given since. A process another test left
@@ -142,10 +129,69 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
             return Leftovers::default();
         }
     }
+    let Found { left, also } = left_running(&tag, &mine, &shared, last_pid);
+    if left.is_empty() {
+        return Leftovers::default();
+    }
+    JUDGED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(left.iter().map(|(p, _)| *p));
+    let pids: Vec<(i32, u64)> = left.iter().map(|(p, _)| *p).collect();
+    let (fate_of, how) = if keep {
+        keep_running(&pids)
+    } else {
+        end_running(&pids).await
+    };
+    let processes: Vec<LeftoverProcess> = left
+        .into_iter()
+        .map(|((pid, _), command)| LeftoverProcess {
+            pid,
+            fate: fate_of(pid),
+            command,
+        })
+        .collect();
+    let failure = left_running_failure(&processes, &also, &how);
+    Leftovers {
+        processes,
+        failure: Some(failure),
+    }
+}
+
+/// Closes the window of the test `watch` watches at `now`, and returns it
+/// with the windows of the other tests that ran while it did; `None` when
+/// the test has no window.
+fn close_window(watch: &Watch, now: u64) -> Option<(Window, Vec<Window>)> {
+    let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = windows.iter_mut().find(|w| w.id == watch.id) {
+        // A tick later: a process started in this very tick is inside.
+        w.end = Some(now.saturating_add(1));
+    }
+    let mine = windows.iter().find(|w| w.id == watch.id).cloned()?;
+    let others: Vec<Window> = windows
+        .iter()
+        .filter(|w| w.id != watch.id && w.end.is_none_or(|e| e >= mine.start))
+        .cloned()
+        .collect();
+    Some((mine, others))
+}
+
+/// What a test is charged with: processes it may have left running.
+struct Found {
+    /// Each process, `(pid, start ticks)`, with its command.
+    left: Vec<((i32, u64), String)>,
+    /// The other tests that ran when one of them started.
+    also: Vec<String>,
+}
+
+/// The processes carrying `tag` that the test of `mine` is to be charged
+/// with, and the other tests (of `shared`) that ran when one of them
+/// started.
+fn left_running(tag: &str, mine: &Window, shared: &[Window], last_pid: Option<i32>) -> Found {
     let judged = JUDGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut left = Vec::new();
     let mut also: Vec<String> = Vec::new();
-    for p in process::with_env_since(var::PROCESS_TAG, &tag, mine.start) {
+    for p in process::with_env_since(var::PROCESS_TAG, tag, mine.start) {
         if judged.contains(&p) || !mine.covers(p, last_pid) {
             continue;
         }
@@ -162,62 +208,61 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
         }
         left.push((p, process::command_of(p.0)));
     }
-    if left.is_empty() {
-        return Leftovers::default();
-    }
-    JUDGED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend(left.iter().map(|(p, _)| *p));
-    let pids: Vec<(i32, u64)> = left.iter().map(|(p, _)| *p).collect();
-    let (fate_of, how): (Box<dyn Fn(i32) -> ProcessFate>, String) = if keep {
-        (
-            Box::new(|_| ProcessFate::Kept),
+    Found { left, also }
+}
+
+/// What became of each process left running (by pid), and the words for it.
+type Fates = (Box<dyn Fn(i32) -> ProcessFate>, String);
+
+/// `TESTKIT_KEEP_PROCESSES` keeps the processes `pids` running.
+fn keep_running(pids: &[(i32, u64)]) -> Fates {
+    (
+        Box::new(|_| ProcessFate::Kept),
+        format!(
+            "kept running ({}): end them with `kill {}`",
+            var::KEEP_PROCESSES,
+            pids.iter()
+                .map(|p| p.0.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    )
+}
+
+/// Ends the processes `pids`: SIGTERM, then SIGKILL past the grace.
+async fn end_running(pids: &[(i32, u64)]) -> Fates {
+    match process::end_processes(pids, END_GRACE).await {
+        Ok(killed) if killed.is_empty() => (
+            Box::new(|_| ProcessFate::Ended),
+            "testkit ended them (SIGTERM) and verified them gone".to_owned(),
+        ),
+        Ok(killed) => (
+            Box::new(|_| ProcessFate::Ended),
             format!(
-                "kept running ({}): end them with `kill {}`",
-                var::KEEP_PROCESSES,
-                pids.iter()
-                    .map(|p| p.0.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                "testkit ended them and verified them gone ({killed:?} ignored SIGTERM for {} and were killed)",
+                humantime::format_duration(END_GRACE)
             ),
-        )
-    } else {
-        match process::end_processes(&pids, END_GRACE).await {
-            Ok(killed) if killed.is_empty() => (
-                Box::new(|_| ProcessFate::Ended),
-                "testkit ended them (SIGTERM) and verified them gone".to_owned(),
-            ),
-            Ok(killed) => (
-                Box::new(|_| ProcessFate::Ended),
-                format!(
-                    "testkit ended them and verified them gone ({killed:?} ignored SIGTERM for {} and were killed)",
-                    humantime::format_duration(END_GRACE)
-                ),
-            ),
-            Err(survivors) => {
-                let alive: Vec<i32> = survivors.iter().map(|s| s.0).collect();
-                (
-                    Box::new(move |pid| {
-                        if alive.contains(&pid) {
-                            ProcessFate::Survived
-                        } else {
-                            ProcessFate::Ended
-                        }
-                    }),
-                    format!("ending them failed: {survivors:?} survived SIGTERM and SIGKILL"),
-                )
-            }
+        ),
+        Err(survivors) => {
+            let alive: Vec<i32> = survivors.iter().map(|s| s.0).collect();
+            (
+                Box::new(move |pid| {
+                    if alive.contains(&pid) {
+                        ProcessFate::Survived
+                    } else {
+                        ProcessFate::Ended
+                    }
+                }),
+                format!("ending them failed: {survivors:?} survived SIGTERM and SIGKILL"),
+            )
         }
-    };
-    let processes: Vec<LeftoverProcess> = left
-        .into_iter()
-        .map(|((pid, _), command)| LeftoverProcess {
-            pid,
-            fate: fate_of(pid),
-            command,
-        })
-        .collect();
+    }
+}
+
+/// The failure of a test that left `processes` running: each by pid and
+/// command, the tests that may have left them instead (`also`), and `how`
+/// they ended.
+fn left_running_failure(processes: &[LeftoverProcess], also: &[String], how: &str) -> String {
     let named = processes
         .iter()
         .map(|p| format!("pid {} `{}`", p.pid, p.command))
@@ -231,15 +276,11 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
             also.join(", ")
         )
     };
-    let failure = format!(
+    format!(
         "the test left {} process(es) running: {named}{shared}; {how}. A test must end what it \
          starts (wait for its children, kill what it put in the background), or set \
          {}=always to keep them for debugging",
         processes.len(),
         var::KEEP_PROCESSES
-    );
-    Leftovers {
-        processes,
-        failure: Some(failure),
-    }
+    )
 }

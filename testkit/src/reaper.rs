@@ -15,7 +15,9 @@ use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::engine::resource::{journal, Event, Gone, Journal, JournalEntry, ResourceRef};
+use crate::engine::pod::Pod;
+use crate::engine::resource::delete::{delete_and_verify, Leak};
+use crate::engine::resource::{journal, Event, Gone, Journal, JournalEntry, Kinds, ResourceRef};
 use crate::engine::settings::var;
 
 /// How long a test process waits for its reaper to exit after `done`.
@@ -159,93 +161,20 @@ async fn reap(path: PathBuf) -> ExitCode {
         eprintln!("testkit reaper: nothing to reap");
         return ExitCode::SUCCESS;
     }
-    crate::globals::init_pod().await;
-    let pod = match crate::globals::pod() {
-        Ok(pod) => pod,
-        Err(e) => {
-            eprintln!(
-                "testkit reaper: no pod ({e}); {} resource(s) left for the janitor",
-                todo.len()
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    let kinds = match crate::globals::kinds() {
-        Ok(k) => k,
-        Err(e) => {
-            eprintln!("testkit reaper: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some((pod, kinds)) = pod_and_kinds(todo.len()).await else {
+        return ExitCode::FAILURE;
     };
     let journal: &'static Journal = Box::leak(Box::new(Journal::at(path)));
     let prefix = crate::globals::name_prefix();
     // Newest first, concurrently: each resource stands alone.
     let mut tasks = tokio::task::JoinSet::new();
-    for journal::Outstanding {
-        kind: kind_name,
-        name,
-        run,
-        id,
-        ..
-    } in todo.into_iter().rev()
-    {
-        // Gone before the reaper's delete says something else deleted it
-        // only of a resource that was created and that no delete of the
-        // test process's was accepted for.
-        let events = |event: Event| {
-            entries
-                .iter()
-                .any(|e| e.kind == kind_name && e.name == name && e.event == event)
+    for resource in todo.into_iter().rev() {
+        let leftover = Leftover {
+            others_deleted: others_deleted(&entries, &resource),
+            resource,
+            journal,
         };
-        let others_deleted = events(Event::Created) && !events(Event::Deleted);
-        let (k, n, r) = (kind_name.clone(), name.clone(), run.clone());
-        let note = move |event: Event, detail: Option<String>| {
-            let entry = JournalEntry::new(event, &k, &n, &r, "", detail);
-            if let Err(e) = journal.append(&entry) {
-                eprintln!(
-                    "testkit reaper: could not journal {event:?} of `{}`: {e}",
-                    entry.name
-                );
-            }
-        };
-        tasks.spawn(async move {
-            let naming = kinds.get(&kind_name).map(|k| k.naming()).unwrap_or_default();
-            if !naming.carries_run_id(&name, prefix, &run) {
-                eprintln!("testkit reaper: refusing to delete `{name}`: it does not carry the run id `{run}`");
-                note(Event::Leaked, Some(format!("refused: `{name}` does not carry the run id")));
-                return false;
-            }
-            let Some(spec) = kinds.get(&kind_name) else {
-                note(Event::Leaked, Some(format!("kind `{kind_name}` is not declared")));
-                return false;
-            };
-            let log = |m: String| eprintln!("testkit reaper: {m}");
-            let target = ResourceRef { name: name.clone(), id };
-            match crate::engine::resource::delete::delete_and_verify(pod, spec, &target, || note(Event::Deleted, None), &log)
-                .await
-            {
-                Ok(Gone::Verified) => {
-                    eprintln!("testkit reaper: deleted {kind_name} `{name}` (verified gone)");
-                    note(Event::Reaped, None);
-                    true
-                }
-                Ok(_) if others_deleted => {
-                    eprintln!("testkit reaper: {kind_name} `{name}` was already gone: something else deleted it");
-                    note(Event::GoneBeforeDelete, None);
-                    true
-                }
-                Ok(_) => {
-                    eprintln!("testkit reaper: {kind_name} `{name}` is gone (verified)");
-                    note(Event::Reaped, None);
-                    true
-                }
-                Err(crate::engine::resource::delete::Leak(why)) => {
-                    eprintln!("testkit reaper: LEAKED {kind_name} `{name}`: {why}");
-                    note(Event::Leaked, Some(why));
-                    false
-                }
-            }
-        });
+        tasks.spawn(leftover.reap(pod, kinds, prefix));
     }
     let mut leaks = 0;
     while let Some(result) = tasks.join_next().await {
@@ -257,5 +186,125 @@ async fn reap(path: PathBuf) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// The pod and the resource kinds to delete with, or `None` (said why)
+/// when there is no deleting: `outstanding` resources are left for the
+/// janitor.
+async fn pod_and_kinds(outstanding: usize) -> Option<(&'static Pod, &'static Kinds)> {
+    crate::globals::init_pod().await;
+    let pod = match crate::globals::pod() {
+        Ok(pod) => pod,
+        Err(e) => {
+            eprintln!(
+                "testkit reaper: no pod ({e}); {} resource(s) left for the janitor",
+                outstanding
+            );
+            return None;
+        }
+    };
+    let kinds = match crate::globals::kinds() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("testkit reaper: {e}");
+            return None;
+        }
+    };
+    Some((pod, kinds))
+}
+
+/// Whether a resource that turns out gone was deleted by something else.
+fn others_deleted(entries: &[JournalEntry], resource: &journal::Outstanding) -> bool {
+    // Gone before the reaper's delete says something else deleted it
+    // only of a resource that was created and that no delete of the
+    // test process's was accepted for.
+    let events = |event: Event| {
+        entries
+            .iter()
+            .any(|e| e.kind == resource.kind && e.name == resource.name && e.event == event)
+    };
+    events(Event::Created) && !events(Event::Deleted)
+}
+
+/// A resource the journal says is still there, as the reaper deletes it.
+struct Leftover {
+    resource: journal::Outstanding,
+    /// See [`others_deleted`].
+    others_deleted: bool,
+    journal: &'static Journal,
+}
+
+impl Leftover {
+    /// Journals `event` of the resource; failing to is only said.
+    fn note(&self, event: Event, detail: Option<String>) {
+        let journal::Outstanding {
+            kind, name, run, ..
+        } = &self.resource;
+        let entry = JournalEntry::new(event, kind, name, run, "", detail);
+        if let Err(e) = self.journal.append(&entry) {
+            eprintln!(
+                "testkit reaper: could not journal {event:?} of `{}`: {e}",
+                entry.name
+            );
+        }
+    }
+
+    /// Deletes the resource and verifies it gone, when it carries the run
+    /// id and its kind is declared; whether it is gone.
+    async fn reap(self, pod: &'static Pod, kinds: &'static Kinds, prefix: &'static str) -> bool {
+        let journal::Outstanding {
+            kind: kind_name,
+            name,
+            run,
+            id,
+            ..
+        } = &self.resource;
+        let naming = kinds.get(kind_name).map(|k| k.naming()).unwrap_or_default();
+        if !naming.carries_run_id(name, prefix, run) {
+            eprintln!(
+                "testkit reaper: refusing to delete `{name}`: it does not carry the run id `{run}`"
+            );
+            self.note(
+                Event::Leaked,
+                Some(format!("refused: `{name}` does not carry the run id")),
+            );
+            return false;
+        }
+        let Some(spec) = kinds.get(kind_name) else {
+            self.note(
+                Event::Leaked,
+                Some(format!("kind `{kind_name}` is not declared")),
+            );
+            return false;
+        };
+        let log = |m: String| eprintln!("testkit reaper: {m}");
+        let target = ResourceRef {
+            name: name.clone(),
+            id: id.clone(),
+        };
+        match delete_and_verify(pod, spec, &target, || self.note(Event::Deleted, None), &log).await
+        {
+            Ok(Gone::Verified) => {
+                eprintln!("testkit reaper: deleted {kind_name} `{name}` (verified gone)");
+                self.note(Event::Reaped, None);
+                true
+            }
+            Ok(_) if self.others_deleted => {
+                eprintln!("testkit reaper: {kind_name} `{name}` was already gone: something else deleted it");
+                self.note(Event::GoneBeforeDelete, None);
+                true
+            }
+            Ok(_) => {
+                eprintln!("testkit reaper: {kind_name} `{name}` is gone (verified)");
+                self.note(Event::Reaped, None);
+                true
+            }
+            Err(Leak(why)) => {
+                eprintln!("testkit reaper: LEAKED {kind_name} `{name}`: {why}");
+                self.note(Event::Leaked, Some(why));
+                false
+            }
+        }
     }
 }

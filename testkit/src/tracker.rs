@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::report::{CleanupState, ResourceRecord, ResourceState};
-use crate::engine::resource::{budget, groups, names, Event, Gone, JournalEntry};
+use crate::engine::resource::{budget, groups, names, Event, Gone, JournalEntry, KindSpec};
 use crate::engine::settings::Keep;
 use crate::log::Log;
 use crate::reaper;
@@ -121,6 +121,41 @@ pub(crate) fn own_group(
 /// Whether the suite's resource kinds load; the error names what is wrong.
 pub(crate) fn check_kinds() -> Result<(), String> {
     crate::globals::kinds().map(|_| ())
+}
+
+/// The suite's declaration of the resource kind `kind`.
+fn declared_kind(kind: &str) -> crate::Result<&'static KindSpec> {
+    let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
+    let Some(spec) = kinds.get(kind) else {
+        anyhow::bail!(
+            "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
+            kinds.names()
+        );
+    };
+    Ok(spec)
+}
+
+/// Refuses a name that does not carry the run id as `naming` (the kind's)
+/// writes it: the test could not own it.
+fn check_carries_run_id(
+    naming: names::Naming,
+    run: &crate::engine::run::Run,
+    kind: &str,
+    name: &str,
+) -> crate::Result<()> {
+    if !naming.carries_run_id(name, crate::globals::name_prefix(), &run.id) {
+        let hint = if naming == names::Naming::default() {
+            "`cx.unique_name()`"
+        } else {
+            "`cx.unique_name_for(kind)`: the kind's names look different"
+        };
+        anyhow::bail!(
+            "refusing to create {kind} `{name}`: the names a test creates must carry the run id \
+             (`{}…`, in the kind's alphabet); use {hint}",
+            naming.run_prefix(crate::globals::name_prefix(), &run.id)
+        );
+    }
+    Ok(())
 }
 
 impl Inner {
@@ -261,6 +296,70 @@ impl Inner {
         UNFINISHED.fetch_sub(1, Ordering::SeqCst);
         why
     }
+
+    /// A slot of `kind`'s budget, when the kind has one: waits for it,
+    /// saying so in the test's log.
+    async fn budget_slot(
+        &self,
+        run: &crate::engine::run::Run,
+        kind: &str,
+        name: &str,
+        budget: Option<usize>,
+    ) -> crate::Result<Option<budget::Slot>> {
+        let Some(budget) = budget else {
+            return Ok(None);
+        };
+        let holder = budget::Holder::new(&self.test, name);
+        let bound = crate::globals::settings_or_default().budget_wait;
+        let log = |m: String| self.log.push(m);
+        let slot = budget::acquire(&run.results_dir, kind, budget, &holder, bound, log);
+        Ok(Some(slot.await.map_err(anyhow::Error::new)?))
+    }
+
+    /// Journals `kind` `name` as pending and tracks it, with its budget
+    /// `slot`, before the creating request is sent: from here on its
+    /// cleanup is owed.
+    fn track_pending(
+        &self,
+        run: &crate::engine::run::Run,
+        kind: &str,
+        name: &str,
+        slot: Option<budget::Slot>,
+    ) -> crate::Result<()> {
+        let entry = JournalEntry::new(Event::Pending, kind, name, &run.id, &self.test, None);
+        crate::globals::journal(run).append(&entry).map_err(|e| {
+            anyhow::anyhow!(
+                "refusing to create {kind} `{name}`: could not journal it in {}: {e}",
+                crate::globals::journal(run).path().display()
+            )
+        })?;
+        OUTSTANDING.fetch_add(1, Ordering::SeqCst);
+        UNFINISHED.fetch_add(1, Ordering::SeqCst);
+        lock(&self.live).push(Tracked {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            id: None,
+            _slot: slot,
+        });
+        self.set_state(kind, name, ResourceState::Pending);
+        Ok(())
+    }
+
+    /// Records that the creating request of `kind` `name` succeeded, with
+    /// the id it answered, if any.
+    fn created(&self, kind: &str, name: &str, id: Option<String>) {
+        if let Some(id) = &id {
+            if let Some(t) = lock(&self.live)
+                .iter_mut()
+                .rev()
+                .find(|t| t.kind == kind && t.name == name)
+            {
+                t.id = Some(id.clone());
+            }
+        }
+        self.journal_with_id(Event::Created, kind, name, id.as_deref());
+        self.set_state(kind, name, ResourceState::Created);
+    }
 }
 
 impl Tracker {
@@ -272,13 +371,7 @@ impl Tracker {
 
     /// The test's next name for a resource of `kind`, in the kind's alphabet.
     pub(crate) fn unique_name_for(&self, run_id: &str, kind: &str) -> crate::Result<String> {
-        let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
-        let Some(spec) = kinds.get(kind) else {
-            anyhow::bail!(
-                "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
-                kinds.names()
-            );
-        };
+        let spec = declared_kind(kind)?;
         let n = self.inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(spec
             .naming()
@@ -299,69 +392,17 @@ impl Tracker {
         F: Future<Output = crate::Result<(T, Option<String>)>>,
     {
         let inner = &self.inner;
-        let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
-        let Some(spec) = kinds.get(kind) else {
-            anyhow::bail!(
-                "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
-                kinds.names()
-            );
-        };
-        let naming = spec.naming();
-        if !naming.carries_run_id(name, crate::globals::name_prefix(), &run.id) {
-            let hint = if naming == names::Naming::default() {
-                "`cx.unique_name()`"
-            } else {
-                "`cx.unique_name_for(kind)`: the kind's names look different"
-            };
-            anyhow::bail!(
-                "refusing to create {kind} `{name}`: the names a test creates must carry the run id \
-                 (`{}…`, in the kind's alphabet); use {hint}",
-                naming.run_prefix(crate::globals::name_prefix(), &run.id)
-            );
-        }
+        let spec = declared_kind(kind)?;
+        check_carries_run_id(spec.naming(), run, kind, name)?;
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             anyhow::bail!("refusing to create {kind} `{name}`: the test process is shutting down");
         }
-        let slot = match spec.budget() {
-            None => None,
-            Some(budget) => {
-                let holder = budget::Holder::new(&inner.test, name);
-                let bound = crate::globals::settings_or_default().budget_wait;
-                let log = |m: String| inner.log.push(m);
-                let slot = budget::acquire(&run.results_dir, kind, budget, &holder, bound, log);
-                Some(slot.await.map_err(anyhow::Error::new)?)
-            }
-        };
+        let slot = inner.budget_slot(run, kind, name, spec.budget()).await?;
         reaper::ensure_spawned(run);
-        let entry = JournalEntry::new(Event::Pending, kind, name, &run.id, &inner.test, None);
-        crate::globals::journal(run).append(&entry).map_err(|e| {
-            anyhow::anyhow!(
-                "refusing to create {kind} `{name}`: could not journal it in {}: {e}",
-                crate::globals::journal(run).path().display()
-            )
-        })?;
-        OUTSTANDING.fetch_add(1, Ordering::SeqCst);
-        UNFINISHED.fetch_add(1, Ordering::SeqCst);
-        lock(&inner.live).push(Tracked {
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            id: None,
-            _slot: slot,
-        });
-        inner.set_state(kind, name, ResourceState::Pending);
+        inner.track_pending(run, kind, name, slot)?;
         match request.await {
             Ok((value, id)) => {
-                if let Some(id) = &id {
-                    if let Some(t) = lock(&inner.live)
-                        .iter_mut()
-                        .rev()
-                        .find(|t| t.kind == kind && t.name == name)
-                    {
-                        t.id = Some(id.clone());
-                    }
-                }
-                inner.journal_with_id(Event::Created, kind, name, id.as_deref());
-                inner.set_state(kind, name, ResourceState::Created);
+                inner.created(kind, name, id);
                 Ok(value)
             }
             Err(error) => {

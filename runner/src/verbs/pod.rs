@@ -173,16 +173,8 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
-    let auth = match pod::connect(launched.handle.clone(), &config, None).await {
-        Ok(p) => match pod::check_auth(&p, Duration::from_secs(10)).await {
-            Some(report) if !report.ok() => Err(report.summary()),
-            Some(report) => Ok(report.summary()),
-            None => Ok("the suite's [auth] sends no credential".to_owned()),
-        },
-        Err(e) => Err(format!("logging in failed: {e}")),
-    };
     let name = launched.handle.name().to_owned();
-    let auth = match auth {
+    let auth = match check_up_auth(&launched, &config).await {
         Ok(summary) => summary,
         Err(problem) => {
             // Said before the stop, which may take a while.
@@ -196,22 +188,7 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         }
     };
     let dir = pods.join(&name);
-    let result = (|| -> std::io::Result<PathBuf> {
-        if dir.exists() {
-            return Err(std::io::Error::other(format!(
-                "{} already exists",
-                dir.display()
-            )));
-        }
-        // The pod's stderr file stays open in the pod across the rename.
-        std::fs::rename(&staging, &dir)?;
-        let handle_path = dir.join("handle.json");
-        launched.handle.write_file(&handle_path)?;
-        let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
-        write_record(&dir, &launched, health_path, dir.join("logs"), None, None)?;
-        Ok(handle_path)
-    })();
-    let handle_path = match result {
+    let handle_path = match record_up_pod(&staging, &dir, &launched, &config) {
         Ok(p) => p,
         Err(e) => {
             let _ = launched.stop(Duration::from_secs(10)).await;
@@ -221,7 +198,62 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
             )));
         }
     };
-    if args.json {
+    print_up(args.json, &launched, &handle_path, &dir, &auth);
+    // Leave it running: its output goes to files, not to this process.
+    std::mem::forget(launched);
+    Ok(())
+}
+
+/// Logs in to the pod `pod up` started and checks its auth: the check's
+/// summary, or what is wrong.
+async fn check_up_auth(
+    launched: &testkit_engine::pod::LaunchedPod,
+    config: &SuiteConfig,
+) -> Result<String, String> {
+    match pod::connect(launched.handle.clone(), config, None).await {
+        Ok(p) => match pod::check_auth(&p, Duration::from_secs(10)).await {
+            Some(report) if !report.ok() => Err(report.summary()),
+            Some(report) => Ok(report.summary()),
+            None => Ok("the suite's [auth] sends no credential".to_owned()),
+        },
+        Err(e) => Err(format!("logging in failed: {e}")),
+    }
+}
+
+/// Moves the state folder of a pod `pod up` started from `staging` to
+/// `dir`, and writes its handle and record there: the handle's path.
+fn record_up_pod(
+    staging: &std::path::Path,
+    dir: &std::path::Path,
+    launched: &testkit_engine::pod::LaunchedPod,
+    config: &SuiteConfig,
+) -> std::io::Result<PathBuf> {
+    if dir.exists() {
+        return Err(std::io::Error::other(format!(
+            "{} already exists",
+            dir.display()
+        )));
+    }
+    // The pod's stderr file stays open in the pod across the rename.
+    std::fs::rename(staging, dir)?;
+    let handle_path = dir.join("handle.json");
+    launched.handle.write_file(&handle_path)?;
+    let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
+    write_record(dir, launched, health_path, dir.join("logs"), None, None)?;
+    Ok(handle_path)
+}
+
+/// Says where the pod `pod up` started is and how to use it: as JSON when
+/// `json`, else for a person.
+fn print_up(
+    json: bool,
+    launched: &testkit_engine::pod::LaunchedPod,
+    handle_path: &std::path::Path,
+    dir: &std::path::Path,
+    auth: &str,
+) {
+    let name = launched.handle.name();
+    if json {
         let out = serde_json::json!({
             "name": name,
             "base_url": launched.handle.base_url(),
@@ -254,9 +286,6 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         );
         println!("stop it: testkit-runner pod down {name}");
     }
-    // Leave it running: its output goes to files, not to this process.
-    std::mem::forget(launched);
-    Ok(())
 }
 
 /// Records a pod `run` started under `<pods dir>/<name>/pod.json`, so that

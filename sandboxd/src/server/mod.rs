@@ -93,31 +93,8 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
     let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
 
     let faults = Faults::from_list(&args.faults);
-    let home_err = |source| ServeError::Home {
-        path: args.home.clone(),
-        source,
-    };
-    let (store, deleting) = Store::open(&args.home, faults.list_lag).map_err(home_err)?;
-    let procs = Procs::new(&args.home, &store.name, !args.no_cgroup).map_err(home_err)?;
-    eprintln!(
-        "sandboxd: sandbox processes are tracked by {}",
-        procs.ownership()
-    );
-    procs.start_reaper();
-    let reaped = procs.reap_leftovers().await;
-    if reaped > 0 {
-        eprintln!("sandboxd: killed {reaped} process group(s) left behind by a previous run");
-    }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: args.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: args.listen,
-        source,
-    })?;
+    let (store, deleting, procs) = open_home(&args, &faults).await?;
+    let (listener, addr) = bind(args.listen).await?;
 
     let app = Arc::new(App {
         store: Arc::clone(&store),
@@ -133,7 +110,76 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
         tokio::spawn(finish_delete(Arc::clone(&app), name));
     }
     let router = router(Arc::clone(&app));
+    print_handle(&store, addr, &args)?;
 
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(conn::serve_connections(
+        listener,
+        router,
+        args.header_timeout,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let which = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    eprintln!("sandboxd: {which}: shutting down");
+    let _ = stop_tx.send(());
+    shut_down(&procs, server).await;
+    Ok(())
+}
+
+/// Opens the state in HOME and the process registry, whose reaper it
+/// starts after killing what a previous run left: the store, the sandboxes
+/// whose delete is to finish, and the registry.
+async fn open_home(
+    args: &ServeArgs,
+    faults: &Faults,
+) -> Result<(Arc<Store>, Vec<String>, Arc<Procs>), ServeError> {
+    let home_err = |source| ServeError::Home {
+        path: args.home.clone(),
+        source,
+    };
+    let (store, deleting) = Store::open(&args.home, faults.list_lag).map_err(home_err)?;
+    let procs = Procs::new(&args.home, &store.name, !args.no_cgroup).map_err(home_err)?;
+    eprintln!(
+        "sandboxd: sandbox processes are tracked by {}",
+        procs.ownership()
+    );
+    procs.start_reaper();
+    let reaped = procs.reap_leftovers().await;
+    if reaped > 0 {
+        eprintln!("sandboxd: killed {reaped} process group(s) left behind by a previous run");
+    }
+    Ok((store, deleting, procs))
+}
+
+/// Listens on `listen`: the listener and the address it got.
+async fn bind(
+    listen: std::net::SocketAddr,
+) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), ServeError> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: listen,
+        source,
+    })?;
+    Ok((listener, addr))
+}
+
+/// Prints the handle line on stdout (what a launcher waits for), then
+/// where the server listens on stderr.
+fn print_handle(
+    store: &Store,
+    addr: std::net::SocketAddr,
+    args: &ServeArgs,
+) -> Result<(), ServeError> {
     let handle = Handle {
         name: store.name.clone(),
         base_url: format!("http://{}:{}", addr.ip(), addr.port()),
@@ -156,22 +202,12 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
         handle.base_url,
         args.home.display()
     );
+    Ok(())
+}
 
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(conn::serve_connections(
-        listener,
-        router,
-        args.header_timeout,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let which = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    eprintln!("sandboxd: {which}: shutting down");
-    let _ = stop_tx.send(());
+/// Kills every sandbox process, then lets open connections finish for a
+/// while.
+async fn shut_down(procs: &Procs, server: tokio::task::JoinHandle<()>) {
     let left = procs.kill_all(SHUTDOWN_GRACE).await;
     if !left.is_empty() {
         eprintln!(
@@ -189,7 +225,6 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
         "sandboxd: stopped ({} process groups left)",
         procs.group_count()
     );
-    Ok(())
 }
 
 fn router(app: Arc<App>) -> Router {

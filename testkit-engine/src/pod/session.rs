@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::check::plain_client;
 use super::{Pod, PodHandle};
-use crate::config::{AuthSection, CapabilitiesSection, SendAs, SuiteConfig};
+use crate::config::{AuthSection, CapabilitiesSection, LoginSection, SendAs, SuiteConfig};
 use crate::files::write_private;
 use crate::template::RequestTemplate;
 
@@ -395,6 +395,27 @@ async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, Co
             _ => Credential::Handle,
         });
     };
+    let (builder, url) = login_request(handle, auth, login)?;
+    let resp = builder
+        .send()
+        .await
+        .map_err(|e| unreachable(handle, &url, &e))?;
+    let answer = LoginAnswer::read(resp).await;
+    if !answer.status.is_success() {
+        return Err(login_refused(handle, login, &answer));
+    }
+    let credential = credential_of(handle, login, answer)?;
+    credential.register_secrets();
+    Ok(credential)
+}
+
+/// The login request of `[auth.login]`, filled from the handle and carrying
+/// the handle's credential as the login's `send` says, and its URL.
+fn login_request(
+    handle: &PodHandle,
+    auth: &AuthSection,
+    login: &LoginSection,
+) -> Result<(reqwest::RequestBuilder, String), ConnectError> {
     let (request, url) = request_of(handle, &login.request, login.body.clone())?;
     let port = handle.port().to_string();
     let body = request
@@ -426,77 +447,94 @@ async fn obtain(handle: &PodHandle, auth: &AuthSection) -> Result<Credential, Co
             )
             .body(body);
     }
-    let resp = builder
-        .send()
-        .await
-        .map_err(|e| unreachable(handle, &url, &e))?;
-    let status = resp.status();
-    let cookies: Vec<String> = resp
-        .headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .filter_map(|v| v.split(';').next())
-        .map(|pair| pair.trim().to_owned())
-        .filter(|pair| pair.contains('='))
-        .collect();
-    let text = resp.text().await.unwrap_or_default();
-    if !status.is_success() {
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| text.chars().take(300).collect());
-        return Err(ConnectError::Refused {
-            name: handle.name().to_owned(),
-            request: format!("[auth.login] {}", login.request),
-            status: status.as_u16(),
-            message: crate::redact(&message).into_owned(),
-            hint: format!(
-                "check the handle's credentials and [auth.login] in testkit.toml; a pod that \
-                 accepts its token only for a while needs the session handed on: run the suite \
-                 with `testkit-runner run`, or give every process the same run id (TESTKIT_RUN_ID) \
-                 so later ones find {}",
-                Path::new("<the run's secrets dir>/session.json").display()
-            ),
-        });
+    Ok((builder, url))
+}
+
+/// What a login request answered.
+struct LoginAnswer {
+    status: reqwest::StatusCode,
+    /// The `name=value` pair of each `Set-Cookie`.
+    cookies: Vec<String>,
+    text: String,
+}
+
+impl LoginAnswer {
+    async fn read(resp: reqwest::Response) -> LoginAnswer {
+        let status = resp.status();
+        let cookies: Vec<String> = resp
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|v| v.split(';').next())
+            .map(|pair| pair.trim().to_owned())
+            .filter(|pair| pair.contains('='))
+            .collect();
+        let text = resp.text().await.unwrap_or_default();
+        LoginAnswer {
+            status,
+            cookies,
+            text,
+        }
     }
-    let credential = match &login.token {
+}
+
+/// The error of a login that answered other than 2xx: the pod's message,
+/// and what to check.
+fn login_refused(handle: &PodHandle, login: &LoginSection, answer: &LoginAnswer) -> ConnectError {
+    let text = &answer.text;
+    let message = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| text.chars().take(300).collect());
+    ConnectError::Refused {
+        name: handle.name().to_owned(),
+        request: format!("[auth.login] {}", login.request),
+        status: answer.status.as_u16(),
+        message: crate::redact(&message).into_owned(),
+        hint: format!(
+            "check the handle's credentials and [auth.login] in testkit.toml; a pod that \
+             accepts its token only for a while needs the session handed on: run the suite \
+             with `testkit-runner run`, or give every process the same run id (TESTKIT_RUN_ID) \
+             so later ones find {}",
+            Path::new("<the run's secrets dir>/session.json").display()
+        ),
+    }
+}
+
+/// The credential a successful login answered: the token at
+/// `auth.login.token`, else its cookies.
+fn credential_of(
+    handle: &PodHandle,
+    login: &LoginSection,
+    answer: LoginAnswer,
+) -> Result<Credential, ConnectError> {
+    let unexpected = |problem: String| ConnectError::Unexpected {
+        name: handle.name().to_owned(),
+        request: login.request.clone(),
+        problem,
+    };
+    match &login.token {
         Some(pointer) => {
-            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                ConnectError::Unexpected {
-                    name: handle.name().to_owned(),
-                    request: login.request.clone(),
-                    problem: format!(
-                        "answered something that is not JSON ({e}), but `auth.login.token` says the token is at {pointer:?}"
-                    ),
-                }
+            let value: serde_json::Value = serde_json::from_str(&answer.text).map_err(|e| {
+                unexpected(format!(
+                    "answered something that is not JSON ({e}), but `auth.login.token` says the token is at {pointer:?}"
+                ))
             })?;
             match value.pointer(pointer).and_then(|t| t.as_str()) {
-                Some(t) if !t.is_empty() => Credential::Token(t.to_owned()),
-                _ => {
-                    return Err(ConnectError::Unexpected {
-                        name: handle.name().to_owned(),
-                        request: login.request.clone(),
-                        problem: format!(
-                            "answered JSON without a string at {pointer:?} (`auth.login.token`)"
-                        ),
-                    })
-                }
+                Some(t) if !t.is_empty() => Ok(Credential::Token(t.to_owned())),
+                _ => Err(unexpected(format!(
+                    "answered JSON without a string at {pointer:?} (`auth.login.token`)"
+                ))),
             }
         }
-        None if cookies.is_empty() => {
-            return Err(ConnectError::Unexpected {
-                name: handle.name().to_owned(),
-                request: login.request.clone(),
-                problem: "answered without a Set-Cookie, but `auth.login.cookie = true` says the \
-                          session is a cookie"
-                    .to_owned(),
-            })
-        }
-        None => Credential::Cookie(cookies.join("; ")),
-    };
-    credential.register_secrets();
-    Ok(credential)
+        None if answer.cookies.is_empty() => Err(unexpected(
+            "answered without a Set-Cookie, but `auth.login.cookie = true` says the \
+             session is a cookie"
+                .to_owned(),
+        )),
+        None => Ok(Credential::Cookie(answer.cookies.join("; "))),
+    }
 }
 
 /// The capabilities: the handle's, else the config's list, else the

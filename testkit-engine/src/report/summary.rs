@@ -155,66 +155,12 @@ impl Summary {
     /// Summarizes records (deduplicated by binary and name, the latest start
     /// winning) against the suite's known issues, when given.
     pub fn from_records(records: &[TestRecord], known: Option<&KnownIssues>) -> Summary {
-        let mut latest: BTreeMap<(&str, &str), &TestRecord> = BTreeMap::new();
-        for record in records {
-            let slot = latest
-                .entry((&record.binary, &record.name))
-                .or_insert(record);
-            if (record.attempt, record.started_at_ms) > (slot.attempt, slot.started_at_ms) {
-                *slot = record;
-            }
-        }
         let mut summary = Summary::default();
         let mut issues: BTreeMap<String, KnownIssueSummary> = BTreeMap::new();
-        for record in latest.values() {
-            match record.outcome {
-                Outcome::Passed => summary.passed += 1,
-                Outcome::Failed => summary.failed += 1,
-                Outcome::Skipped => summary.skipped += 1,
-                Outcome::ExpectedFailure => summary.expected_failures += 1,
-                Outcome::UnexpectedPass => summary.unexpected_passes += 1,
-            }
-            if record.failure_kind == Some(FailureKind::Cleanup) {
-                summary.cleanup_failures += 1;
-            }
-            if record.cleanup == CleanupState::GoneBeforeDelete {
-                summary
-                    .gone_before_delete
-                    .push(format!("{}::{}", record.binary, record.name));
-            }
-            if record.browsers > 0 {
-                summary.browser_tests += 1;
-            }
-            summary.screenshots += record.screenshots.len();
-            if record.browser_teardown_timed_out {
-                summary.browser_teardowns_timed_out += 1;
-            }
-            for p in &record.leftover_processes {
-                summary
-                    .leftover_processes
-                    .push((format!("{}::{}", record.binary, record.name), p.clone()));
-            }
-            if record.is_flaky() {
-                let attempts = record.total_attempts();
-                summary.flaky.push(FlakyTest {
-                    test: format!("{}::{}", record.binary, record.name),
-                    outcome: record.outcome,
-                    failed_attempts: record.failed_attempts().count() as u32,
-                    attempts,
-                });
-            }
+        for record in latest_attempts(records).values() {
+            summary.count(record);
             let Some(id) = &record.known_issue else {
                 continue;
-            };
-            let state = match (record.outcome, record.failure_kind) {
-                (_, Some(FailureKind::KnownIssueUnlisted)) => KnownIssueState::Unlisted,
-                (Outcome::ExpectedFailure, _) => KnownIssueState::FailingAsDocumented,
-                (Outcome::UnexpectedPass, _) => KnownIssueState::Fixed,
-                (Outcome::Skipped, _) => KnownIssueState::NotRun,
-                (Outcome::Passed, _) if record.intermittent => KnownIssueState::NotReproduced,
-                // A cleanup failure hides the body's outcome; a mismatch is
-                // the documented failure's absence either way.
-                (Outcome::Failed, _) | (Outcome::Passed, _) => KnownIssueState::FailingDifferently,
             };
             let status = issues
                 .entry(id.clone())
@@ -224,36 +170,58 @@ impl Summary {
                     state: KnownIssueState::FailingAsDocumented,
                     tests: Vec::new(),
                 });
-            status
-                .tests
-                .push((format!("{}::{}", record.binary, record.name), state));
+            status.tests.push((
+                format!("{}::{}", record.binary, record.name),
+                pinned_state(record),
+            ));
         }
         for status in issues.values_mut() {
-            let states = status.tests.iter().map(|(_, s)| *s);
-            status.state = if states.clone().all(|s| s == KnownIssueState::NotRun) {
-                KnownIssueState::NotRun
-            } else {
-                states
-                    .filter(|s| *s != KnownIssueState::NotRun)
-                    .max()
-                    .unwrap_or(KnownIssueState::NotRun)
-            };
+            status.state = worst_state(&status.tests);
         }
         if let Some(known) = known {
-            for entry in known.entries() {
-                let status = issues
-                    .entry(entry.id.clone())
-                    .or_insert_with(|| KnownIssueSummary {
-                        id: entry.id.clone(),
-                        title: None,
-                        state: KnownIssueState::NotPinned,
-                        tests: Vec::new(),
-                    });
-                status.title = Some(entry.title.clone());
-            }
+            add_listed(&mut issues, known);
         }
         summary.known_issues = issues.into_values().collect();
         summary
+    }
+
+    /// Counts one test's (latest) record: its outcome, its cleanup, its
+    /// browsers, the processes it left and whether it was flaky.
+    fn count(&mut self, record: &TestRecord) {
+        match record.outcome {
+            Outcome::Passed => self.passed += 1,
+            Outcome::Failed => self.failed += 1,
+            Outcome::Skipped => self.skipped += 1,
+            Outcome::ExpectedFailure => self.expected_failures += 1,
+            Outcome::UnexpectedPass => self.unexpected_passes += 1,
+        }
+        if record.failure_kind == Some(FailureKind::Cleanup) {
+            self.cleanup_failures += 1;
+        }
+        if record.cleanup == CleanupState::GoneBeforeDelete {
+            self.gone_before_delete
+                .push(format!("{}::{}", record.binary, record.name));
+        }
+        if record.browsers > 0 {
+            self.browser_tests += 1;
+        }
+        self.screenshots += record.screenshots.len();
+        if record.browser_teardown_timed_out {
+            self.browser_teardowns_timed_out += 1;
+        }
+        for p in &record.leftover_processes {
+            self.leftover_processes
+                .push((format!("{}::{}", record.binary, record.name), p.clone()));
+        }
+        if record.is_flaky() {
+            let attempts = record.total_attempts();
+            self.flaky.push(FlakyTest {
+                test: format!("{}::{}", record.binary, record.name),
+                outcome: record.outcome,
+                failed_attempts: record.failed_attempts().count() as u32,
+                attempts,
+            });
+        }
     }
 
     /// Every test counted.
@@ -298,6 +266,65 @@ impl Summary {
             flaky(Outcome::ExpectedFailure),
             self.unexpected_passes
         )
+    }
+}
+
+/// The record of each test (by binary and name) that counts: its latest
+/// attempt, the latest start winning.
+fn latest_attempts(records: &[TestRecord]) -> BTreeMap<(&str, &str), &TestRecord> {
+    let mut latest: BTreeMap<(&str, &str), &TestRecord> = BTreeMap::new();
+    for record in records {
+        let slot = latest
+            .entry((&record.binary, &record.name))
+            .or_insert(record);
+        if (record.attempt, record.started_at_ms) > (slot.attempt, slot.started_at_ms) {
+            *slot = record;
+        }
+    }
+    latest
+}
+
+/// The state of the known issue a test pins, as this test shows it.
+fn pinned_state(record: &TestRecord) -> KnownIssueState {
+    match (record.outcome, record.failure_kind) {
+        (_, Some(FailureKind::KnownIssueUnlisted)) => KnownIssueState::Unlisted,
+        (Outcome::ExpectedFailure, _) => KnownIssueState::FailingAsDocumented,
+        (Outcome::UnexpectedPass, _) => KnownIssueState::Fixed,
+        (Outcome::Skipped, _) => KnownIssueState::NotRun,
+        (Outcome::Passed, _) if record.intermittent => KnownIssueState::NotReproduced,
+        // A cleanup failure hides the body's outcome; a mismatch is
+        // the documented failure's absence either way.
+        (Outcome::Failed, _) | (Outcome::Passed, _) => KnownIssueState::FailingDifferently,
+    }
+}
+
+/// An issue's state from its tests': not run if none ran, else the worst of
+/// those that ran.
+fn worst_state(tests: &[(String, KnownIssueState)]) -> KnownIssueState {
+    let states = tests.iter().map(|(_, s)| *s);
+    if states.clone().all(|s| s == KnownIssueState::NotRun) {
+        KnownIssueState::NotRun
+    } else {
+        states
+            .filter(|s| *s != KnownIssueState::NotRun)
+            .max()
+            .unwrap_or(KnownIssueState::NotRun)
+    }
+}
+
+/// Gives every issue `KNOWN-ISSUES.md` lists its title, adding those no
+/// test pins.
+fn add_listed(issues: &mut BTreeMap<String, KnownIssueSummary>, known: &KnownIssues) {
+    for entry in known.entries() {
+        let status = issues
+            .entry(entry.id.clone())
+            .or_insert_with(|| KnownIssueSummary {
+                id: entry.id.clone(),
+                title: None,
+                state: KnownIssueState::NotPinned,
+                tests: Vec::new(),
+            });
+        status.title = Some(entry.title.clone());
     }
 }
 

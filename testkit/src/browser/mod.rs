@@ -121,11 +121,7 @@ impl Browsers {
             .map_err(anyhow::Error::msg)?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
         let profile = new_profile(index)?;
-        std::fs::create_dir_all(artifacts_dir)
-            .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", artifacts_dir.display()))?;
-        let log_path = artifacts_dir.join(numbered("chromium", index, "log"));
-        let log_file = std::fs::File::create(&log_path)
-            .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", log_path.display()))?;
+        let (log_path, log_file) = browser_log(artifacts_dir, index)?;
         // The profile's folder name is unique to this browser: its tag too.
         let tag = profile
             .file_name()
@@ -135,40 +131,17 @@ impl Browsers {
             let _ = std::fs::remove_dir_all(&profile);
             anyhow::anyhow!("failed to start {}: {e}", program.display())
         })?;
-        let what = format!("Chromium of {}", self.log_name());
-        if let Err(e) = crate::tracker::own_group(
-            run,
-            &what,
-            started.pgid,
-            started.start_ticks,
-            Some(&profile),
-            Some((launch::TAG_VAR, &tag)),
-        ) {
-            self.log.push(format!(
-                "could not journal the browser (group {}) for the reaper: {e}",
-                started.pgid
-            ));
-        }
+        self.journal_group(run, &started, &profile, &tag);
         self.log.push(format!(
             "browser {index}: {} (process group {})",
             program.display(),
             started.pgid
         ));
         let console = Arc::new(Mutex::new(Vec::new()));
-        let sink_console = console.clone();
-        let sink_log = self.log.clone();
-        let sink: cdp::EventSink = Box::new(move |method: &str, params: &Value| {
-            if let Some(entry) = page::console_entry(method, params) {
-                if entry.level == "error" {
-                    sink_log.push(format!("browser {index} console {entry}"));
-                }
-                lock(&sink_console).push(entry);
-            }
-        });
         let conn = Arc::new(cdp::Connection::new(
             started.to_browser,
             started.from_browser,
-            sink,
+            self.console_sink(index, &console),
         ));
         // Registered before the page is set up: from here on the teardown
         // ends it, whatever fails below.
@@ -204,6 +177,46 @@ impl Browsers {
         }
         prepare(&page, pod, signed_in).await.map_err(failed)?;
         Ok(page)
+    }
+
+    /// Journals the browser's process group for the reaper; failing to is
+    /// only said in the test's log.
+    fn journal_group(
+        &self,
+        run: &'static Run,
+        started: &launch::Started,
+        profile: &Path,
+        tag: &str,
+    ) {
+        let what = format!("Chromium of {}", self.log_name());
+        if let Err(e) = crate::tracker::own_group(
+            run,
+            &what,
+            started.pgid,
+            started.start_ticks,
+            Some(profile),
+            Some((launch::TAG_VAR, tag)),
+        ) {
+            self.log.push(format!(
+                "could not journal the browser (group {}) for the reaper: {e}",
+                started.pgid
+            ));
+        }
+    }
+
+    /// What the DevTools connection of browser `index` does with its events:
+    /// console entries go to `console`, errors to the test's log too.
+    fn console_sink(&self, index: u32, console: &Arc<Mutex<Vec<ConsoleEntry>>>) -> cdp::EventSink {
+        let sink_console = console.clone();
+        let sink_log = self.log.clone();
+        Box::new(move |method: &str, params: &Value| {
+            if let Some(entry) = page::console_entry(method, params) {
+                if entry.level == "error" {
+                    sink_log.push(format!("browser {index} console {entry}"));
+                }
+                lock(&sink_console).push(entry);
+            }
+        })
     }
 
     fn log_name(&self) -> String {
@@ -290,6 +303,17 @@ impl Browsers {
             Err(e) => self.log.push(format!("browser {index}: {e:#}")),
         }
     }
+}
+
+/// The file browser `index` writes its output to, in the test's artifacts
+/// folder, created.
+fn browser_log(artifacts_dir: &Path, index: u32) -> crate::Result<(PathBuf, std::fs::File)> {
+    std::fs::create_dir_all(artifacts_dir)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", artifacts_dir.display()))?;
+    let log_path = artifacts_dir.join(numbered("chromium", index, "log"));
+    let log_file = std::fs::File::create(&log_path)
+        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", log_path.display()))?;
+    Ok((log_path, log_file))
 }
 
 /// `name.ext` for the first browser, `name-<n>.ext` for the others.
