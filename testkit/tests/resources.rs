@@ -507,6 +507,96 @@ fn keep_on_failure_keeps_a_failing_tests_resources_and_deletes_a_passing_ones() 
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
+/// Kinds whose ids the pod assigns: the id answered at creation is
+/// journaled, and cleanup deletes and checks each record by it, filled into
+/// the path (`record`) or into a JSON body the pod reads (`record_by_body`).
+#[test]
+fn kinds_with_server_ids_are_deleted_and_checked_by_id_in_the_path_or_a_body() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("serverids");
+    let (status, out) = run.exact(&pod, "creates_records_and_passes");
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_records_and_passes");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2, "{record:#}");
+    assert!(
+        resources.iter().all(|r| r["state"] == "deleted"),
+        "{record:#}"
+    );
+    let id_of = |kind: &str| {
+        run.journal()
+            .into_iter()
+            .find(|e| e.event == Event::Created && e.kind == kind)
+            .and_then(|e| e.id)
+            .unwrap_or_else(|| panic!("no id journaled for the {kind}: {:#?}", run.journal()))
+    };
+    let (in_path, in_body) = (id_of("record"), id_of("record_by_body"));
+    assert_ne!(in_path, in_body);
+    let log = pod.log_text();
+    for request in [
+        format!("DELETE /api/records/{in_path} 204"),
+        format!("GET /api/records/{in_path} 404"),
+        // The pod refuses these without the id in the body (400, 415).
+        "POST /api/records/delete 204".to_owned(),
+        "POST /api/records/lookup 404".to_owned(),
+    ] {
+        assert!(
+            log.contains(&request),
+            "the pod was not sent {request}: {log}"
+        );
+    }
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    let left = rt.block_on(support::listed_records(&client, &run.id));
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A creation that reached the pod but whose answer was lost leaves a
+/// record whose id the test never learnt: cleanup lists the kind, finds the
+/// journaled name, and deletes and verifies it by the id listed beside it.
+#[test]
+fn a_record_whose_creation_was_never_answered_is_found_by_name_and_deleted() {
+    let pod = Sandboxd::start(&["drop-record-answer=1"]);
+    let run = Run::new("lostanswer");
+    let (status, out) = run.exact(&pod, "creates_a_record_whose_answer_is_lost");
+    assert!(!status.success(), "{out}");
+    let record = run.record("creates_a_record_whose_answer_is_lost");
+    assert_eq!(record["failure_kind"], "error", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let journal = run.journal();
+    let names: Vec<String> = run.journaled_names().into_iter().collect();
+    let [name] = &names[..] else {
+        panic!("not one record journaled: {journal:#?}")
+    };
+    assert!(
+        journal
+            .iter()
+            .any(|e| e.event == Event::Failed && &e.name == name && e.id.is_none()),
+        "{journal:#?}"
+    );
+    assert!(
+        !journal.iter().any(|e| e.event == Event::Created),
+        "{journal:#?}"
+    );
+    // The pod made it, and says which id it gave it.
+    let log = pod.log_text();
+    let made = format!("created record {name:?} (id ");
+    let id = log
+        .split(&made)
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("the pod did not make {name}: {log}"));
+    assert!(
+        log.contains(&format!("DELETE /api/records/{id} 204")),
+        "cleanup did not delete {name} by its id {id}: {log}"
+    );
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    let left = rt.block_on(support::listed_records(&client, &run.id));
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// The fixture test that creates two sandboxes, run with `TESTKIT_KEEP=always`.
 fn keep_two(pod: &Sandboxd, run: &Run) -> std::process::Command {
     let mut command = run.command(
