@@ -190,6 +190,11 @@ mod tests {
         assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
         assert_eq!(parse_fault("log-credentials"), Ok(Fault::LogCredentials));
         assert!(parse_fault("log-credentials=1").is_err());
+        assert_eq!(
+            parse_fault("drop-record-answer=1"),
+            Ok(Fault::DropRecordAnswer(1))
+        );
+        assert!(parse_fault("drop-record-answer").is_err());
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
         assert!(parse_fault("nope").unwrap_err().contains("expected one of"));
