@@ -531,6 +531,31 @@ mod tests {
         assert!(vars.iter().any(|v| v == "CARGO_PKG_NAME"), "{vars:?}");
     }
 
+    /// A run's processes are found by the value they were started with,
+    /// and those in a role are left out.
+    #[test]
+    fn with_env_without_finds_the_runs_processes_but_its_roles() {
+        let value = format!("with-env-without-{}", std::process::id());
+        let start = |role: bool| {
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("30").env("PROBE_RUN", &value);
+            if role {
+                cmd.env("PROBE_ROLE", "reaper");
+            }
+            cmd.spawn().unwrap()
+        };
+        let (mut plain, mut in_role) = (start(false), start(true));
+        let found: Vec<i32> = with_env_without("PROBE_RUN", &value, "PROBE_ROLE")
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        for child in [&mut plain, &mut in_role] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(found, [plain.id() as i32]);
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
