@@ -16,6 +16,8 @@ Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
                          leaving sandbox processes behind for a restart to reap
   log-credentials        log every credential a request carries (token, session cookie)
                          on stderr, as a careless service does
+  drop-record-answer=N   the first N record creations are made, but their answer is lost
+                         (the connection closes before it): the client cannot know the id
 Durations use humantime syntax: 250ms, 2s, 5m.";
 
 /// `sandboxd`: the reference sandbox gateway.
@@ -84,6 +86,8 @@ pub enum Fault {
     CrashAfter(u64),
     /// Log the credentials requests carry.
     LogCredentials,
+    /// The first N record creations lose their answer.
+    DropRecordAnswer(u64),
 }
 
 /// All fault switches, resolved.
@@ -101,6 +105,8 @@ pub struct Faults {
     pub crash_after: Option<u64>,
     /// `log-credentials`.
     pub log_credentials: bool,
+    /// `drop-record-answer`.
+    pub drop_record_answer: u64,
 }
 
 impl Faults {
@@ -115,6 +121,7 @@ impl Faults {
                 Fault::DropExecEnv => f.drop_exec_env = true,
                 Fault::CrashAfter(n) => f.crash_after = Some(*n),
                 Fault::LogCredentials => f.log_credentials = true,
+                Fault::DropRecordAnswer(n) => f.drop_record_answer = *n,
             }
         }
         f
@@ -154,6 +161,7 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
         "delete-fail" => Ok(Fault::DeleteFail(parse_count(name, need(value)?)?)),
         "list-lag" => Ok(Fault::ListLag(parse_duration(need(value)?)?)),
         "crash-after" => Ok(Fault::CrashAfter(parse_count(name, need(value)?)?)),
+        "drop-record-answer" => Ok(Fault::DropRecordAnswer(parse_count(name, need(value)?)?)),
         "drop-exec-env" => match value {
             None => Ok(Fault::DropExecEnv),
             Some(_) => Err("fault `drop-exec-env` takes no value".into()),
@@ -163,7 +171,7 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
             Some(_) => Err("fault `log-credentials` takes no value".into()),
         },
         _ => Err(format!(
-            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials"
+            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N"
         )),
     }
 }
@@ -182,6 +190,11 @@ mod tests {
         assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
         assert_eq!(parse_fault("log-credentials"), Ok(Fault::LogCredentials));
         assert!(parse_fault("log-credentials=1").is_err());
+        assert_eq!(
+            parse_fault("drop-record-answer=1"),
+            Ok(Fault::DropRecordAnswer(1))
+        );
+        assert!(parse_fault("drop-record-answer").is_err());
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
         assert!(parse_fault("nope").unwrap_err().contains("expected one of"));

@@ -4,7 +4,10 @@
 //! process groups; the API is JSON over HTTP on loopback, authenticated by a
 //! token that opens a cookie session. `sandboxctl` is its command line client;
 //! a small web UI at `/` signs in with the token and lists, creates and
-//! deletes sandboxes and shows their files.
+//! deletes sandboxes and shows their files. Records (`/api/records`) are
+//! named entries whose id the server assigns, looked up and deleted by id in
+//! the path or in a JSON body: a resource kind with server ids for the
+//! framework's own tests.
 //!
 //! ```text
 //! $ sandboxd serve --home /tmp/pod --listen 127.0.0.1:0
@@ -21,6 +24,7 @@
 //!   process that left its group and whose parent exited within 50 ms of
 //!   forking it is ended only at shutdown, not with its sandbox.
 //! - Background processes are forgotten at restart (their groups are killed).
+//! - Records are kept in memory: a restart forgets them.
 //! - No isolation beyond the working directory and a clean environment:
 //!   a sandbox is a test fixture, not a security boundary.
 #![warn(missing_docs, unreachable_pub)]

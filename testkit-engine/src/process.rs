@@ -229,6 +229,33 @@ pub fn with_env(var: &str, value: &str) -> Vec<(i32, u64)> {
     with_env_entry(0, |entry| entry == needle.as_bytes())
 }
 
+/// The live processes but this one whose environment holds `var=value`
+/// and sets no `without`: a run's processes but those in a role that
+/// must outlive them (`TESTKIT_RUN_AS`, a reaper).
+pub fn with_env_without(var: &str, value: &str, without: &str) -> Vec<(i32, u64)> {
+    let needle = format!("{var}={value}");
+    let unwanted = format!("{without}=");
+    let me = std::process::id() as i32;
+    all_procs()
+        .into_iter()
+        .filter(|p| p.0 != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{}/environ", p.0)).is_ok_and(|env| {
+                let mut entries = env.split(|&b| b == 0);
+                entries.clone().any(|e| e == needle.as_bytes())
+                    && !entries.any(|e| e.starts_with(unwanted.as_bytes()))
+            })
+        })
+        .map(|p| (p.0, p.4))
+        .collect()
+}
+
+/// Sends `signal` to each of `procs` (`(pid, start ticks)`) still running
+/// as the process that started then (a reused pid is left alone).
+pub fn signal_each(procs: &[(i32, u64)], signal: Signal) {
+    signal_tree(0, procs, signal);
+}
+
 /// The live processes whose environment holds `var` with a value that
 /// starts with `prefix`: every process a run's test processes tagged (see
 /// [`crate::settings::var::PROCESS_TAG`]), with the run id as `prefix`.
@@ -502,6 +529,31 @@ mod tests {
         let vars = vars_set_by_cargo();
         assert!(vars.iter().any(|v| v == "CARGO_MANIFEST_DIR"), "{vars:?}");
         assert!(vars.iter().any(|v| v == "CARGO_PKG_NAME"), "{vars:?}");
+    }
+
+    /// A run's processes are found by the value they were started with,
+    /// and those in a role are left out.
+    #[test]
+    fn with_env_without_finds_the_runs_processes_but_its_roles() {
+        let value = format!("with-env-without-{}", std::process::id());
+        let start = |role: bool| {
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("30").env("PROBE_RUN", &value);
+            if role {
+                cmd.env("PROBE_ROLE", "reaper");
+            }
+            cmd.spawn().unwrap()
+        };
+        let (mut plain, mut in_role) = (start(false), start(true));
+        let found: Vec<i32> = with_env_without("PROBE_RUN", &value, "PROBE_ROLE")
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        for child in [&mut plain, &mut in_role] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(found, [plain.id() as i32]);
     }
 
     fn runtime() -> tokio::runtime::Runtime {

@@ -1,7 +1,8 @@
 //! Resources against a real `sandboxd`: whatever ends a test (panic, timeout,
 //! transient and permanent delete failures, slow deletes with a lagging list,
-//! SIGKILL, SIGTERM), the pod ends up listing nothing of the run; budgets hold
-//! across test processes; no process of a run is left behind.
+//! SIGKILL, SIGTERM, SIGINT, a second signal during cleanup), the pod ends up
+//! listing nothing of the run; budgets hold across test processes;
+//! `TESTKIT_KEEP` keeps what it says; no process of a run is left behind.
 //!
 //! Each test starts its own pod (faults differ) and runs part of the fixture
 //! suite `tests/fixtures/resources-suite` with its own run id.
@@ -248,6 +249,96 @@ fn sigterm_cleans_up_within_the_grace_period() {
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
+/// The exit code cargo reports for the test binary it ran: `Some(code)`
+/// for an exit, `None` when it died of a signal or cargo said nothing.
+fn test_binary_exit_code(cargo_stderr: &str) -> Option<i32> {
+    cargo_stderr
+        .split("(exit status: ")
+        .nth(1)?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Ctrl-C to a test process mid-test is SIGTERM's twin: the process itself
+/// deletes and verifies every resource within the grace, and exits 130.
+#[test]
+fn sigint_cleans_up_within_the_grace_period() {
+    let pod = Sandboxd::start(&["delete-delay=300ms"]);
+    let run = Run::new("sigint");
+    let (child, pid) = start_waiting_test_with(&pod, &run, &[("TESTKIT_GRACE", "30s")]);
+    kill(Pid::from_raw(pid), Signal::SIGINT).unwrap();
+    let pgid = child.id() as i32;
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("SIGINT received: deleting this process's resources (grace 30"),
+        "{text}"
+    );
+    assert!(!text.contains("the reaper takes over"), "{text}");
+    assert_eq!(test_binary_exit_code(&text), Some(130), "{text}");
+    run.assert_no_strays(Some(pgid));
+    let verified: Vec<u32> = run
+        .journal()
+        .iter()
+        .filter(|e| e.event == Event::Verified)
+        .map(|e| e.pid)
+        .collect();
+    assert_eq!(verified, [pid as u32; 3], "{:#?}", run.journal());
+    assert!(events_of(&run, Event::Reaped).is_empty());
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// A second Ctrl-C or SIGTERM while the first one's cleanup runs exits at
+/// once, with the code of the first (128 + its number), saying how many
+/// resources it leaves; the reaper deletes and verifies those.
+#[test]
+fn a_second_signal_during_cleanup_exits_at_once_and_the_reaper_finishes() {
+    for (signal, code) in [(Signal::SIGTERM, 143), (Signal::SIGINT, 130)] {
+        // Each delete takes 4 s to finish, and cleanup verifies one before
+        // it deletes the next: the grace is long enough for all three, so
+        // only the second signal can cut the cleanup short.
+        let pod = Sandboxd::start(&["delete-delay=4s"]);
+        let run = Run::new(&format!("second{}", signal as i32));
+        let (child, pid) = start_waiting_test_with(&pod, &run, &[("TESTKIT_GRACE", "60s")]);
+        kill(Pid::from_raw(pid), signal).unwrap();
+        wait_for(
+            "the handler's first delete in the journal",
+            Duration::from_secs(30),
+            || !events_of(&run, Event::Deleted).is_empty(),
+        );
+        kill(Pid::from_raw(pid), signal).unwrap();
+        let pgid = child.id() as i32;
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr);
+        let name = signal.as_str();
+        assert!(text.contains(&format!("{name} received")), "{text}");
+        assert!(
+            text.contains(&format!(
+                "not verified gone after {name}; the reaper takes over"
+            )),
+            "{text}"
+        );
+        assert_eq!(test_binary_exit_code(&text), Some(code), "{text}");
+        // The process left before it verified all three itself...
+        let by_test = run
+            .journal()
+            .into_iter()
+            .filter(|e| e.event == Event::Verified && e.pid == pid as u32)
+            .count();
+        assert!(by_test < 3, "{:#?}", run.journal());
+        // ...and its reaper verified the rest.
+        wait_for(
+            "the reaper to verify what the test process left",
+            Duration::from_secs(60),
+            || by_test + events_of(&run, Event::Reaped).len() == 3,
+        );
+        run.assert_no_strays(Some(pgid));
+        assert_pod_clean(&pod, &run, Duration::from_secs(10));
+    }
+}
+
 /// Cleanup after SIGTERM is bounded by `TESTKIT_GRACE`: deletes that take
 /// longer are left to the reaper, which verifies them gone.
 #[test]
@@ -340,6 +431,170 @@ fn a_budget_of_two_holds_across_ten_concurrent_test_processes() {
         assert!((1..=2).contains(&count), "{log}");
     }
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// `TESTKIT_KEEP=on-failure` keeps what a failing test created (there at
+/// the pod, `kept` in its record, named on stderr) and deletes what a
+/// passing test created.
+#[test]
+fn keep_on_failure_keeps_a_failing_tests_resources_and_deletes_a_passing_ones() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("keeponfail");
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+
+    let mut failing = run.command(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::panics_holding_five",
+        ],
+    );
+    failing.env("TESTKIT_KEEP", "on-failure");
+    let (status, out) = run.finish(failing);
+    assert!(!status.success(), "{out}");
+    let record = run.record("panics_holding_five");
+    assert_eq!(record["cleanup"], "kept", "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 5, "{record:#}");
+    assert!(resources.iter().all(|r| r["state"] == "kept"), "{record:#}");
+    let kept = run.journaled_names();
+    assert_eq!(events_of(&run, Event::Kept).len(), 5);
+    for name in &kept {
+        assert!(out.contains(&format!("sandbox `{name}`")), "{out}");
+        assert!(
+            rt.block_on(support::exists(&client, name)),
+            "{name} is gone"
+        );
+    }
+    assert_eq!(rt.block_on(listed(&client, &run.id)), kept);
+
+    let mut passing = run.command(
+        &pod,
+        false,
+        &[
+            "--test",
+            "resources",
+            "--",
+            "--exact",
+            "resources::creates_two_and_passes",
+        ],
+    );
+    passing.env("TESTKIT_KEEP", "on-failure");
+    let (status, out) = run.finish(passing);
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let deleted: std::collections::BTreeSet<String> =
+        run.journaled_names().difference(&kept).cloned().collect();
+    assert_eq!(deleted.len(), 2, "{:#?}", run.journal());
+    for name in &deleted {
+        assert!(!rt.block_on(support::exists(&client, name)), "{name} kept");
+    }
+    assert_eq!(rt.block_on(listed(&client, &run.id)), kept);
+
+    // What was kept is the run's residue, and a sweep removes it.
+    let config = testkit_engine::config::SuiteConfig::load(&support::suite_dir()).unwrap();
+    let kinds = Kinds::from_config(&config, &support::suite_dir().join("testkit.toml")).unwrap();
+    let report = rt.block_on(testkit_engine::resource::sweep(
+        &client, &kinds, PREFIX, &run.id,
+    ));
+    assert!(report.is_clean(), "{report:?}");
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+/// Kinds whose ids the pod assigns: the id answered at creation is
+/// journaled, and cleanup deletes and checks each record by it, filled into
+/// the path (`record`) or into a JSON body the pod reads (`record_by_body`).
+#[test]
+fn kinds_with_server_ids_are_deleted_and_checked_by_id_in_the_path_or_a_body() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("serverids");
+    let (status, out) = run.exact(&pod, "creates_records_and_passes");
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_records_and_passes");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let resources = record["resources"].as_array().unwrap();
+    assert_eq!(resources.len(), 2, "{record:#}");
+    assert!(
+        resources.iter().all(|r| r["state"] == "deleted"),
+        "{record:#}"
+    );
+    let id_of = |kind: &str| {
+        run.journal()
+            .into_iter()
+            .find(|e| e.event == Event::Created && e.kind == kind)
+            .and_then(|e| e.id)
+            .unwrap_or_else(|| panic!("no id journaled for the {kind}: {:#?}", run.journal()))
+    };
+    let (in_path, in_body) = (id_of("record"), id_of("record_by_body"));
+    assert_ne!(in_path, in_body);
+    let log = pod.log_text();
+    for request in [
+        format!("DELETE /api/records/{in_path} 204"),
+        format!("GET /api/records/{in_path} 404"),
+        // The pod refuses these without the id in the body (400, 415).
+        "POST /api/records/delete 204".to_owned(),
+        "POST /api/records/lookup 404".to_owned(),
+    ] {
+        assert!(
+            log.contains(&request),
+            "the pod was not sent {request}: {log}"
+        );
+    }
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    let left = rt.block_on(support::listed_records(&client, &run.id));
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A creation that reached the pod but whose answer was lost leaves a
+/// record whose id the test never learnt: cleanup lists the kind, finds the
+/// journaled name, and deletes and verifies it by the id listed beside it.
+#[test]
+fn a_record_whose_creation_was_never_answered_is_found_by_name_and_deleted() {
+    let pod = Sandboxd::start(&["drop-record-answer=1"]);
+    let run = Run::new("lostanswer");
+    let (status, out) = run.exact(&pod, "creates_a_record_whose_answer_is_lost");
+    assert!(!status.success(), "{out}");
+    let record = run.record("creates_a_record_whose_answer_is_lost");
+    assert_eq!(record["failure_kind"], "error", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let journal = run.journal();
+    let names: Vec<String> = run.journaled_names().into_iter().collect();
+    let [name] = &names[..] else {
+        panic!("not one record journaled: {journal:#?}")
+    };
+    assert!(
+        journal
+            .iter()
+            .any(|e| e.event == Event::Failed && &e.name == name && e.id.is_none()),
+        "{journal:#?}"
+    );
+    assert!(
+        !journal.iter().any(|e| e.event == Event::Created),
+        "{journal:#?}"
+    );
+    // The pod made it, and says which id it gave it.
+    let log = pod.log_text();
+    let made = format!("created record {name:?} (id ");
+    let id = log
+        .split(&made)
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("the pod did not make {name}: {log}"));
+    assert!(
+        log.contains(&format!("DELETE /api/records/{id} 204")),
+        "cleanup did not delete {name} by its id {id}: {log}"
+    );
+    let rt = rt();
+    let client = rt.block_on(pod.connect());
+    let left = rt.block_on(support::listed_records(&client, &run.id));
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// The fixture test that creates two sandboxes, run with `TESTKIT_KEEP=always`.

@@ -1117,3 +1117,64 @@ setup = [["sh", "-c", "sleep 8"]]
         );
     }
 }
+
+/// A second Ctrl-C while the tests clean up after the first hurries them:
+/// the runner kills the test processes at once (saying so), their reapers
+/// delete and verify what they held, and the residue sweep and teardown
+/// still run; the run exits 130.
+#[test]
+fn a_second_ctrl_c_kills_the_cleaning_tests_and_the_sweep_and_teardown_still_run() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    // Each delete takes 8 s to finish (the kind allows 10 s): the test's own
+    // cleanup of its two sandboxes, under a long grace, takes 16 s or more.
+    let pod = crate::CallerPod::start_with(&["--fault", "delete-delay=8s"]);
+    let child = run_in_mode(suite.path(), pods.path(), "slow", |c| {
+        c.env("TESTKIT_GRACE", "120s")
+            .arg("--handle-json")
+            .arg(&pod.handle_file)
+            .arg("--results")
+            .arg(results.path())
+            .args(["-E", "test(create_two)"]);
+    });
+    let journal = || testkit_engine::resource::read_journal(results.path());
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let cleaning = wait_for(Duration::from_secs(60), || {
+        journal()
+            .iter()
+            .any(|e| e.event == testkit_engine::resource::Event::Deleted)
+    });
+    assert!(cleaning, "the test began its cleanup: {:#?}", journal());
+    kill(child.pid(), Signal::SIGINT).unwrap();
+    let ran = child
+        .finish_within(Duration::from_secs(180))
+        .expect("the twice interrupted run ended");
+    assert_eq!(ran.code, 130);
+    assert!(
+        ran.stderr
+            .contains("Ctrl-C again: killing the tests; the residue sweep and teardown still run"),
+        "{}",
+        ran.stderr
+    );
+    let entries = journal();
+    let test_pid = entries[0].pid;
+    let verified_by_test = entries
+        .iter()
+        .filter(|e| e.event == testkit_engine::resource::Event::Verified && e.pid == test_pid)
+        .count();
+    assert!(
+        verified_by_test < 2,
+        "the test process was left to finish its cleanup: {entries:#?}"
+    );
+    let (verdict, evidence) = ran.verdict("residue");
+    assert_ne!(verdict, "skip", "residue: {evidence}");
+    // Teardown ran: it leaves a caller's pod running, and says so.
+    let (_, evidence) = ran.verdict("down");
+    assert!(evidence.contains("never stops it"), "down: {evidence}");
+    // The reaper, or else the residue sweep, deleted both sandboxes.
+    let gone = wait_for(Duration::from_secs(60), || {
+        sandboxes_of(&pod, &ran.run_id()).is_empty()
+    });
+    assert!(gone, "{:?}", sandboxes_of(&pod, &ran.run_id()));
+}

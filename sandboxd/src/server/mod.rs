@@ -8,6 +8,7 @@ mod extract;
 mod files;
 mod handlers;
 mod middleware;
+mod records;
 mod ui;
 
 use std::io::Write;
@@ -250,6 +251,16 @@ fn router(app: Arc<App>) -> Router {
         .route(
             "/api/sandboxes/{name}/processes/{pid}/signal",
             post(signal_process),
+        )
+        .route(
+            "/api/records",
+            get(records::list_records).post(records::create_record),
+        )
+        .route("/api/records/lookup", post(records::lookup_record))
+        .route("/api/records/delete", post(records::delete_record_by_body))
+        .route(
+            "/api/records/{id}",
+            get(records::get_record).delete(records::delete_record),
         )
         .layer(DefaultBodyLimit::max(JSON_BODY_LIMIT));
     let files = Router::new()

@@ -10,6 +10,7 @@ mod faults;
 mod files;
 mod lifecycle;
 mod processes;
+mod records;
 mod ui;
 
 use std::os::unix::process::ExitStatusExt;

@@ -1,5 +1,6 @@
 //! Pods that testkit starts: boot, auth, boot failures, verified teardown.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -409,5 +410,98 @@ fn bootstrap_runs_against_the_running_pod_and_a_failure_stops_it() {
     assert!(
         err.contains("pod.env.SANDBOXD_TOKEN") && err.contains("`{tokn}`"),
         "{err}"
+    );
+}
+
+/// The fake secret that must not reach the pod, and the sign that this test
+/// binary runs as the launcher whose environment holds it.
+const LAUNCHER_SECRET: (&str, &str) = ("AWS_SECRET_ACCESS_KEY", "fake-launcher-secret");
+
+/// What the pod may see: `INHERITED_ENV` of `testkit-engine/src/pod/launch.rs`,
+/// the variables testkit sets, the spec's `env`, and what `sh` sets itself.
+const POD_MAY_SEE: &[&str] = &[
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "HOME",
+    "TMPDIR",
+    "TESTKIT_POD_PORT",
+    "ENV_DUMP",
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
+];
+
+/// A pod testkit launches gets a scrubbed environment: a secret in the
+/// launcher's environment never reaches it. The test runs itself again as
+/// the launcher, with the secret in its environment.
+#[test]
+fn the_pod_inherits_only_the_allowlist_not_the_launchers_secrets() {
+    let (var, value) = LAUNCHER_SECRET;
+    if std::env::var(var).as_deref() != Ok(value) {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "lifecycle::the_pod_inherits_only_the_allowlist_not_the_launchers_secrets",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(var, value)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "the launcher failed: {text}");
+        assert!(
+            text.contains("1 passed"),
+            "the launcher ran no test: {text}"
+        );
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let dump = logs.path().join("pod.env");
+    let script = format!(
+        "env -0 > \"$ENV_DUMP\"; exec '{}' serve --home \"$0\" --listen 127.0.0.1:$TESTKIT_POD_PORT",
+        sandboxd().display()
+    );
+    let mut spec = spec(logs.path(), sh(&script));
+    spec.env
+        .insert("ENV_DUMP".to_owned(), dump.display().to_string());
+    let rt = runtime();
+    let pod = Guard(Some(rt.block_on(launch(&spec)).unwrap()));
+    let launched = pod.0.as_ref().unwrap();
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let seen: BTreeMap<&str, &str> = text
+        .split('\0')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    assert!(!seen.contains_key(var), "{var} reached the pod: {seen:#?}");
+    let unexpected: Vec<&&str> = seen.keys().filter(|k| !POD_MAY_SEE.contains(k)).collect();
+    assert!(
+        unexpected.is_empty(),
+        "the pod got {unexpected:?} from the launcher: {seen:#?}"
+    );
+    assert_eq!(
+        seen.get("HOME").copied(),
+        launched.home.to_str(),
+        "{seen:#?}"
+    );
+    assert_eq!(
+        seen.get("TMPDIR").copied(),
+        launched.private_dir.to_str(),
+        "{seen:#?}"
+    );
+    assert_eq!(
+        seen.get("TESTKIT_POD_PORT").copied(),
+        Some(launched.handle.port().to_string().as_str()),
+        "{seen:#?}"
     );
 }

@@ -94,6 +94,11 @@ impl Sandboxd {
         }
     }
 
+    /// What the pod logged so far (every request it answered).
+    pub fn log_text(&self) -> String {
+        self.pod.log_text()
+    }
+
     /// Stops the pod and waits for its process group to drain.
     pub fn stop(&mut self) {
         self.pod.stop();
@@ -142,6 +147,36 @@ pub async fn listed(pod: &testkit_engine::pod::Pod, run_id: &str) -> BTreeSet<St
         .unwrap()
         .iter()
         .map(|i| i["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The records (`/api/records`) of a run the pod lists: name to id.
+pub async fn listed_records(
+    pod: &testkit_engine::pod::Pod,
+    run_id: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let url = pod.url(&format!("/api/records?prefix={PREFIX}-{run_id}-"));
+    let list: serde_json::Value = pod
+        .client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap().to_owned(),
+                i["id"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 

@@ -2,9 +2,10 @@
 //! (kept in `tests.events.jsonl`, each capped by [`EventLine`]) mark each
 //! listed test with its result, the engine's other output goes to
 //! `tests.log` (capped by [`CappedLog`]), an interrupt stops the command's
-//! process group (SIGINT, then SIGKILL on a second one or after 60 s), and
-//! a terminal shows `done/total`. What the runner holds of the output is
-//! bounded whatever the tests print (see [`super::capped`]).
+//! process group (SIGINT, then SIGKILL to it and to every test process of
+//! the run on a second one or after 60 s), and a terminal shows
+//! `done/total`. What the runner holds of the output is bounded whatever
+//! the tests print (see [`super::capped`]).
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -219,13 +220,13 @@ async fn watch(
                     process::signal_group(pgid, Signal::SIGINT);
                     interrupted_at = Some(Instant::now());
                 } else {
-                    process::signal_group(pgid, Signal::SIGKILL);
+                    kill_tests(pgid, spec.run_id);
                 }
             }
             _ = tick.tick() => {
                 if interrupted_at.is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
                     eprintln!("testkit-runner: the tests did not stop within 60s of the interrupt: killing them");
-                    process::signal_group(pgid, Signal::SIGKILL);
+                    kill_tests(pgid, spec.run_id);
                     interrupted_at = None;
                 }
                 if tty {
@@ -275,6 +276,18 @@ pub(super) fn log_header(engine: Engine) -> String {
 /// The file that keeps nextest's events, capped.
 pub(super) fn events_file(results_dir: &Path) -> std::path::PathBuf {
     results_dir.join("tests.events.jsonl")
+}
+
+/// Kills the test command's group and every test process of run `run_id`:
+/// nextest starts each test in a process group of its own, which a signal
+/// to its group misses, and a test process left running would go on
+/// cleaning up beside the residue sweep. The reapers (`TESTKIT_RUN_AS`)
+/// are spared: they delete what the killed processes held.
+fn kill_tests(pgid: i32, run_id: &str) {
+    use testkit_engine::settings::var;
+    process::signal_group(pgid, Signal::SIGKILL);
+    let tests = process::with_env_without(var::RUN_ID, run_id, var::RUN_AS);
+    process::signal_each(&tests, Signal::SIGKILL);
 }
 
 /// Records a test's result event (`ok`, `failed`, `ignored`, …), and when
