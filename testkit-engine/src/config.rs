@@ -60,6 +60,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod container;
+pub use container::{BuildSection, ContainerSection, MountSection};
+
 /// The name of a suite's config file, at its workspace root.
 pub const CONFIG_FILE: &str = "testkit.toml";
 
@@ -206,6 +209,10 @@ pub struct PodSection {
     /// wherever it would appear.
     #[serde(default)]
     pub public_fields: Vec<String>,
+    /// `[pod.container]`: the pod as a container image, for a run that asks
+    /// for one (`testkit-runner run --pod container`).
+    #[serde(default)]
+    pub container: Option<ContainerSection>,
 }
 
 /// How a request carries a credential.
@@ -381,6 +388,7 @@ impl Default for PodSection {
             fields: BTreeMap::new(),
             setup: Vec::new(),
             public_fields: Vec::new(),
+            container: None,
         }
     }
 }
@@ -522,6 +530,10 @@ impl SuiteConfig {
         let checks = [
             self.suite.validate(),
             self.pod.validate(),
+            self.pod
+                .container
+                .as_ref()
+                .map_or(Ok(()), ContainerSection::validate),
             self.cli.validate(),
             self.auth.validate(),
             self.capabilities.validate(),

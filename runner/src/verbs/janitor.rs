@@ -45,9 +45,24 @@ pub(crate) struct JanitorArgs {
     /// `<target dir>/testkit/runs`).
     #[arg(long, value_name = "DIR")]
     results_root: Option<PathBuf>,
+    /// With `--run`: only the run's containers, networks and volumes in the
+    /// Docker Engine, found by label (no pod handle needed).
+    #[arg(long, requires = "run")]
+    engine_only: bool,
 }
 
 pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
+    let engine_clean = match &args.run {
+        Some(run) => crate::containers::janitor_print(run, args.engine_only).await,
+        None => true,
+    };
+    if args.engine_only {
+        return if engine_clean {
+            Ok(())
+        } else {
+            Err(ExpectedError::ChecksReported)
+        };
+    }
     let config = SuiteConfig::load(&args.suite)
         .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
     let kinds = Kinds::from_config(
@@ -147,7 +162,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
     );
     // Asked for one run by name, the janitor did not do it: not a success.
     let refused_run = args.run.is_some() && !report.skipped_live.is_empty();
-    if report.is_clean() && !refused_run {
+    if report.is_clean() && !refused_run && engine_clean {
         Ok(())
     } else {
         Err(ExpectedError::ChecksReported)

@@ -140,7 +140,14 @@ impl<'a> Run<'a> {
             }
             None => {
                 let logs = self.pod_dir.join("logs");
-                match pod::start(&self.plan.config, &self.plan.suite_dir, &logs).await {
+                let started_pod = pod::start(
+                    &self.plan.config,
+                    &self.plan.suite_dir,
+                    &logs,
+                    (self.plan.pod_mode, &self.plan.run_id),
+                )
+                .await;
+                match started_pod {
                     Ok(p) => {
                         if let Err(e) = self.guard(&p) {
                             let stopped = pod::stop(p).await.1;
@@ -153,10 +160,11 @@ impl<'a> Run<'a> {
                             return RunPod::NotUp;
                         }
                         let evidence = format!(
-                            "started pod {} at {} (pid {}) in {}, under a watchdog that stops it if the runner dies",
+                            "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
                             p.handle.name(),
                             p.handle.base_url(),
                             p.pid,
+                            crate::containers::describe(&p.private_dir),
                             humantime::format_duration(round_ms(p.boot_time))
                         );
                         self.decide(PhaseResult::new(

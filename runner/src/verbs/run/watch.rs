@@ -212,6 +212,9 @@ pub(crate) struct Crash {
     /// The pid of the `testkit-runner pod down` that stopped it, when one
     /// did: a stop, not a crash.
     pub(crate) stopped_by: Option<u32>,
+    /// A container pod whose container someone outside the run stopped or
+    /// removed (`docker stop`, `docker rm -f`): a stop, not a crash.
+    pub(crate) stopped_outside: bool,
     pub(crate) at: SystemTime,
     /// How long after it was up.
     pub(crate) after: Duration,
@@ -233,6 +236,10 @@ impl Crash {
                 "the pod was stopped by `pod down` (pid {pid}) mid-run: {} at {at}, {after} after it was up; {lines}",
                 self.status
             ),
+            None if self.stopped_outside => format!(
+                "the pod was stopped from outside the run mid-run, not by testkit: {} at {at}, {after} after it was up; {lines}",
+                self.status
+            ),
             None => format!(
                 "the pod crashed mid-run: {} at {at}, {after} after it was up; {lines}",
                 self.status
@@ -244,6 +251,7 @@ impl Crash {
     pub(crate) fn what(&self) -> &'static str {
         match self.stopped_by {
             Some(_) => "the pod was stopped by `pod down`",
+            None if self.stopped_outside => "the pod was stopped from outside the run",
             None => "the pod crashed",
         }
     }
@@ -269,6 +277,7 @@ impl PodWatch {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (pid, pgid) = (pod.pid as i32, pod.pgid);
         let stderr_log = pod.logs_dir.join("pod.stderr.log");
+        let private_dir = pod.private_dir.clone();
         let up = Instant::now();
         let shared = seen.clone();
         let task = tokio::spawn(async move {
@@ -281,12 +290,22 @@ impl PodWatch {
                     Ok(_) => None,
                     Err(e) => Some(format!("gone ({e})")),
                 };
+                // A container pod's `docker run` exits with its container:
+                // the engine says whether someone stopped it.
+                let fate = match status {
+                    Some(_) => testkit_engine::pod::container::fate(&private_dir).await,
+                    None => None,
+                };
                 {
                     let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
                     match status {
                         Some(status) => {
                             s.crash = Some(Crash {
-                                status,
+                                status: match &fate {
+                                    Some(Ok(how) | Err(how)) => format!("{status}: {how}"),
+                                    None => status,
+                                },
+                                stopped_outside: matches!(fate, Some(Ok(_))),
                                 // Written before `pod down` signals the pod.
                                 stopped_by: crate::verbs::pod::stopped_by(&results_dir)
                                     .map(|w| w.pid),
