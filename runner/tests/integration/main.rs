@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod commands;
+mod containers;
 mod credentials;
 mod fanout;
 mod faults;
