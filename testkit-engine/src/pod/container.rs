@@ -14,10 +14,10 @@
 //! containers of its setup, its network, its volumes) carries the labels
 //! [`OWNER_LABEL`]` = testkit`, [`POD_LABEL`]` = <pod id>` and, in a run,
 //! [`RUN_LABEL`]` = <run id>`; it is found and removed by those labels,
-//! never by name. Secrets reach the container through an env file in the
-//! pod's private directory (mode 0700), read by the `docker` client: never
-//! an argument of a command line, a label, an image layer or a build
-//! context.
+//! never by name. The container's `env` (where secrets belong) reaches it
+//! through an env file in the pod's private directory (mode 0700), read by
+//! the `docker` client: not an argument of a command line, and never a
+//! label, an image layer or a build context.
 //!
 //! The `docker` CLI rather than an API client: the engine is compiled into
 //! every test binary of every suite, and the CLI costs them nothing to
