@@ -368,7 +368,13 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool) -> bool {
         return !engine_only;
     }
     match janitor(run_id).await {
-        Ok(found) => {
+        Ok(None) => {
+            println!(
+                "engine: skipped run {run_id}: it is live; the janitor leaves a live run's containers alone"
+            );
+            !engine_only
+        }
+        Ok(Some(found)) => {
             for item in &found {
                 println!("engine: {item}");
             }
@@ -392,14 +398,12 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool) -> bool {
 
 /// `janitor --run ID`: the run's containers, networks and volumes, by
 /// label, removed and proven gone. Nothing of a live run is touched.
-pub(crate) async fn janitor(run_id: &str) -> Result<Vec<String>, String> {
-    if let Some(claim) = testkit_engine::run::live_runner(crate::verbs::settings(), run_id) {
-        return Err(format!(
-            "run {run_id} is live (its runner, pid {}, still runs): its containers are left alone",
-            claim.pid
-        ));
+/// `None` when the run is live (its runner still runs).
+async fn janitor(run_id: &str) -> Result<Option<Vec<String>>, String> {
+    if testkit_engine::run::live_runner(crate::verbs::settings(), run_id).is_some() {
+        return Ok(None);
     }
-    sweep(run_id, None).await
+    sweep(run_id, None).await.map(Some)
 }
 
 /// ` as container NAME of image TAG` for a container pod, else nothing.
