@@ -466,7 +466,21 @@ pub(crate) async fn for_pod_up(
         return Ok(None);
     }
     check_mode(mode, config)?;
-    spec(config, suite_dir, logs_dir, None, std::env::var_os("PATH"))
+    // The prepare step finds the programs built with the runner, as the
+    // pod's command does.
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_owned));
+    let path = std::env::join_paths(
+        exe_dir.into_iter().chain(
+            std::env::var_os("PATH")
+                .iter()
+                .flat_map(std::env::split_paths)
+                .collect::<Vec<_>>(),
+        ),
+    )
+    .ok();
+    spec(config, suite_dir, logs_dir, None, path)
         .await
         .map(Some)
 }
@@ -488,4 +502,53 @@ pub(crate) fn down_note(report: &testkit_engine::pod::StopReport) -> Option<Stri
         c.removed.join(", "),
         c.pod_id
     ))
+}
+
+/// How to reach and stop a container pod kept by `--keep`: `pod down`,
+/// which removes its containers, network and volumes by label (a signal
+/// to its `docker run` would leave them to the daemon).
+pub(crate) fn keep_note(
+    pod: &testkit_engine::pod::LaunchedPod,
+    handle_file: &Path,
+    run_id: &str,
+) -> Option<String> {
+    let record = testkit_engine::pod::container::ContainerRecord::read(&pod.private_dir)?;
+    Some(format!(
+        "pod {name} is still running at {url} (container {container}, pid {pid})\n\
+         \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RUN_ID={run_id} cargo nextest run   (in the suite)\n\
+         \x20 stop it:  testkit-runner pod down {name} && rm -rf {secrets}\n",
+        name = pod.handle.name(),
+        url = pod.handle.base_url(),
+        container = record.name,
+        pid = pod.pid,
+        handle = handle_file.display(),
+        secrets = handle_file.parent().unwrap_or(Path::new(".")).display(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_context_hash_follows_content_and_mode_not_timestamps() {
+        let a = tempfile::tempdir().unwrap();
+        std::fs::create_dir(a.path().join("bin")).unwrap();
+        std::fs::write(a.path().join("bin/svc"), b"binary").unwrap();
+        std::fs::write(a.path().join("Dockerfile"), b"FROM scratch").unwrap();
+        let first = hash_dir(a.path()).unwrap();
+        let b = tempfile::tempdir().unwrap();
+        copy_dir(a.path(), b.path()).unwrap();
+        assert_eq!(hash_dir(b.path()).unwrap(), first, "a copy hashes the same");
+        std::fs::set_permissions(
+            b.path().join("bin/svc"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let executable = hash_dir(b.path()).unwrap();
+        assert_ne!(executable, first, "the executable bit counts");
+        std::fs::write(b.path().join("bin/svc"), b"binarY").unwrap();
+        assert_ne!(hash_dir(b.path()).unwrap(), executable, "content counts");
+    }
 }

@@ -527,3 +527,106 @@ fn a_leftover_container_is_a_named_leak_and_the_token_reaches_no_label_layer_or_
     }
     assert!(files > 5, "the results folder holds the run's files");
 }
+
+/// `--pod container` on a suite without `[pod.container]` is a bad
+/// argument, refused before anything starts, saying what to add.
+#[test]
+fn a_container_run_of_a_suite_without_a_container_section_is_refused() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .args(["run", "--pod", "container"])
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64);
+    assert!(
+        ran.stderr.contains("has no [pod.container]") && ran.stderr.contains("TESTING.md"),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// `pod up --pod container` leaves a container pod running that `pod ls`
+/// shows with its container, and `pod down` removes its container, network
+/// and volume, leaving nothing with its label.
+#[test]
+fn pod_up_ls_and_down_handle_a_container_pod() {
+    let suite = container_fixture(SERVE);
+    let pods = tempfile::tempdir().unwrap();
+    let up = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "up", "--pod", "container", "--json", "--suite"])
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let out: serde_json::Value = serde_json::from_str(up.stdout.trim()).unwrap();
+    let name = out["name"].as_str().unwrap().to_owned();
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pods.path().join(&name).join("pod.json")).unwrap())
+            .unwrap();
+    let private = record["private_dir"].as_str().unwrap();
+    let pod_id = private.rsplit("testkit-pod-").next().unwrap().to_owned();
+    // Removed by its label whatever happens below.
+    struct PodGuard(String);
+    impl Drop for PodGuard {
+        fn drop(&mut self) {
+            let filter = format!("label=testkit.pod={}", self.0);
+            for args in [
+                format!("docker rm -f -v $(docker ps -aq --filter {filter})"),
+                format!("docker network rm $(docker network ls -q --filter {filter})"),
+                format!("docker volume rm -f $(docker volume ls -q --filter {filter})"),
+            ] {
+                let _ = Command::new("sh")
+                    .args(["-c", &format!("{args} 2>/dev/null")])
+                    .status();
+            }
+        }
+    }
+    let _guard = PodGuard(pod_id.clone());
+    assert_eq!(
+        labelled("testkit.pod", &pod_id).len(),
+        3,
+        "container, network, volume"
+    );
+    let (status, _) = crate::http(
+        "GET",
+        &format!("{}/api/health", out["base_url"].as_str().unwrap()),
+        None,
+        None,
+    );
+    assert_eq!(status, 200);
+    let ls = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "ls"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        ls.stdout.lines().any(|l| l.starts_with(&name)
+            && l.contains("alive")
+            && l.contains(&format!("container testkit-{pod_id}"))),
+        "{}",
+        ls.stdout
+    );
+    let down = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "down", &name])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(
+        down.stdout
+            .contains(&format!("label testkit.pod={pod_id} lists nothing now")),
+        "{}",
+        down.stdout
+    );
+    assert!(labelled("testkit.pod", &pod_id).is_empty());
+}

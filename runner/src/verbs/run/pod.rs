@@ -328,6 +328,9 @@ pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
 
 /// How to reach and stop a pod kept by `--keep`.
 pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path, run_id: &str) -> String {
+    if let Some(note) = crate::containers::keep_note(pod, handle_file, run_id) {
+        return note;
+    }
     format!(
         "pod {name} is still running at {url} (pid {pid}, process group {pgid})\n\
          \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RUN_ID={run_id} cargo nextest run   (in the suite)\n\
