@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::exit;
 use crate::verbs::block_on;
-use crate::verbs::{janitor, known_issues, merge, pod, report, run};
+use crate::verbs::{check, janitor, known_issues, merge, pod, report, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,6 +36,10 @@ enum Command {
     /// its latest, or `--run ID`), or one report.html for several merged.
     #[command(after_help = exit::help(exit::REPORT))]
     Report(report::ReportArgs),
+    /// Check a suite without building or running it: testkit.toml, its
+    /// resource kinds, KNOWN-ISSUES.md and the ids its tests pin.
+    #[command(after_help = exit::help(exit::CHECK))]
+    Check(check::CheckArgs),
     /// Check a suite's KNOWN-ISSUES.md against the ids its tests pin.
     #[command(after_help = exit::help(exit::CHECK_KNOWN_ISSUES))]
     CheckKnownIssues(known_issues::CheckArgs),
@@ -67,6 +71,7 @@ pub(crate) fn main_impl() -> u8 {
         Command::Janitor(args) => block_on(janitor::run(args)),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
+        Command::Check(args) => check::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
         Command::Pod(cmd) => pod::run(cmd),
         Command::WatchPod(args) => return run::watchdog(args),

@@ -79,6 +79,18 @@ pub(crate) const REPORT: &[Row] = &[
     ),
 ];
 
+pub(crate) const CHECK: &[Row] = &[
+    (
+        OK,
+        "testkit.toml and KNOWN-ISSUES.md are valid, every entry is pinned by a test, every pinned id is listed",
+    ),
+    (
+        VERIFY_FAILED,
+        "a problem in testkit.toml or KNOWN-ISSUES.md, or a stale or unlisted entry: each is printed",
+    ),
+    (BAD_ARGS, "bad arguments, or the suite is not a directory"),
+];
+
 pub(crate) const CHECK_KNOWN_ISSUES: &[Row] = &[
     (
         OK,

@@ -59,7 +59,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "10s", value_parser = parse_timeout, value_name = "DURATION")]
     pub header_timeout: Duration,
     /// Track sandbox processes by their ancestry (`/proc`) even where a cgroup
-    /// v2 hierarchy is writable (by default each sandbox gets a cgroup there).
+    /// v2 hierarchy is writable (by default each sandbox gets a cgroup there;
+    /// as root, on a machine that mounts none, sandboxd mounts one in a mount
+    /// namespace of its own).
     #[arg(long)]
     pub no_cgroup: bool,
     /// Enable a fault switch (see below).

@@ -35,4 +35,5 @@ mod procs;
 mod server;
 mod state;
 
+pub use owner::mount_cgroup2_privately;
 pub use server::{serve, ServeError, FILE_BODY_LIMIT, JSON_BODY_LIMIT};

@@ -9,6 +9,17 @@ fn main() {
     let started = Instant::now();
     let cli = Cli::parse();
     let Command::Serve(args) = cli.command;
+    // Before the runtime's threads exist: see `mount_cgroup2_privately`.
+    if !args.no_cgroup && nix::unistd::geteuid().is_root() {
+        match sandboxd::mount_cgroup2_privately(&args.home) {
+            Ok(Some(at)) => eprintln!(
+                "sandboxd: no cgroup v2 hierarchy was mounted: mounted one at {} in a mount namespace of its own",
+                at.display()
+            ),
+            Ok(None) => {}
+            Err(e) => eprintln!("sandboxd: warning: no cgroup v2 hierarchy: {e}"),
+        }
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

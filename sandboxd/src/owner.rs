@@ -9,7 +9,11 @@
 //!   fork and exec, before it can fork itself. Membership is the kernel's;
 //!   `cgroup.kill` ends a whole cgroup at once, forks included, and the
 //!   directory of an instance that crashed with processes running is found
-//!   again at the next start (an idle instance has no directory).
+//!   again at the next start (an idle instance has no directory). On a
+//!   machine that mounts only cgroup v1 hierarchies, sandboxd started as
+//!   root mounts the (single, kernel-wide) v2 hierarchy in a mount
+//!   namespace of its own ([`mount_cgroup2_privately`]), so that the
+//!   kernel's membership is there too.
 //! - **lineage** (fallback, or `--no-cgroup`): ancestry read from `/proc`
 //!   every reaper tick (50 ms) and before every kill. sandboxd is a child
 //!   subreaper, so an orphan is re-parented to it rather than to init and
@@ -48,6 +52,47 @@ pub(crate) enum Owner {
         /// Every process known to belong to a sandbox.
         known: Mutex<HashMap<Proc, String>>,
     },
+}
+
+/// Where no cgroup v2 hierarchy is mounted, mounts one, in a mount
+/// namespace of this process's own (the host's mounts stay as they were),
+/// at `<home>/.cgroup2`. Must run while the process has one thread: a
+/// process whose threads share its filesystem context cannot leave its
+/// mount namespace. Returns where it mounted the hierarchy, `None` when
+/// one was mounted already, or why it could not (not root, say).
+pub fn mount_cgroup2_privately(home: &Path) -> Result<Option<PathBuf>, String> {
+    use nix::mount::{mount, MsFlags};
+    use nix::sched::{unshare, CloneFlags};
+    if own_cgroup().is_some() {
+        return Ok(None);
+    }
+    let at = home.join(".cgroup2");
+    std::fs::create_dir_all(&at).map_err(|e| format!("cannot create {}: {e}", at.display()))?;
+    unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| format!("cannot make a mount namespace of its own: {e}"))?;
+    // Nothing mounted here may reach the host's namespace.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("cannot make its mounts private: {e}"))?;
+    mount(
+        Some("cgroup2"),
+        &at,
+        Some("cgroup2"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        format!(
+            "cannot mount the cgroup v2 hierarchy at {}: {e}",
+            at.display()
+        )
+    })?;
+    Ok(Some(at))
 }
 
 /// Where the cgroup v2 hierarchy is mounted and where this process sits in it.

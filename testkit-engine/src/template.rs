@@ -8,6 +8,14 @@
 //! A placeholder is `{` + lowercase letters, digits and `_` + `}`; any other
 //! brace is text, so a JSON body needs no escaping. A placeholder that no
 //! value fills is an error naming it and the ones that exist.
+//!
+//! A value is escaped for where it goes: percent-encoded in a path or a
+//! query, escaped for a JSON string in a body, as it is elsewhere. Filters
+//! after a `|` change it first, in order ([`Filter`]): `{name|base64}`
+//! for a service that wants its keys base64-encoded,
+//! `{prefix|next|base64}` for the end of a range over a prefix. A filter
+//! that encodes the value for where it goes (`json`, `url`, `raw`) comes
+//! last and replaces the escaping.
 
 use std::fmt;
 
@@ -33,6 +41,7 @@ impl RequestTemplate {
         if !path.starts_with('/') {
             return Err(format!("is {text:?}: the path must start with `/`"));
         }
+        check_filters(path)?;
         Ok(RequestTemplate {
             method,
             path: path.to_owned(),
@@ -61,10 +70,13 @@ impl RequestTemplate {
         self.body.as_deref()
     }
 
-    /// Whether the path or the body uses `{key}`.
+    /// Whether the path or the body uses `{key}` (filtered or not).
     pub fn uses(&self, key: &str) -> bool {
-        let needle = format!("{{{key}}}");
-        self.path.contains(&needle) || self.body.as_deref().is_some_and(|b| b.contains(&needle))
+        placeholders(&self.path).contains(&key)
+            || self
+                .body
+                .as_deref()
+                .is_some_and(|b| placeholders(b).contains(&key))
     }
 
     /// The path with every placeholder filled, values percent-encoded.
@@ -148,40 +160,204 @@ pub fn is_placeholder_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(is_name_byte)
 }
 
-/// The next placeholder of `text`: the text before it, its key, and the
-/// text after it. `None` when there is none left.
-fn next_placeholder(text: &str) -> Option<(&str, &str, &str)> {
+/// What a `|filter` of a placeholder does to its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Filter {
+    /// `base64`: the value's bytes in standard base64, padded
+    /// (`ct-a` → `Y3QtYQ==`).
+    Base64,
+    /// `base64url`: the URL-safe alphabet, unpadded (`ct-a?` → `Y3QtYT8`).
+    Base64Url,
+    /// `next`: the value with its last byte plus one, the end of a range
+    /// over the value as a prefix (`ct-run-` → `ct-run.`); a last byte of
+    /// 0xFF is dropped and the one before it raised, as range scans count.
+    Next,
+    /// `json`: a whole JSON string, quotes included (`a"b` → `"a\"b"`);
+    /// last, and in place of the escaping.
+    Json,
+    /// `url`: percent-encoded but for RFC 3986's unreserved characters;
+    /// last, and in place of the escaping.
+    Url,
+    /// `raw`: as it is, not escaped at all; last.
+    Raw,
+}
+
+impl Filter {
+    /// Every filter, by the name a template writes.
+    pub const ALL: &'static [(&'static str, Filter)] = &[
+        ("base64", Filter::Base64),
+        ("base64url", Filter::Base64Url),
+        ("next", Filter::Next),
+        ("json", Filter::Json),
+        ("url", Filter::Url),
+        ("raw", Filter::Raw),
+    ];
+
+    fn named(name: &str) -> Result<Filter, String> {
+        Filter::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Filter::ALL.iter().map(|(n, _)| *n).collect();
+                format!("`|{name}` is not a filter (filters: {})", known.join(", "))
+            })
+    }
+
+    /// The name a template writes.
+    pub fn name(self) -> &'static str {
+        Filter::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// Whether it encodes the value for where it goes, so that it comes last.
+    fn is_final(self) -> bool {
+        matches!(self, Filter::Json | Filter::Url | Filter::Raw)
+    }
+}
+
+/// A placeholder found in a template: its key and its filters' text.
+struct Placeholder<'t> {
+    key: &'t str,
+    /// `|base64|json`, or empty.
+    filters: &'t str,
+}
+
+impl Placeholder<'_> {
+    fn filters(&self) -> Result<Vec<Filter>, String> {
+        let filters: Vec<Filter> = self
+            .filters
+            .split('|')
+            .skip(1)
+            .map(Filter::named)
+            .collect::<Result<_, _>>()?;
+        if let Some(pos) = filters.iter().position(|f| f.is_final()) {
+            if pos + 1 < filters.len() {
+                return Err(format!(
+                    "`{{{}{}}}`: `|{}` encodes the value for where it goes, so it comes last",
+                    self.key,
+                    self.filters,
+                    filters[pos].name()
+                ));
+            }
+        }
+        Ok(filters)
+    }
+
+    /// The value of this placeholder, filtered, then escaped by `escape`
+    /// unless a filter encoded it already.
+    fn render(&self, value: &str, escape: fn(&str) -> String) -> Result<String, String> {
+        use base64::Engine as _;
+        let filters = self.filters()?;
+        let mut bytes = value.as_bytes().to_vec();
+        let text = |bytes: Vec<u8>, then: &str| {
+            String::from_utf8(bytes).map_err(|_| {
+                format!(
+                    "`{{{}{}}}` makes bytes that are not UTF-8 before {then}: end it with `|base64` or `|base64url`",
+                    self.key, self.filters
+                )
+            })
+        };
+        for filter in filters {
+            bytes = match filter {
+                Filter::Base64 => base64::engine::general_purpose::STANDARD
+                    .encode(&bytes)
+                    .into_bytes(),
+                Filter::Base64Url => base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .encode(&bytes)
+                    .into_bytes(),
+                Filter::Next => next_prefix(bytes),
+                Filter::Json => {
+                    let s = text(bytes, "`|json`")?;
+                    return Ok(serde_json::Value::String(s).to_string());
+                }
+                Filter::Url => return Ok(encode(&text(bytes, "`|url`")?)),
+                Filter::Raw => return text(bytes, "`|raw`"),
+            };
+        }
+        Ok(escape(&text(bytes, "it is escaped")?))
+    }
+}
+
+/// The end of the range of keys that start with `prefix`: its last byte
+/// plus one, a last 0xFF dropped and carried. A prefix of 0xFF bytes only
+/// has no end: `\0`, as range scans write "to the end".
+fn next_prefix(mut prefix: Vec<u8>) -> Vec<u8> {
+    while let Some(last) = prefix.pop() {
+        if last < 0xFF {
+            prefix.push(last + 1);
+            return prefix;
+        }
+    }
+    vec![0]
+}
+
+/// The next placeholder of `text`: the text before it, the placeholder,
+/// and the text after it. `None` when there is none left.
+fn next_placeholder(text: &str) -> Option<(&str, Placeholder<'_>, &str)> {
     let mut from = 0;
     while let Some(open) = text[from..].find('{').map(|i| from + i) {
         let after = &text[open + 1..];
         let len = after.bytes().take_while(|b| is_name_byte(*b)).count();
-        if len > 0 && after.as_bytes().get(len) == Some(&b'}') {
-            return Some((&text[..open], &after[..len], &after[len + 1..]));
+        let filters = after[len..]
+            .bytes()
+            .take_while(|b| *b == b'|' || b.is_ascii_lowercase() || b.is_ascii_digit())
+            .count();
+        let end = len + filters;
+        let well_formed = filters == 0 || after[len..end].starts_with('|');
+        if len > 0 && well_formed && after.as_bytes().get(end) == Some(&b'}') {
+            let placeholder = Placeholder {
+                key: &after[..len],
+                filters: &after[len..end],
+            };
+            return Some((&text[..open], placeholder, &after[end + 1..]));
         }
         from = open + 1;
     }
     None
 }
 
-/// The placeholders `text` uses, in order.
+/// The placeholders `text` uses, in order, by key (filters left off).
 pub fn placeholders(text: &str) -> Vec<&str> {
     let mut found = Vec::new();
     let mut rest = text;
-    while let Some((_, key, after)) = next_placeholder(rest) {
-        found.push(key);
+    while let Some((_, placeholder, after)) = next_placeholder(rest) {
+        found.push(placeholder.key);
         rest = after;
     }
     found
 }
 
-/// Fills every placeholder of `text` from `values`, each through `escape`.
+/// Checks the filters of every placeholder of `text`, without values: a
+/// template's mistakes are found when it is loaded, not when it is sent.
+pub fn check_filters(text: &str) -> Result<(), String> {
+    let mut rest = text;
+    while let Some((_, placeholder, after)) = next_placeholder(rest) {
+        placeholder
+            .filters()
+            .map_err(|e| format!("in {text:?}: {e}"))?;
+        rest = after;
+    }
+    Ok(())
+}
+
+/// Fills every placeholder of `text` from `values`, each through its
+/// filters and then `escape`.
 pub fn fill(text: &str, values: &Values<'_>, escape: fn(&str) -> String) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some((before, key, after)) = next_placeholder(rest) {
+    while let Some((before, placeholder, after)) = next_placeholder(rest) {
         out.push_str(before);
+        let key = placeholder.key;
         match values.get(key) {
-            Some(value) => out.push_str(&escape(value)),
+            Some(value) => out.push_str(
+                &placeholder
+                    .render(value, escape)
+                    .map_err(|e| format!("in {text:?}: {e}"))?,
+            ),
             None => {
                 return Err(format!(
                     "`{{{key}}}` in {text:?} is not a known placeholder (known here: {})",
@@ -253,6 +429,63 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("`{usr}`") && e.contains("{id}, {user}"), "{e}");
+    }
+
+    #[test]
+    fn filters_change_a_value_before_it_is_escaped_for_where_it_goes() {
+        let v = Values::new()
+            .with("name", "ct-a?")
+            .with("prefix", "ct-run-")
+            .with("q", "a\"b");
+        let path = |t: &str| fill(t, &v, encode).unwrap();
+        let body = |t: &str| fill(t, &v, json_escape).unwrap();
+        // base64's `+`, `/` and `=` are still percent-encoded in a path.
+        assert_eq!(path("/k/{name|base64}"), "/k/Y3QtYT8%3D");
+        assert_eq!(
+            body(r#"{"key": "{name|base64}"}"#),
+            r#"{"key": "Y3QtYT8="}"#
+        );
+        assert_eq!(path("/k/{name|base64url}"), "/k/Y3QtYT8");
+        assert_eq!(
+            body(r#"{"key": "{prefix|base64}", "range_end": "{prefix|next|base64}"}"#),
+            r#"{"key": "Y3QtcnVuLQ==", "range_end": "Y3QtcnVuLg=="}"#
+        );
+        // A final filter replaces the escaping: a whole JSON string...
+        assert_eq!(body(r#"{"q": {q|json}}"#), r#"{"q": "a\"b"}"#);
+        // ...percent-encoding wherever the template is, and nothing at all.
+        assert_eq!(body("q={name|url}"), "q=ct-a%3F");
+        assert_eq!(path("/{name|raw}"), "/ct-a?");
+        assert!(RequestTemplate::parse("GET /k/{name|base64}")
+            .unwrap()
+            .uses("name"));
+    }
+
+    #[test]
+    fn the_end_of_a_prefix_range_carries_past_0xff() {
+        assert_eq!(next_prefix(b"ab".to_vec()), b"ac");
+        assert_eq!(next_prefix(vec![b'a', 0xFF]), b"b");
+        assert_eq!(next_prefix(vec![0xFF, 0xFF]), [0]);
+    }
+
+    #[test]
+    fn a_bad_filter_is_named_with_the_known_ones_when_the_template_is_loaded() {
+        let e = RequestTemplate::parse("GET /k/{name|base65}").unwrap_err();
+        assert!(
+            e.contains("`|base65` is not a filter") && e.contains("base64, base64url, next"),
+            "{e}"
+        );
+        let e = check_filters(r#"{"k": {name|json|base64}}"#).unwrap_err();
+        assert!(e.contains("`|json`") && e.contains("comes last"), "{e}");
+        // Bytes that are not text must be encoded before they are sent.
+        let v = Values::new().with("k", "\u{7f}");
+        let e = fill("/{k|next}", &v, encode).unwrap_err();
+        assert!(e.contains("not UTF-8") && e.contains("|base64"), "{e}");
+        // A brace that is not a placeholder is still text; a filter left
+        // empty is a mistake.
+        let v = Values::new().with("a", "x");
+        assert_eq!(fill("{|a} {a}", &v, verbatim).unwrap(), "{|a} x");
+        let e = fill("{a|}", &v, verbatim).unwrap_err();
+        assert!(e.contains("`|` is not a filter"), "{e}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The verbs of `testkit-runner`, one module each (`run`, `pod`, `report`,
-//! `merge`, `janitor`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
+//! `merge`, `janitor`, `check`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
 //! own settings, and the parsers of the arguments several of them take.
 
+pub(crate) mod check;
 pub(crate) mod janitor;
 pub(crate) mod known_issues;
 pub(crate) mod merge;

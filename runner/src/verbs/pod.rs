@@ -7,7 +7,8 @@
 //! A pod that went away without `down` (a crash, `kill -9`, a reboot) shows
 //! as dead in `ls`, and `down` reclaims what it left. A pod `run` started
 //! is listed too, while the run goes on (its folder has `pod.json` only,
-//! naming the run): `down` of such a pod says which run it interrupts, and
+//! naming the run; while it boots, as `booting-<run id>` with its phase):
+//! `down` of such a pod says which run it interrupts, and
 //! leaves word in the run's results folder (`pod/stopped-by.json`) so that
 //! the run names the stop as a stop, not as a crash.
 
@@ -35,7 +36,8 @@ pub(crate) enum PodCommand {
         /// Only this pod.
         name: Option<String>,
     },
-    /// List pods, dead ones included.
+    /// List pods, dead ones included, and those a run is still booting
+    /// (state `setup` or `booting`).
     #[command(after_help = exit::help(exit::POD_LS))]
     Ls,
     /// Stop a pod (or reclaim a dead one) and verify it is gone. A pod a
@@ -86,6 +88,11 @@ struct PodRecord {
     /// credentials its processes obtained, redacted from the logs on `down`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     secrets_dir: Option<PathBuf>,
+    /// A pod a run is still booting: `setup` while a `[pod] setup`
+    /// command runs (`pid` and `pgid` are its), `booting` until the pod is
+    /// up. Absent once it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    phase: Option<String>,
 }
 
 /// The run a pod was started for: who to warn, and where to say it was
@@ -290,6 +297,74 @@ pub(crate) fn record_run_pod(
     Ok(dir)
 }
 
+/// The `pod ls` record of a pod a run is booting, under
+/// `<pods dir>/booting-<run id>/`: written at each step of the boot, so
+/// that `pod ls` shows the phase and `pod down` stops what runs now (a
+/// setup command, or the pod). Replaced by the pod's own record once it
+/// is up.
+pub(crate) struct BootingRecord {
+    dir: PathBuf,
+    record: PodRecord,
+}
+
+impl BootingRecord {
+    pub(crate) fn new(
+        run: RunOfPod,
+        health_path: &str,
+        logs_dir: &std::path::Path,
+        secrets_dir: &std::path::Path,
+    ) -> BootingRecord {
+        let name = format!("booting-{}", run.run_id);
+        BootingRecord {
+            dir: pods_dir().join(&name),
+            record: PodRecord {
+                name,
+                base_url: "-".to_owned(),
+                pid: 0,
+                pgid: 0,
+                start_ticks: None,
+                private_dir: PathBuf::new(),
+                home: PathBuf::new(),
+                logs_dir: logs_dir.to_owned(),
+                health_path: health_path.to_owned(),
+                started_at: now(),
+                run: Some(run),
+                secrets_dir: Some(secrets_dir.to_owned()),
+                phase: None,
+            },
+        }
+    }
+
+    /// The record's folder.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Records `step`; returns whether the record was written (a step that
+    /// started nothing writes none).
+    pub(crate) fn step(&mut self, step: &pod::BootStep) -> std::io::Result<bool> {
+        let r = &mut self.record;
+        let (phase, pgid, ticks) = match step {
+            pod::BootStep::PrivateDir(dir) => {
+                r.private_dir = dir.clone();
+                r.home = dir.join("home");
+                return Ok(false);
+            }
+            pod::BootStep::Setup { pgid, start_ticks } => ("setup", *pgid, *start_ticks),
+            pod::BootStep::Pod { pgid, start_ticks } => ("booting", *pgid, *start_ticks),
+            _ => return Ok(false),
+        };
+        r.phase = Some(phase.to_owned());
+        r.pid = pgid as u32;
+        r.pgid = pgid;
+        r.start_ticks = ticks;
+        std::fs::create_dir_all(&self.dir)?;
+        let bytes = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+        std::fs::write(self.dir.join("pod.json"), bytes)?;
+        Ok(true)
+    }
+}
+
 /// Writes `<dir>/pod.json`.
 fn write_record(
     dir: &std::path::Path,
@@ -312,6 +387,7 @@ fn write_record(
         started_at: now(),
         run,
         secrets_dir,
+        phase: None,
     };
     std::fs::write(
         dir.join("pod.json"),
@@ -371,17 +447,17 @@ fn ls() -> Result<(), ExpectedError> {
         println!("no pods under {}", pods_dir().display());
         return Ok(());
     }
-    println!("{:<24} {:<6} {:<8} BASE_URL", "NAME", "STATE", "PID");
+    println!("{:<24} {:<7} {:<8} BASE_URL", "NAME", "STATE", "PID");
     for (dir, rec) in all {
         match rec {
             Ok(r) => {
-                let state = if testkit_engine::process::is_alive(r.pgid, r.start_ticks) {
-                    "alive"
-                } else {
+                let state = if !testkit_engine::process::is_alive(r.pgid, r.start_ticks) {
                     "dead"
+                } else {
+                    r.phase.as_deref().unwrap_or("alive")
                 };
                 println!(
-                    "{:<24} {:<6} {:<8} {}{}",
+                    "{:<24} {:<7} {:<8} {}{}",
                     r.name,
                     state,
                     r.pid,
@@ -390,7 +466,7 @@ fn ls() -> Result<(), ExpectedError> {
                 );
             }
             Err(e) => println!(
-                "{:<24} {:<6} {:<8} unreadable pod.json: {e}",
+                "{:<24} {:<7} {:<8} unreadable pod.json: {e}",
                 dir.display(),
                 "?",
                 "-"
@@ -492,7 +568,15 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
             } else {
                 format!("SIGKILL needed for {:?}", report.killed)
             };
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
+            // The run whose boot this stopped may have removed it first.
+            let removed = std::fs::remove_dir_all(&dir).or_else(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            });
+            if let Err(e) = removed {
                 return Err(ExpectedError::CheckFailed(format!(
                     "pod {name} stopped but its state {} could not be removed: {e}",
                     dir.display()

@@ -66,6 +66,7 @@ fn each_verbs_help_lists_the_exit_codes_it_uses() {
         (&["janitor", "--help"], &[0, 1, 2, 64]),
         (&["merge", "--help"], &[0, 2, 64]),
         (&["report", "--help"], &[0, 2, 64]),
+        (&["check", "--help"], &[0, 1, 64]),
         (&["check-known-issues", "--help"], &[0, 1, 64]),
         (&["pod", "--help"], &[0, 1, 2, 64]),
         (&["pod", "up", "--help"], &[0, 1, 2, 64]),
@@ -115,6 +116,67 @@ fn check_known_issues_fails_on_a_stale_entry() {
         "{}",
         ran.stdout
     );
+}
+
+/// `check SUITE` says a suite is valid without building it, and names
+/// every problem at once: a bad key of `testkit.toml`, a kind whose
+/// template is broken, a malformed `KNOWN-ISSUES.md`; nothing is built.
+#[test]
+fn check_names_every_problem_of_a_suite_without_building_it() {
+    let suite = fixture("suite");
+    let ran = Ran::from(runner().arg("check").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("testkit.toml: valid (resource kinds: `sandbox`)"),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        !suite.path().join("target").exists(),
+        "check built the suite"
+    );
+
+    let config = suite.path().join("testkit.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "exists = \"GET /api/sandboxes/{name}\"",
+            "exists = \"GET /api/sandboxes/{name|base65}\"",
+        ),
+    )
+    .unwrap();
+    let issues = suite.path().join("KNOWN-ISSUES.md");
+    let known = std::fs::read_to_string(&issues).unwrap();
+    std::fs::write(&issues, format!("{known}\n## : no id\n")).unwrap();
+    let ran = Ran::from(runner().arg("check").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("`|base65` is not a filter")
+            && ran.stdout.contains("resources.sandbox"),
+        "the kind's problem: {}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.contains("KNOWN-ISSUES.md"),
+        "the known issues' problem: {}",
+        ran.stdout
+    );
+
+    std::fs::write(&config, format!("{text}\n[suite]\nflaky = \"sometimes\"\n")).unwrap();
+    let ran = Ran::from(runner().arg("check").arg(suite.path()).output().unwrap());
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    assert!(ran.stdout.contains("testkit.toml"), "{}", ran.stdout);
+
+    let ran = Ran::from(
+        runner()
+            .args(["check", "/nonexistent/suite"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 64);
+    assert!(ran.stderr.contains("is not a directory"), "{}", ran.stderr);
 }
 
 /// The janitor deletes what carries the run id, and nothing else.

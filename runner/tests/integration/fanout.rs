@@ -206,6 +206,38 @@ fn the_github_example_is_yaml_running_the_fanout_commands() {
         Some("partition"),
         "the merge waits for the partitions"
     );
+    // A failed partition is what the merged report is for: the other
+    // partitions still run, each uploads its results, and the merge runs.
+    assert_eq!(
+        doc["jobs"]["partition"]["strategy"]["fail-fast"].as_bool(),
+        Some(false),
+        "a failed partition cancels the others"
+    );
+    assert_eq!(
+        doc["jobs"]["merge"]["if"].as_str(),
+        Some("always()"),
+        "the merge is skipped after a failed partition"
+    );
+    for job in ["partition", "merge"] {
+        let uploads: Vec<&serde_norway::Value> = doc["jobs"][job]["steps"]
+            .as_sequence()
+            .expect("steps")
+            .iter()
+            .filter(|s| {
+                s["uses"]
+                    .as_str()
+                    .is_some_and(|u| u.starts_with("actions/upload-artifact"))
+            })
+            .collect();
+        assert!(!uploads.is_empty(), "{job} uploads nothing");
+        for u in uploads {
+            assert_eq!(
+                u["if"].as_str(),
+                Some("always()"),
+                "{job}: its results are not uploaded when it fails"
+            );
+        }
+    }
     let runs: Vec<String> = jobs
         .values()
         .filter_map(|job| job["steps"].as_sequence())
@@ -222,6 +254,19 @@ fn the_gitlab_example_is_yaml_running_the_fanout_commands() {
     assert_eq!(doc["partition"]["parallel"].as_u64(), Some(N as u64));
     let needs = strings(&doc["merge"]["needs"]);
     assert!(needs.contains(&"partition".to_owned()), "{needs:?}");
+    // After a failed partition: its results are kept, and the merge runs.
+    assert_eq!(
+        doc["merge"]["when"].as_str(),
+        Some("always"),
+        "the merge is skipped after a failed partition"
+    );
+    for job in ["partition", "merge"] {
+        assert_eq!(
+            doc[job]["artifacts"]["when"].as_str(),
+            Some("always"),
+            "{job}: its results are not kept when it fails"
+        );
+    }
     let scripts: Vec<String> = doc
         .as_mapping()
         .expect("a mapping of jobs")

@@ -899,3 +899,221 @@ fn pod_down_mid_run_is_named_as_a_stop_and_names_the_run_it_interrupts() {
     assert!(!evidence.contains("crash"), "{evidence}");
     assert!(!ran.stdout.contains("the pod crashed"), "{}", ran.stdout);
 }
+
+/// A pod that takes 8 s to boot: a shell that sleeps, then becomes
+/// `sandboxd`.
+const SLOW_BOOT: &str = r#"
+[pod]
+command = ["sh", "-c", "sleep 8; exec sandboxd serve \"$@\"", "sh"]
+"#;
+
+/// SIGKILL, SIGINT or SIGTERM 1 s into an 8 s boot: nothing the boot
+/// started outlives the runner by more than the bound, and the pod's
+/// private dir (under the runner's TMPDIR) and the run's secrets dir are
+/// gone with it. SIGINT and SIGTERM are acted on at once, not once the pod
+/// is up: the run ends well before the boot would have.
+#[test]
+fn a_runner_killed_or_interrupted_mid_boot_leaves_nothing() {
+    for signal in [Signal::SIGKILL, Signal::SIGINT, Signal::SIGTERM] {
+        let suite = fixture("suite");
+        let config = suite.path().join("testkit.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{SLOW_BOOT}\n{text}")).unwrap();
+        let pods = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let tmp = scratch.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let secrets = scratch.path().join("secrets");
+        let mut command = runner();
+        command
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("TESTKIT_SECRETS_DIR", &secrets)
+            .env("TMPDIR", &tmp)
+            .arg("run")
+            .arg(suite.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = Running(Some(command.spawn().unwrap()));
+        let runner_pid = child.pid().as_raw();
+        // The boot has begun once the shell sleeps; the suite was built
+        // before it.
+        let booting = || {
+            descendants(runner_pid)
+                .iter()
+                .any(|(p, _)| testkit_engine::process::command_of(*p).starts_with("sleep 8"))
+        };
+        assert!(
+            wait_for(Duration::from_secs(240), booting),
+            "{signal}: the boot began"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let started = descendants(runner_pid);
+        let private: Vec<PathBuf> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("testkit-pod-")
+            })
+            .collect();
+        assert_eq!(
+            private.len(),
+            1,
+            "{signal}: the pod's private dir: {private:?}"
+        );
+        assert!(secrets.is_dir(), "{signal}: the run's secrets dir exists");
+        let signalled = std::time::Instant::now();
+        kill(child.pid(), signal).unwrap();
+        let ran = child.finish_within(Duration::from_secs(30));
+        let took = signalled.elapsed();
+        let left = || {
+            started
+                .iter()
+                .filter(|(p, ticks)| testkit_engine::process::is_running(*p, *ticks))
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let gone = wait_for(Duration::from_secs(15), || {
+            left().is_empty() && !private[0].exists() && !secrets.exists()
+        });
+        let still = left();
+        for (p, _) in &still {
+            let _ = kill(Pid::from_raw(*p), Signal::SIGKILL);
+        }
+        assert!(still.is_empty(), "{signal}: left running: {still:?}");
+        assert!(
+            gone,
+            "{signal}: private dir left {}, secrets dir left {}",
+            private[0].exists(),
+            secrets.exists()
+        );
+        if signal != Signal::SIGKILL {
+            let ran = ran.unwrap_or_else(|| panic!("{signal}: the runner did not end"));
+            assert!(
+                took < Duration::from_secs(7),
+                "{signal}: the runner waited for the boot ({took:?}): {}",
+                ran.stdout
+            );
+            let (up, why) = ran.verdict("up");
+            assert_eq!(up, "fail", "{signal}: {why}");
+            assert!(
+                why.contains("interrupted while the pod booted"),
+                "{signal}: {why}"
+            );
+            // Ctrl-C and SIGTERM alike: interrupted, cleanup ran.
+            assert_eq!(ran.code, 130, "{signal}: {}", ran.stdout);
+        }
+    }
+}
+
+/// The watchdog runs with an empty environment: a preloaded library or a
+/// variable that broke the runner does not reach it.
+#[test]
+fn the_watchdog_inherits_nothing_of_the_runners_environment() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let child = slow_run_with(suite.path(), pods.path(), |c| {
+        c.env("TESTKIT_WATCHDOG_PROBE", "inherited");
+    });
+    let watchdog: Vec<i32> = descendants(child.pid().as_raw())
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| testkit_engine::process::command_of(*p).contains("watch-pod"))
+        .collect();
+    assert_eq!(watchdog.len(), 1, "one watchdog: {watchdog:?}");
+    let env = std::fs::read(format!("/proc/{}/environ", watchdog[0])).unwrap();
+    let env = String::from_utf8_lossy(&env);
+    assert!(
+        !env.contains("TESTKIT_WATCHDOG_PROBE") && !env.contains("PATH="),
+        "the watchdog's environment: {env}"
+    );
+}
+
+/// While a run's pod runs its `[pod] setup` command, and then while it
+/// boots, `pod ls` lists it with that phase, and `pod down` stops it: the
+/// run's up phase names the stop, and nothing of the boot is left.
+#[test]
+fn a_booting_pod_is_listed_with_its_phase_and_pod_down_stops_it() {
+    let setup = r#"
+[pod]
+setup = [["sh", "-c", "sleep 8"]]
+"#;
+    for (phase, config_head) in [("setup", setup), ("booting", SLOW_BOOT)] {
+        let suite = fixture("suite");
+        let config = suite.path().join("testkit.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{config_head}\n{text}")).unwrap();
+        let pods = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let mut command = runner();
+        command
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("TMPDIR", scratch.path())
+            .arg("run")
+            .arg(suite.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = Running(Some(command.spawn().unwrap()));
+        let ls = || {
+            Ran::from(
+                runner()
+                    .env("TESTKIT_PODS_DIR", pods.path())
+                    .args(["pod", "ls"])
+                    .output()
+                    .unwrap(),
+            )
+        };
+        let mut listed = None;
+        wait_for(Duration::from_secs(240), || {
+            listed = ls()
+                .stdout
+                .lines()
+                .find(|l| l.starts_with("booting-"))
+                .map(str::to_owned);
+            listed.is_some()
+        });
+        let listed = listed.unwrap_or_else(|| panic!("{phase}: pod ls never listed the boot"));
+        let words: Vec<&str> = listed.split_whitespace().collect();
+        assert_eq!(words[1], phase, "{listed}");
+        let booting = descendants(child.pid().as_raw());
+        let down = Ran::from(
+            runner()
+                .env("TESTKIT_PODS_DIR", pods.path())
+                .args(["pod", "down", words[0]])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(down.code, 0, "{phase}: {}{}", down.stdout, down.stderr);
+        assert!(
+            down.stderr.contains("stopping it interrupts that run"),
+            "{phase}: {}",
+            down.stderr
+        );
+        let ran = child
+            .finish_within(Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("{phase}: the run did not end"));
+        let (up, why) = ran.verdict("up");
+        assert_eq!(up, "fail", "{phase}: {why}");
+        assert!(
+            why.contains("stopped by `pod down`") && why.contains("while it booted"),
+            "{phase}: {why}"
+        );
+        let left: Vec<_> = booting
+            .iter()
+            .filter(|(p, t)| testkit_engine::process::is_running(*p, *t))
+            .collect();
+        assert!(left.is_empty(), "{phase}: left running: {left:?}");
+        let private = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("testkit-pod-"))
+            .collect::<Vec<_>>();
+        assert!(private.is_empty(), "{phase}: {private:?} left");
+        assert!(
+            std::fs::read_dir(pods.path()).unwrap().next().is_none(),
+            "{phase}: a pod record is left"
+        );
+    }
+}

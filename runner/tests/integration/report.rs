@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::{fixture, runner, CallerPod, Ran};
+use crate::{fixture, junit_counts, runner, CallerPod, Ran};
 
 /// How to get the browser these tests need.
 const INSTALL: &str = "apt-get update && apt-get install -y chromium";
@@ -393,4 +393,198 @@ fn the_report_verb_renders_a_plain_nextest_run_and_refuses_other_folders() {
         assert_eq!(ran.code, 64, "{args:?}");
         assert!(ran.stderr.contains(says), "{args:?}: {}", ran.stderr);
     }
+}
+
+/// A record of a newer schema than this testkit reads is refused, naming
+/// the file and what to do, never read as if it were this schema's (nor
+/// dropped, leaving the other records to report a green run).
+#[test]
+fn a_record_of_a_newer_schema_is_refused_naming_its_file() {
+    let results = tempfile::tempdir().unwrap();
+    let dir = results.path().join("records/suite-abc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = |schema: u32, name: &str| {
+        format!(
+            r#"{{"schema":{schema},"run_id":"r","binary":"suite-abc","name":"{name}","description":"","file":"","line":1,"outcome":"passed","failure_kind":null,"message":null,"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}}"#
+        )
+    };
+    std::fs::write(dir.join("1.jsonl"), record(1, "old") + "\n").unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "a schema-1 folder reports: {}", ran.stderr);
+    let newer = dir.join("2.jsonl");
+    std::fs::write(&newer, record(2, "new") + "\n").unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains(&newer.display().to_string())
+            && ran
+                .stderr
+                .contains("schema version 2 is newer than this testkit reads (1)")
+            && ran.stderr.contains("upgrade"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stdout.contains("PASSED"), "{}", ran.stdout);
+}
+
+/// `report PART1 PART2 --out DIR`: one report.html under DIR with the
+/// tests of every part (and the failure of one), while each part gets its
+/// own JUnit of its own tests (one merged junit.xml is `merge`'s job).
+#[test]
+fn the_report_verb_merges_several_folders_into_out() {
+    let record = |binary: &str, name: &str, outcome: &str| {
+        format!(
+            r#"{{"schema":1,"run_id":"r","binary":"{binary}","name":"{name}","description":"","file":"","line":1,"outcome":"{outcome}","failure_kind":{kind},"message":{message},"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}}"#,
+            kind = if outcome == "failed" {
+                r#""panic""#
+            } else {
+                "null"
+            },
+            message = if outcome == "failed" {
+                r#""it broke""#
+            } else {
+                "null"
+            },
+        ) + "\n"
+    };
+    let parts: Vec<tempfile::TempDir> = [("one", "passed"), ("two", "failed")]
+        .iter()
+        .map(|(binary, outcome)| {
+            let part = tempfile::tempdir().unwrap();
+            let dir = part.path().join("records").join(binary);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("1.jsonl"),
+                record(binary, &format!("{binary}_test"), outcome),
+            )
+            .unwrap();
+            part
+        })
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let merged = out.path().join("merged");
+    let ran = Ran::from(
+        runner()
+            .arg("report")
+            .args(parts.iter().map(|p| p.path()))
+            .arg("--out")
+            .arg(&merged)
+            .output()
+            .unwrap(),
+    );
+    // Exit 0: the outputs were written (the verdict is in them).
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
+    let html = std::fs::read_to_string(merged.join("report.html")).unwrap();
+    for test in ["one_test", "two_test"] {
+        assert!(html.contains(test), "{test} is not in the merged report");
+    }
+    assert!(html.contains("it broke"), "the failure's message");
+    assert!(html.contains(">FAILED</span>"), "the merged verdict");
+    for (part, counts) in parts.iter().zip([(1, 0, 0), (1, 1, 0)]) {
+        assert_eq!(junit_counts(&part.path().join("junit.xml")), counts);
+        assert!(
+            !part.path().join("report.html").exists(),
+            "a part got a page of its own"
+        );
+    }
+    assert!(
+        ran.stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l == format!("report: {}", merged.join("report.html").display())),
+        "{}",
+        ran.stdout
+    );
+}
+
+/// report.html's caps: a failure's log is its last 64 KB, all failures'
+/// logs together 1 MB; a screenshot is inlined up to 2 MB, screenshots
+/// 8 MB in all, and linked beyond. A run of many failures with big logs
+/// and big screenshots still gives a page that opens.
+#[test]
+fn report_html_caps_logs_and_screenshots() {
+    let results = tempfile::tempdir().unwrap();
+    let binary = "suite-caps";
+    let dir = results.path().join("records").join(binary);
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = |name: &str, output: &str| {
+        let mut v = serde_json::json!({
+            "schema": 1, "run_id": "r", "binary": binary, "name": name,
+            "description": "", "file": "", "line": 1, "outcome": "failed",
+            "failure_kind": "panic", "message": "it broke", "skip_reason": null,
+            "started_at_ms": 5, "duration_ms": 1, "known_issue": null,
+            "fails_with": null, "requires": [], "capabilities_missing": [],
+            "resources": [], "cleanup": "nothing", "output": "",
+        });
+        v["output"] = output.into();
+        v.to_string() + "\n"
+    };
+    // The first failure's log: 200 KB between two markers.
+    let big = format!(
+        "HEAD-OF-THE-LOG\n{}TAIL-OF-THE-LOG\n",
+        "x".repeat(200 * 1024)
+    );
+    let mut lines = record("a_first_big_log", &big);
+    // Twenty more of 100 KB each, of one repeated line: 2 MB of logs.
+    let line = "a line of a long failing log\n";
+    for i in 0..20 {
+        lines.push_str(&record(
+            &format!("b_log_{i:02}"),
+            &line.repeat(100 * 1024 / line.len()),
+        ));
+    }
+    lines.push_str(&record("c_shots", "screenshots"));
+    std::fs::write(dir.join("1.jsonl"), lines).unwrap();
+    let shots = results
+        .path()
+        .join("artifacts")
+        .join(binary)
+        .join("c_shots");
+    std::fs::create_dir_all(&shots).unwrap();
+    // One over the per-screenshot cap, then five under it whose sum is over
+    // the page's budget: four fit.
+    std::fs::write(shots.join("0-huge.png"), vec![7u8; 3 * 1024 * 1024]).unwrap();
+    for i in 1..=5 {
+        std::fs::write(
+            shots.join(format!("{i}-big.png")),
+            vec![i as u8; 1900 * 1024],
+        )
+        .unwrap();
+    }
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let html = std::fs::read_to_string(results.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("TAIL-OF-THE-LOG") && !html.contains("HEAD-OF-THE-LOG"),
+        "a log is its tail"
+    );
+    let cut = big.len() - 64 * 1024;
+    assert!(
+        html.contains(&format!("The first {cut} bytes are cut")),
+        "the cut is said"
+    );
+    let shown = html.matches("a line of a long failing log").count() * line.len();
+    assert!(
+        shown <= 1024 * 1024 && shown > 512 * 1024,
+        "{shown} bytes of the 2 MB of logs are on the page"
+    );
+    assert_eq!(
+        html.matches("<img class=\"screenshot\"").count(),
+        4,
+        "inlined screenshots"
+    );
+    assert_eq!(
+        html.matches("too large to inline").count(),
+        2,
+        "linked screenshots: the huge one and the one past the budget"
+    );
+    assert!(
+        html.contains("0-huge.png</a>") && html.contains("5-big.png</a>"),
+        "the linked ones are the huge one and the last"
+    );
+    assert!(
+        html.len() < 14 * 1024 * 1024,
+        "the page is {} bytes",
+        html.len()
+    );
 }

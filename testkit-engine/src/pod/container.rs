@@ -612,6 +612,19 @@ pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<Conta
     })
 }
 
+/// Stops and removes what the container pod whose private directory is
+/// `private_dir` made in the engine, if it is one (a boot cut short before
+/// its `docker run` started leaves a network, volumes, setup containers).
+pub async fn stop_of_private_dir(
+    private_dir: &Path,
+    grace: Duration,
+) -> Result<Option<ContainerStop>, String> {
+    match ContainerRecord::read(private_dir) {
+        Some(record) => stop_pod(&record, grace).await.map(Some),
+        None => Ok(None),
+    }
+}
+
 /// How a container pod's container ended, when its `docker run` exited
 /// without being asked to: `Ok(description)` when someone outside the run
 /// stopped or removed it, `Err(description)` when it exited on its own (a

@@ -16,6 +16,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::check::{check_health, HealthReport};
@@ -61,6 +62,57 @@ pub struct LaunchSpec {
     pub target_dir: Option<PathBuf>,
     /// Run the pod as this container rather than `command` (`[pod.container]`).
     pub container: Option<ContainerSpec>,
+    /// Told of each thing the boot makes that would outlive a launcher
+    /// killed mid-boot, as it is made.
+    pub observer: Option<BootObserver>,
+}
+
+/// Something a boot made that must not outlive it: the pod's private
+/// directory, the group of a `[pod] setup` command, the pod's own group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BootStep {
+    /// The private directory (HOME, raw stdout) was created.
+    PrivateDir(PathBuf),
+    /// A setup command was started in a process group of its own.
+    Setup {
+        /// Its group.
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// The pod was started in a process group of its own.
+    Pod {
+        /// Its group (the pod's pid).
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+}
+
+/// What a launcher is told of a boot as it goes (see [`BootStep`]): a
+/// runner that can be SIGKILLed mid-boot hands each step to its watchdog,
+/// so that nothing the boot made outlives it.
+#[derive(Clone)]
+pub struct BootObserver(Arc<dyn Fn(BootStep) + Send + Sync>);
+
+impl BootObserver {
+    /// An observer that calls `tell` with each step.
+    pub fn new(tell: impl Fn(BootStep) + Send + Sync + 'static) -> BootObserver {
+        BootObserver(Arc::new(tell))
+    }
+
+    fn tell(observer: Option<&BootObserver>, step: BootStep) {
+        if let Some(o) = observer {
+            (o.0)(step);
+        }
+    }
+}
+
+impl std::fmt::Debug for BootObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BootObserver")
+    }
 }
 
 impl LaunchSpec {
@@ -86,6 +138,7 @@ impl LaunchSpec {
             setup: pod.setup.clone(),
             target_dir: None,
             container: None,
+            observer: None,
         }
     }
 }
@@ -262,6 +315,10 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
     std::fs::create_dir_all(&spec.logs_dir)
         .map_err(io(format!("create {}", spec.logs_dir.display())))?;
     let private_dir = create_private_dir(spec.private_parent.as_deref())?;
+    BootObserver::tell(
+        spec.observer.as_ref(),
+        BootStep::PrivateDir(private_dir.clone()),
+    );
     let booted = boot(spec, &program, private_dir.clone()).await;
     if booted.is_err() {
         remove_containers(&private_dir).await;
@@ -415,6 +472,7 @@ async fn boot(
         process::spawn_in_group(&mut cmd).map_err(io(format!("start {}", program.display())))?;
     let pid = pgid as u32;
     let start_ticks = process::start_ticks(pgid);
+    BootObserver::tell(spec.observer.as_ref(), BootStep::Pod { pgid, start_ticks });
 
     let result = wait_until_up(
         spec,
@@ -486,6 +544,13 @@ async fn run_setup(
         .kill_on_drop(true);
     let (mut child, pgid) = process::spawn_in_group(&mut cmd)
         .map_err(io(format!("start the setup command {shown}")))?;
+    BootObserver::tell(
+        spec.observer.as_ref(),
+        BootStep::Setup {
+            pgid,
+            start_ticks: process::start_ticks(pgid),
+        },
+    );
     let status = match tokio::time::timeout(spec.ceiling, child.wait()).await {
         Ok(status) => status.map_err(io(format!("run the setup command {shown}")))?,
         Err(_) => {

@@ -42,7 +42,8 @@ use std::fmt;
 pub use check::{check_auth, check_health, AuthReport, HealthReport, Probe};
 pub use handle::{HandleError, HandlePolicy, PodHandle, TOKEN_ALPHABET};
 pub use launch::{
-    launch, stop_recorded, LaunchError, LaunchSpec, LaunchedPod, StopError, StopReport,
+    launch, stop_recorded, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod, StopError,
+    StopReport,
 };
 pub use session::{connect, ConnectError};
 

@@ -138,49 +138,7 @@ impl<'a> Run<'a> {
                 ));
                 RunPod::Caller(handle.clone())
             }
-            None => {
-                let logs = self.pod_dir.join("logs");
-                let started_pod = pod::start(
-                    &self.plan.config,
-                    &self.plan.suite_dir,
-                    &logs,
-                    (self.plan.pod_mode, &self.plan.run_id),
-                )
-                .await;
-                match started_pod {
-                    Ok(p) => {
-                        if let Err(e) = self.guard(&p) {
-                            let stopped = pod::stop(p).await.1;
-                            self.decide(PhaseResult::new(
-                                "up",
-                                Verdict::Fail,
-                                format!("{e}: a runner killed now would leave it running, so it was stopped ({stopped})"),
-                                started.elapsed(),
-                            ));
-                            return RunPod::NotUp;
-                        }
-                        let evidence = format!(
-                            "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
-                            p.handle.name(),
-                            p.handle.base_url(),
-                            p.pid,
-                            crate::containers::describe(&p.private_dir),
-                            humantime::format_duration(round_ms(p.boot_time))
-                        );
-                        self.decide(PhaseResult::new(
-                            "up",
-                            Verdict::Pass,
-                            evidence,
-                            started.elapsed(),
-                        ));
-                        RunPod::Started(Box::new(p))
-                    }
-                    Err(e) => {
-                        self.decide(PhaseResult::new("up", Verdict::Fail, e, started.elapsed()));
-                        RunPod::NotUp
-                    }
-                }
-            }
+            None => self.start_pod(started).await,
         };
         if let Some(h) = pod.handle() {
             if let Err(e) = h.write_file(&self.handle_file) {
@@ -198,9 +156,85 @@ impl<'a> Run<'a> {
         pod
     }
 
-    /// Puts a pod the runner started under its watchdog and its crash
-    /// watch, and lists it for `pod ls`.
-    fn guard(&mut self, p: &LaunchedPod) -> Result<(), String> {
+    /// Starts the pod under a watchdog armed before the boot (a runner
+    /// killed mid-boot leaves nothing running), and gives up the boot at
+    /// Ctrl-C or SIGTERM, ending what it made.
+    async fn start_pod(&mut self, started: Instant) -> RunPod {
+        let logs = self.pod_dir.join("logs");
+        if let Err(e) = watch::arm(&logs, &self.secrets_dir) {
+            self.decide(PhaseResult::new(
+                "up",
+                Verdict::Fail,
+                format!("{e}: a runner killed while the pod runs would leave it running, so it was not started"),
+                started.elapsed(),
+            ));
+            return RunPod::NotUp;
+        }
+        let run =
+            crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        let record = crate::verbs::pod::BootingRecord::new(
+            run,
+            &self.plan.config.pod.health_path,
+            &logs,
+            &self.secrets_dir,
+        );
+        let booting_record = record.dir().to_owned();
+        let boot = pod::start(
+            &self.plan.config,
+            &self.plan.suite_dir,
+            &logs,
+            watch::boot_observer(record),
+            (self.plan.pod_mode, &self.plan.run_id),
+        );
+        let mut interrupt = self.interrupt.clone();
+        let booted = tokio::select! {
+            booted = boot => booted,
+            _ = interrupt.more_than(0) => {
+                let _ = std::fs::remove_dir_all(&booting_record);
+                let evidence = match watch::end_interrupted_boot(&logs).await {
+                    Ok(ended) => format!("interrupted while the pod booted: {ended}"),
+                    Err(left) => format!("interrupted while the pod booted, and ending the boot failed: {left}"),
+                };
+                self.decide(PhaseResult::new("up", Verdict::Fail, evidence, started.elapsed()));
+                return RunPod::NotUp;
+            }
+        };
+        let _ = std::fs::remove_dir_all(&booting_record);
+        let p = match booted {
+            Ok(p) => p,
+            Err(e) => {
+                let e = match crate::verbs::pod::stopped_by(&self.plan.results_dir) {
+                    Some(by) => format!(
+                        "the pod was stopped by `pod down` (pid {}) while it booted: {e}",
+                        by.pid
+                    ),
+                    None => e,
+                };
+                self.decide(PhaseResult::new("up", Verdict::Fail, e, started.elapsed()));
+                return RunPod::NotUp;
+            }
+        };
+        self.guard(&p);
+        let evidence = format!(
+            "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
+            p.handle.name(),
+            p.handle.base_url(),
+            p.pid,
+            crate::containers::describe(&p.private_dir),
+            humantime::format_duration(round_ms(p.boot_time))
+        );
+        self.decide(PhaseResult::new(
+            "up",
+            Verdict::Pass,
+            evidence,
+            started.elapsed(),
+        ));
+        RunPod::Started(Box::new(p))
+    }
+
+    /// Lists a pod the runner started for `pod ls` (its watchdog removes
+    /// the record with it), and puts it under its crash watch.
+    fn guard(&mut self, p: &LaunchedPod) {
         let health = p
             .handle
             .health()
@@ -210,7 +244,10 @@ impl<'a> Run<'a> {
             crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
         self.record_dir =
             match crate::verbs::pod::record_run_pod(p, &health, run, &self.secrets_dir) {
-                Ok(dir) => Some(dir),
+                Ok(dir) => {
+                    watch::tell_record(&dir);
+                    Some(dir)
+                }
                 Err(e) => {
                     // Still stopped by the watchdog; only `pod ls` will not show it.
                     eprintln!(
@@ -220,14 +257,7 @@ impl<'a> Run<'a> {
                     None
                 }
             };
-        if let Err(e) = watch::arm(p, self.record_dir.as_deref(), &self.secrets_dir) {
-            if let Some(dir) = self.record_dir.take() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            return Err(e);
-        }
         self.watch = Some(PodWatch::start(p, &self.plan.results_dir));
-        Ok(())
     }
 
     /// Whether the pod crashed or was stopped by `pod down`; the first time,
@@ -519,6 +549,8 @@ impl<'a> Run<'a> {
                 None
             }
             RunPod::NotUp => {
+                // The failed or interrupted boot ended what it made.
+                watch::disarm();
                 let logs = self.pod_dir.join("logs");
                 self.decide(PhaseResult::skip(
                     "down",

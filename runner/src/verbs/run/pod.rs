@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
-use testkit_engine::pod::{HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
+use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
 use testkit_engine::resource::{Kinds, SweepBounds};
 
 use super::verdict::Verdict;
@@ -122,9 +122,11 @@ pub(crate) async fn start(
     config: &SuiteConfig,
     suite_dir: &Path,
     logs_dir: &Path,
+    observer: BootObserver,
     (mode, run_id): (crate::containers::PodMode, &str),
 ) -> Result<LaunchedPod, String> {
     let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
+    spec.observer = Some(observer);
     spec.target_dir = crate::verbs::settings().target_dir.clone();
     if spec.command[0] == DEFAULT_POD {
         spec.command[0] = ensure_default_pod(logs_dir).await?.display().to_string();

@@ -3,12 +3,17 @@
 //! The dead-man's switch: the pod is put under a watchdog, this same binary
 //! in a hidden mode (`testkit-runner watch-pod`), in a process group of its
 //! own, whose stdin is a pipe only the runner holds the write end of (it is
-//! close-on-exec, so no test process inherits it). The runner tells the
-//! watchdog, a line at a time, of other groups to end with it (the test
-//! engine's) and, once it has stopped or kept the pod itself, `release`.
-//! When the pipe closes without `release` (the runner died, SIGKILL
-//! included), the watchdog ends the groups and the pod's tree, verifies it
-//! drained, and removes the pod's private dir and its `pod ls` record.
+//! close-on-exec, so no test process inherits it). It is armed before the
+//! boot begins, and told, a line at a time, of each thing the boot makes as
+//! it is made (the pod's private dir, each `[pod] setup` command's group,
+//! the pod's group), then of other groups to end with it (the test
+//! engine's), the pod's `pod ls` record, and, once the runner has stopped
+//! or kept the pod itself, `release`. When the pipe closes without
+//! `release` (the runner died, SIGKILL included, mid-boot as well), the
+//! watchdog ends the groups and the pod's tree, verifies it drained, and
+//! removes the pod's private dir, the run's secrets dir and the record. It
+//! runs with an empty environment: what broke the runner through its
+//! environment (a preloaded library, a variable) does not reach it.
 //!
 //! The crash watch: while the run goes on, the pod's process is polled; an
 //! exit the runner did not ask for is a verdict of its own, and what the
@@ -27,8 +32,10 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Args;
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use testkit_engine::pod::LaunchedPod;
+use testkit_engine::pod::{BootObserver, BootStep, LaunchedPod};
 use testkit_engine::process;
+
+use crate::verbs::pod::BootingRecord;
 
 /// How long the watchdog gives each group to end after SIGTERM.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(3);
@@ -41,19 +48,44 @@ static SWITCH: Mutex<Option<std::fs::File>> = Mutex::new(None);
 #[derive(Debug, Args)]
 pub(crate) struct WatchArgs {
     #[arg(long)]
-    pgid: i32,
-    #[arg(long)]
-    ticks: Option<u64>,
-    #[arg(long)]
-    private_dir: PathBuf,
-    #[arg(long)]
     logs_dir: PathBuf,
-    /// The pod's `pod ls` record folder, removed with the pod.
-    #[arg(long)]
-    record: Option<PathBuf>,
     /// The run's secrets dir, removed with the pod.
     #[arg(long)]
     secrets_dir: Option<PathBuf>,
+}
+
+/// What the runner told the watchdog, line by line.
+#[derive(Debug, Default)]
+struct Told {
+    released: bool,
+    /// Groups that end with the runner: the setup commands', the test engine's.
+    groups: Vec<(i32, Option<u64>)>,
+    pod: Option<(i32, Option<u64>)>,
+    private_dir: Option<PathBuf>,
+    /// The pod's `pod ls` records: while it boots, then once it is up.
+    records: Vec<PathBuf>,
+}
+
+impl Told {
+    fn hear(&mut self, line: &str) {
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let group = || -> Option<(i32, Option<u64>)> {
+            let (pgid, ticks) = rest.split_once(' ').unwrap_or((rest, "-"));
+            Some((pgid.parse().ok()?, ticks.parse().ok()))
+        };
+        match word {
+            "release" => self.released = true,
+            "group" => self.groups.extend(group()),
+            "pod" => self.pod = group().or(self.pod),
+            "private-dir" if !rest.is_empty() => self.private_dir = Some(rest.into()),
+            "record" if !rest.is_empty() => self.records.push(rest.into()),
+            _ => {}
+        }
+    }
+}
+
+fn ticks_word(ticks: Option<u64>) -> String {
+    ticks.map_or_else(|| "-".to_owned(), |t| t.to_string())
 }
 
 /// The watchdog's life: read the runner's lines until the pipe closes, then
@@ -62,20 +94,10 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
     // The runner started this process: its pid is the one that claims the
     // run id (see `secrets_dir` below).
     let runner = nix::unistd::getppid().as_raw() as u32;
-    let mut groups: Vec<(i32, Option<u64>)> = Vec::new();
-    let mut released = false;
+    let mut told = Told::default();
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["release"] => released = true,
-            ["group", pgid, ticks] => {
-                if let Ok(pgid) = pgid.parse() {
-                    groups.push((pgid, ticks.parse().ok()));
-                }
-            }
-            _ => {}
-        }
+        told.hear(&line);
     }
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -84,90 +106,120 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
         return 1;
     };
     rt.block_on(async {
-        for (pgid, ticks) in groups {
+        for &(pgid, ticks) in &told.groups {
             if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
                 eprintln!("watchdog: group {pgid} survived: {survivors:?}");
             }
         }
-        if released {
+        if told.released {
             return 0;
         }
-        eprintln!(
-            "watchdog: the runner is gone; stopping pod group {}",
-            args.pgid
-        );
         // The pod's logs are redacted as they are kept: with every
         // credential any process of the run obtained, not only the handle's.
         if let Some(dir) = &args.secrets_dir {
             testkit_engine::redact::register_recorded(dir);
         }
-        match testkit_engine::pod::stop_recorded(
-            args.pgid,
-            args.ticks,
-            &args.private_dir,
-            Some(&args.logs_dir),
-            WATCHDOG_GRACE,
-        )
-        .await
-        {
-            Ok(r) => {
-                eprintln!(
-                    "watchdog: {} processes ended; {} deleted",
-                    r.processes,
-                    r.removed.display()
-                );
-                // A runner that took the run id over once the dead one's
-                // claim lapsed owns the secrets dir now: leave it.
-                let secrets = args.secrets_dir.as_ref().filter(|dir| {
-                    testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner)
-                });
-                for dir in [args.record.as_ref(), secrets].into_iter().flatten() {
-                    if let Err(e) = std::fs::remove_dir_all(dir) {
-                        if e.kind() != std::io::ErrorKind::NotFound {
-                            eprintln!("watchdog: cannot remove {}: {e}", dir.display());
-                        }
+        let stopped = match (told.pod, &told.private_dir) {
+            (Some((pgid, ticks)), Some(private_dir)) => {
+                eprintln!("watchdog: the runner is gone; stopping pod group {pgid}");
+                match testkit_engine::pod::stop_recorded(
+                    pgid,
+                    ticks,
+                    private_dir,
+                    Some(&args.logs_dir),
+                    WATCHDOG_GRACE,
+                )
+                .await
+                {
+                    Ok(r) => {
+                        eprintln!(
+                            "watchdog: {} processes ended; {} deleted",
+                            r.processes,
+                            r.removed.display()
+                        );
+                        true
+                    }
+                    Err(e) => {
+                        eprintln!("watchdog: {e}");
+                        false
                     }
                 }
-                0
             }
-            Err(e) => {
-                eprintln!("watchdog: {e}");
-                1
+            (None, Some(private_dir)) => {
+                eprintln!("watchdog: the runner is gone before its pod started");
+                end_containers_of_boot(private_dir).await && remove_dir(private_dir)
             }
+            _ => true,
+        };
+        if !stopped {
+            return 1;
+        }
+        // A runner that took the run id over once the dead one's claim
+        // lapsed owns the secrets dir now: leave it.
+        let secrets = args
+            .secrets_dir
+            .as_ref()
+            .filter(|dir| testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner));
+        let removed = told
+            .records
+            .iter()
+            .chain(secrets)
+            .all(|dir| remove_dir(dir));
+        if removed {
+            0
+        } else {
+            1
         }
     })
 }
 
-/// Puts `pod` under a watchdog, which removes `secrets_dir` with it. Its
-/// output goes to `watchdog.log` in the pod's logs.
-pub(crate) fn arm(
-    pod: &LaunchedPod,
-    record: Option<&Path>,
-    secrets_dir: &Path,
-) -> Result<(), String> {
+/// Removes what a container pod's boot made in the engine before its pod
+/// started (its network, volumes, setup containers); says why not.
+async fn end_containers_of_boot(private_dir: &Path) -> bool {
+    match testkit_engine::pod::container::stop_of_private_dir(private_dir, WATCHDOG_GRACE).await {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("watchdog: the boot's containers: {e}");
+            false
+        }
+    }
+}
+
+/// Removes `dir`, which may be gone already; says why not.
+fn remove_dir(dir: &Path) -> bool {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            eprintln!("watchdog: cannot remove {}: {e}", dir.display());
+            false
+        }
+    }
+}
+
+/// Arms the watchdog before a boot: it ends whatever the boot makes
+/// (told by [`boot_observer`]) and removes `secrets_dir`, should the
+/// runner die. Its output goes to `watchdog.log` in `logs_dir`.
+pub(crate) fn arm(logs_dir: &Path, secrets_dir: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the runner: {e}"))?;
-    let log_path = pod.logs_dir.join("watchdog.log");
+    std::fs::create_dir_all(logs_dir)
+        .map_err(|e| format!("cannot create {}: {e}", logs_dir.display()))?;
+    let log_path = logs_dir.join("watchdog.log");
     let log = std::fs::File::create(&log_path)
         .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("watch-pod")
-        .arg("--pgid")
-        .arg(pod.pgid.to_string())
-        .arg("--private-dir")
-        .arg(&pod.private_dir)
         .arg("--logs-dir")
-        .arg(&pod.logs_dir)
+        .arg(logs_dir)
+        .arg("--secrets-dir")
+        .arg(secrets_dir)
+        // Nothing of the runner's environment: not a preloaded library
+        // that could kill the watchdog with the runner, not a variable.
+        .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(false);
-    if let Some(t) = pod.start_ticks {
-        cmd.arg("--ticks").arg(t.to_string());
-    }
-    if let Some(r) = record {
-        cmd.arg("--record").arg(r);
-    }
-    cmd.arg("--secrets-dir").arg(secrets_dir);
     let (mut child, _) = process::spawn_in_group(&mut cmd)
         .map_err(|e| format!("cannot start the pod's watchdog: {e}"))?;
     let stdin = child.stdin.take().ok_or("the watchdog has no stdin")?;
@@ -181,6 +233,99 @@ pub(crate) fn arm(
         let _ = child.wait().await;
     });
     Ok(())
+}
+
+/// What the boot has made so far, as the engine told it.
+#[derive(Debug, Default, Clone)]
+struct BootTrace {
+    private_dir: Option<PathBuf>,
+    setups: Vec<(i32, Option<u64>)>,
+    pod: Option<(i32, Option<u64>)>,
+}
+
+static TRACE: Mutex<BootTrace> = Mutex::new(BootTrace {
+    private_dir: None,
+    setups: Vec::new(),
+    pod: None,
+});
+
+/// Tells the watchdog (and the runner itself, for an interrupted boot) of
+/// each thing the boot makes, as it is made, and keeps the boot's `pod ls`
+/// record in step.
+pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
+    let record = Mutex::new(record);
+    BootObserver::new(move |step| {
+        let mut record = record.lock().unwrap_or_else(|e| e.into_inner());
+        match record.step(&step) {
+            Ok(true) => tell_record(record.dir()),
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "testkit-runner: cannot list the booting pod for `pod ls` ({}): {e}",
+                record.dir().display()
+            ),
+        }
+        let mut trace = TRACE.lock().unwrap_or_else(|e| e.into_inner());
+        match step {
+            BootStep::PrivateDir(dir) => {
+                send(&format!("private-dir {}", dir.display()));
+                trace.private_dir = Some(dir);
+            }
+            BootStep::Setup { pgid, start_ticks } => {
+                send(&format!("group {pgid} {}", ticks_word(start_ticks)));
+                trace.setups.push((pgid, start_ticks));
+            }
+            BootStep::Pod { pgid, start_ticks } => {
+                send(&format!("pod {pgid} {}", ticks_word(start_ticks)));
+                trace.pod = Some((pgid, start_ticks));
+            }
+            _ => {}
+        }
+    })
+}
+
+/// Ends what an interrupted boot made (its future dropped midway): the
+/// setup commands' groups, the pod's tree, its private dir, its logs kept
+/// redacted. Says what it ended, or what survived.
+pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, String> {
+    let trace = TRACE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut ended = Vec::new();
+    for (pgid, ticks) in trace.setups {
+        if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
+            return Err(format!(
+                "the setup command's group {pgid} survived SIGTERM and SIGKILL: {survivors:?}"
+            ));
+        }
+    }
+    match (trace.pod, &trace.private_dir) {
+        (Some((pgid, ticks)), Some(dir)) => {
+            let r = testkit_engine::pod::stop_recorded(
+                pgid,
+                ticks,
+                dir,
+                Some(logs_dir),
+                WATCHDOG_GRACE,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            ended.push(format!(
+                "the booting pod (group {pgid}, {} process(es)) was stopped and verified gone",
+                r.processes
+            ));
+        }
+        (None, Some(dir)) => {
+            if !end_containers_of_boot(dir).await || !remove_dir(dir) {
+                return Err(format!("its private dir {} survived", dir.display()));
+            }
+            ended.push("the pod had not started yet".to_owned());
+        }
+        _ => ended.push("nothing had been started yet".to_owned()),
+    }
+    Ok(ended.join("; "))
+}
+
+/// A `pod ls` record of the pod, removed with it should the runner die.
+pub(crate) fn tell_record(dir: &Path) {
+    send(&format!("record {}", dir.display()));
 }
 
 fn send(line: &str) {
