@@ -107,6 +107,11 @@ fn fresh_run_id(what: &str) -> String {
 /// of the conformance suite), its HOME on a volume of the pod, and
 /// `command` as given.
 fn container_fixture(command: &str) -> tempfile::TempDir {
+    container_fixture_with(command, "")
+}
+
+/// [`container_fixture`], with `extra` lines in `[pod.container]`.
+fn container_fixture_with(command: &str, extra: &str) -> tempfile::TempDir {
     let suite = fixture("suite");
     crate::copy_dir(
         &workspace().join("suites/conformance/container"),
@@ -119,7 +124,7 @@ fn container_fixture(command: &str) -> tempfile::TempDir {
          build = {{ context = \"container\", prepare = [[\"sh\", \"prepare.sh\"]] }}\n\
          port = 8080\n\
          command = {command}\n\
-         mounts = [{{ volume = \"home\", target = \"/home/pod\" }}]\n"
+         mounts = [{{ volume = \"home\", target = \"/home/pod\" }}]\n{extra}\n"
     ));
     std::fs::write(&toml, text).unwrap();
     suite
@@ -629,4 +634,46 @@ fn pod_up_ls_and_down_handle_a_container_pod() {
         down.stdout
     );
     assert!(labelled("testkit.pod", &pod_id).is_empty());
+}
+
+/// A runner SIGKILLed while its container pod is still in its setup (a
+/// one-off container that takes its time) leaves nothing in the engine: the
+/// watchdog, armed before the boot, removes the setup container, the
+/// network and the volume by the pod's label.
+#[test]
+fn a_runner_sigkilled_during_a_container_setup_leaves_nothing_in_the_engine() {
+    let suite = container_fixture_with(SERVE, r#"setup = [["/bin/sh", "-c", "sleep 60"]]"#);
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("setup");
+    let _guard = EngineGuard(run_id.clone());
+    let mut child = runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .args(["run", "--pod", "container", "--run-id", &run_id])
+        .arg(suite.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let in_setup = wait_for(Duration::from_secs(120), || {
+        labelled("testkit.run", &run_id)
+            .iter()
+            .any(|o| o.starts_with("container") && o.contains("-setup-"))
+    });
+    let before = labelled("testkit.run", &run_id);
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let _ = child.wait();
+    assert!(in_setup, "the setup container ran: {before:?}");
+    let gone = wait_for(Duration::from_secs(20), || {
+        labelled("testkit.run", &run_id).is_empty()
+    });
+    eprintln!(
+        "timing: {before:?} gone {:?} after the runner's SIGKILL mid-setup",
+        killed.elapsed()
+    );
+    assert!(
+        gone,
+        "left in the engine: {:?}",
+        labelled("testkit.run", &run_id)
+    );
 }

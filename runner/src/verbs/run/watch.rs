@@ -106,6 +106,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
         return 1;
     };
     rt.block_on(async {
+        // A container pod's containers first: the `docker run` of a setup
+        // or of the pod waits for its container, which the daemon keeps
+        // whatever becomes of that process.
+        if let (false, Some(dir)) = (told.released, &told.private_dir) {
+            end_containers_of_boot(dir).await;
+        }
         for &(pgid, ticks) in &told.groups {
             if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
                 eprintln!("watchdog: group {pgid} survived: {survivors:?}");
