@@ -326,6 +326,36 @@ fn a_container_stopped_from_outside_is_named_as_such_not_as_a_crash() {
     assert!(labelled("testkit.run", &run_id).is_empty());
 }
 
+/// A container that someone else removes mid-run (`docker rm -f`) is named
+/// as removed from outside the run, not as a crash, and the run's teardown
+/// still leaves nothing of it.
+#[test]
+fn a_container_removed_from_outside_is_named_as_such_not_as_a_crash() {
+    let suite = container_fixture(SERVE);
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("removed");
+    let _guard = EngineGuard(run_id.clone());
+    let running = Running::start(suite.path(), pods.path(), &run_id, "hold", |_| {});
+    let container = pod_container(&run_id);
+    docker(&["rm", "-f", &container]);
+    release(suite.path());
+    let ran = running.finish_within(Duration::from_secs(120));
+    assert_eq!(ran.code, 2, "the run could not complete");
+    let (verdict, evidence) = ran.verdict("pod");
+    assert_eq!(verdict, "fail");
+    assert!(
+        evidence.contains("the pod was stopped from outside the run mid-run")
+            && evidence.contains(&format!(
+                "its container {container} was removed from outside the run (`docker rm -f`)"
+            )),
+        "{evidence}"
+    );
+    assert!(!evidence.contains("crash"), "{evidence}");
+    let (down, why) = ran.verdict("down");
+    assert_eq!(down, "pass", "{why}");
+    assert!(labelled("testkit.run", &run_id).is_empty());
+}
+
 /// A container whose main process ignores SIGTERM is killed once the grace
 /// is over, and the down phase fails naming it, though nothing is left.
 #[test]

@@ -690,6 +690,33 @@ pub async fn fate(private_dir: &Path) -> Option<Result<String, String>> {
         .await
         .unwrap_or_default();
     let signals: Vec<&str> = events.lines().filter(|l| !l.is_empty()).collect();
+    // `docker rm -f` kills first and removes after: its `docker run` may
+    // exit between the two, so a killed container gets a moment to vanish.
+    if !signals.is_empty() {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let still = docker
+                .run(&[
+                    "ps",
+                    "-a",
+                    "-q",
+                    "--no-trunc",
+                    "--filter",
+                    &format!("id={id}"),
+                ])
+                .await;
+            if still.as_deref().is_ok_and(str::is_empty) {
+                return Some(Ok(format!(
+                    "its container {} was removed from outside the run (`docker rm -f`)",
+                    record.name
+                )));
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
     if !signals.is_empty() {
         return Some(Ok(format!(
             "its container {} was stopped from outside the run (`docker stop` or `docker kill`: \
