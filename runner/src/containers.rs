@@ -73,7 +73,9 @@ pub(crate) async fn spec(
         (None, Some(build)) => {
             build_image(&docker, build, config, suite_dir, logs_dir, path).await?
         }
-        (None, None) => unreachable!("the config validates [pod.container]"),
+        (None, None) => {
+            return Err("[pod.container] has neither `image` nor `build`: give it one".to_owned())
+        }
     };
     let mut spec = ContainerSpec::new(section, image, docker.0.clone());
     spec.run_id = run_id.map(str::to_owned);

@@ -231,7 +231,12 @@ pub(super) async fn prepare(
                     .map_err(|e| format!("pod.container.mounts: {}: {e}", path.display()))?;
                 ("bind", path.to_string_lossy().into_owned())
             }
-            (None, None) => unreachable!("the config validates mounts"),
+            (None, None) => {
+                return Err(format!(
+                    "pod.container.mounts: the entry for {} has neither `volume` nor `source`",
+                    mount.target
+                ))
+            }
         };
         if source.contains(',') || mount.target.contains(',') {
             return Err(format!(
