@@ -7,6 +7,8 @@
 #   BENCH_REPEAT=9 bench/run.sh           # more runs of the short cargo-test binaries (default 5)
 #   BENCH_NEXTEST_REPEAT=3 bench/run.sh   # runs of each nextest size (default 3)
 #   BENCH_COMPILE_REPEAT=9 bench/run.sh   # rounds of the compile cases (default 5)
+#   bench/run.sh runner-memory            # only the runner's peak RSS with a test printing 200 MB
+#   BENCH_PRINT_MB=500 bench/run.sh runner-memory   # ... printing 500 MB
 #
 # Builds once (the dev profile, what `cargo test` uses). The `cargo test`
 # cases run each test binary the way `cargo test --test NAME` would after
@@ -26,6 +28,13 @@ nextest_repeat=${BENCH_NEXTEST_REPEAT:-3}
 case $nextest_repeat in '' | *[!0-9]* | 0) echo "BENCH_NEXTEST_REPEAT must be a positive integer, not '$nextest_repeat'" >&2; exit 64 ;; esac
 compile_repeat=${BENCH_COMPILE_REPEAT:-5}
 case $compile_repeat in '' | *[!0-9]* | 0) echo "BENCH_COMPILE_REPEAT must be a positive integer, not '$compile_repeat'" >&2; exit 64 ;; esac
+only=${1:-all}
+case $only in
+    all | runner-memory) ;;
+    *) echo "usage: bench/run.sh [runner-memory]" >&2; exit 64 ;;
+esac
+print_mb=${BENCH_PRINT_MB:-200}
+case $print_mb in '' | *[!0-9]* | 0) echo "BENCH_PRINT_MB must be a positive integer, not '$print_mb'" >&2; exit 64 ;; esac
 sizes=(250 1000 5000)
 results=$bench_dir/results
 mkdir -p "$results"
@@ -58,6 +67,69 @@ cargo nextest --version >/dev/null 2>&1 || {
     echo "run.sh needs cargo-nextest: cargo install cargo-nextest --locked" >&2
     exit 2
 }
+
+# --- the runner's memory, with a test that prints a lot ---------------------------
+# runner_memory: runs the `printer` test (BENCH_PRINT_MB megabytes to stdout,
+# then a failure, so nextest reports the whole output in one event) under
+# `testkit-runner run`, with testkit-runner and sandboxd built from this
+# checkout (dev profile; BENCH_RUNNER names another testkit-runner, with a
+# sandboxd beside it). Sets `runner_rss` (the runner's own peak RSS, KiB:
+# the VmHWM of its process, read every 50 ms while it runs; the rusage of
+# waited children would count nextest too, which holds the whole output),
+# `runner_results` (the results folder, KiB) and `runner_dropped` (what the
+# marker in the kept output says was dropped).
+runner_memory() {
+    local runner=${BENCH_RUNNER:-} out=$work/runner-memory status=0 pid kib
+    if [[ -z $runner ]]; then
+        echo "runner memory: building testkit-runner and sandboxd ..." >&2
+        cargo build --manifest-path "$bench_dir/../Cargo.toml" -p testkit-runner -p sandboxd \
+            >"$results/runner_memory_build.log" 2>&1 || {
+            echo "building testkit-runner failed; see $results/runner_memory_build.log" >&2
+            exit 2
+        }
+        runner=$CARGO_TARGET_DIR/debug/testkit-runner
+    fi
+    [[ -x $runner ]] || { echo "no testkit-runner at $runner" >&2; exit 2; }
+    echo "runner memory: a test printing $print_mb MB, under testkit-runner run ..." >&2
+    PATH="$(dirname "$runner"):$PATH" BENCH_PRINT_MB=$print_mb "$runner" run "$bench_dir" \
+        -E 'binary(printer)' --results "$out" >"$results/runner_memory.log" 2>&1 &
+    pid=$!
+    runner_rss=0
+    # A zombie has no VmHWM: the loop ends when the runner does.
+    while kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2>/dev/null) && [[ -n $kib ]]; do
+        ((kib > runner_rss)) && runner_rss=$kib
+        sleep 0.05
+    done
+    wait "$pid" || status=$?
+    # The printer fails on purpose: anything but that one failure is no
+    # measurement.
+    if ((status != 1)) || ! grep -q '0 passed, 1 failed' "$results/runner_memory.log"; then
+        echo "testkit-runner run (exit $status) did not fail the printer alone; see $results/runner_memory.log" >&2
+        exit 1
+    fi
+    runner_results=$(du -sk "$out" | cut -f 1)
+    runner_dropped=$(grep -o '… [0-9]* bytes dropped …' "$out/tests.events.jsonl" 2>/dev/null | head -n 1 | tr -dc '0-9' || true)
+    if [[ -n $runner_dropped ]]; then
+        runner_dropped="$runner_dropped bytes (the marker in tests.events.jsonl)"
+    else
+        runner_dropped="no marker in tests.events.jsonl: nothing was cut"
+    fi
+}
+runner_memory_report() {
+    echo "testkit-runner run, one test printing $print_mb MB (dev profile):"
+    echo "  runner peak RSS:  $(awk -v k="$runner_rss" 'BEGIN { printf "%.1f", k / 1024 }') MiB (its own VmHWM; target: bounded, under 150 MiB)"
+    echo "  results folder:   $(awk -v k="$runner_results" 'BEGIN { printf "%.1f", k / 1024 }') MiB"
+    echo "  output dropped:   $runner_dropped"
+}
+if [[ $only == runner-memory ]]; then
+    runner_memory
+    {
+        echo "testkit runner memory benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo "machine: $(nproc) CPUs, $(uname -sr), $(rustc --version)"
+        runner_memory_report
+    } | tee "$results/runner-memory.txt"
+    exit 0
+fi
 
 # --- build once ---------------------------------------------------------------
 echo "building (dev profile) into $CARGO_TARGET_DIR ..." >&2
@@ -376,6 +448,8 @@ for name in io_testkit io_tokio; do
     printf -v "compile_all_$name" '%s' "$(tr '\n' ' ' <"$work/compile_$name")"
 done
 
+runner_memory
+
 load_after=$(cut -d ' ' -f 1-3 /proc/loadavg)
 
 # --- report ---------------------------------------------------------------------
@@ -450,4 +524,6 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
     echo "  (targets: within 1.15x from clean, 1.2x edited)"
     echo "  rounds (clean edit), testkit: ${compile_all_io_testkit}"
     echo "  rounds (clean edit), tokio:   ${compile_all_io_tokio}"
+    echo
+    runner_memory_report
 } | tee "$results/latest.txt"

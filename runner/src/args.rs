@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 
 use crate::exit;
 use crate::verbs::block_on;
-use crate::verbs::{check, janitor, known_issues, merge, pod, report, run};
+use crate::verbs::{check, janitor, known_issues, merge, new, pod, report, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,6 +36,10 @@ enum Command {
     /// its latest, or `--run ID`), or one report.html for several merged.
     #[command(after_help = exit::help(exit::REPORT))]
     Report(report::ReportArgs),
+    /// Create a suite workspace that runs green against the default pod
+    /// at once, or against your service with --pod-command.
+    #[command(after_help = exit::help(exit::NEW))]
+    New(new::NewArgs),
     /// Check a suite without building or running it: testkit.toml, its
     /// resource kinds, KNOWN-ISSUES.md and the ids its tests pin.
     #[command(after_help = exit::help(exit::CHECK))]
@@ -71,6 +75,7 @@ pub(crate) fn main_impl() -> u8 {
         Command::Janitor(args) => block_on(janitor::run(args)),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
+        Command::New(args) => new::run(args),
         Command::Check(args) => check::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
         Command::Pod(cmd) => pod::run(cmd),

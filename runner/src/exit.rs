@@ -79,6 +79,15 @@ pub(crate) const REPORT: &[Row] = &[
     ),
 ];
 
+pub(crate) const NEW: &[Row] = &[
+    (OK, "the suite is created"),
+    (INCOMPLETE, "a file of the suite could not be written"),
+    (
+        BAD_ARGS,
+        "bad arguments, a folder that is not empty, or no testkit crate to depend on",
+    ),
+];
+
 pub(crate) const CHECK: &[Row] = &[
     (
         OK,

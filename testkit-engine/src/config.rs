@@ -209,6 +209,22 @@ pub struct PodSection {
     /// wherever it would appear.
     #[serde(default)]
     pub public_fields: Vec<String>,
+    /// Commands run once the pod is up (its health answered), before the
+    /// auth check and the tests, against the running pod: what a service
+    /// can only do while it runs (enable auth, create its first admin).
+    /// Placeholders as in `setup`, and the handle's fields; the
+    /// environment as the pod's, and `TESTKIT_BASE_URL`. Each must succeed.
+    #[serde(default)]
+    pub bootstrap: Vec<Vec<String>>,
+    /// Environment of the pod and of its setup commands, with the same
+    /// placeholders as `command`: how a secret field (`{password}`) reaches
+    /// them without standing on a command line, where `ps` shows it.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// More free loopback ports, by name, besides `{port}`: each is
+    /// `{port_<name>}` wherever `{port}` is (a peer port, a metrics port).
+    #[serde(default)]
+    pub ports: Vec<String>,
     /// `[pod.container]`: the pod as a container image, for a run that asks
     /// for one (`testkit-runner run --pod container`).
     #[serde(default)]
@@ -388,6 +404,9 @@ impl Default for PodSection {
             fields: BTreeMap::new(),
             setup: Vec::new(),
             public_fields: Vec::new(),
+            bootstrap: Vec::new(),
+            env: BTreeMap::new(),
+            ports: Vec::new(),
             container: None,
         }
     }
@@ -604,6 +623,31 @@ impl PodSection {
                 ));
             }
         }
+        for name in &self.ports {
+            if !crate::template::is_placeholder_name(name)
+                || self.ports.iter().filter(|p| *p == name).count() > 1
+            {
+                return Err((
+                    "pod.ports",
+                    format!(
+                        "has {name:?}: expected distinct names of a-z, 0-9 and `_`, each giving a placeholder `{{port_<name>}}`"
+                    ),
+                ));
+            }
+        }
+        for key in self.env.keys() {
+            let valid = !key.is_empty()
+                && !key.starts_with(|c: char| c.is_ascii_digit())
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err((
+                    "pod.env",
+                    format!(
+                        "has {key:?}: expected environment variable names of A-Z, a-z, 0-9 and `_`"
+                    ),
+                ));
+            }
+        }
         for key in self.fields.keys() {
             let filled = crate::template::FILLED_FIELDS;
             if filled.contains(&key.as_str()) || !crate::template::is_placeholder_name(key) {
@@ -632,6 +676,16 @@ impl PodSection {
         {
             return Err((
                 "pod.setup",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
+        }
+        if self
+            .bootstrap
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err((
+                "pod.bootstrap",
                 "has an empty command: expected a program and its arguments".to_owned(),
             ));
         }

@@ -16,6 +16,7 @@
 //! | `TESTKIT_TEST_THREADS` | concurrency when `--test-threads` is not given |
 //! | `TESTKIT_TIMEOUT` | the default test timeout |
 //! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
+//! | `TESTKIT_BUDGET_WAIT` | how long a test waits for a budget slot while none of its kind is freed |
 //! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
 //! | `TESTKIT_KEEP_PROCESSES` | `never`, `on-failure` or `always`: keep the processes a test left running |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
@@ -52,6 +53,8 @@ pub mod var {
     pub const TIMEOUT: &str = "TESTKIT_TIMEOUT";
     /// Cleanup's time after SIGINT/SIGTERM.
     pub const GRACE: &str = "TESTKIT_GRACE";
+    /// How long a test waits for a budget slot while none is freed.
+    pub const BUDGET_WAIT: &str = "TESTKIT_BUDGET_WAIT";
     /// Keep resources for debugging.
     pub const KEEP: &str = "TESTKIT_KEEP";
     /// Keep the processes a test left running, for debugging.
@@ -96,6 +99,12 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// `TESTKIT_BROWSER_TEARDOWN` says: past it they are killed, and the test
 /// fails with `browser teardown timed out`.
 pub const DEFAULT_BROWSER_TEARDOWN: Duration = Duration::from_secs(10);
+
+/// How long a test waits for a budget slot while no slot of its kind is
+/// freed, unless `TESTKIT_BUDGET_WAIT` says: then it fails, naming who
+/// holds them. Half of nextest's usual slow-test kill, so that a deadlock
+/// says what it is before that kill does.
+pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(60);
 
 /// `TESTKIT_KEEP`: whether a test's resources are kept for debugging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -178,6 +187,8 @@ pub struct Settings {
     pub browser_off: bool,
     /// `TESTKIT_BROWSER_TEARDOWN`, else [`DEFAULT_BROWSER_TEARDOWN`].
     pub browser_teardown: Duration,
+    /// `TESTKIT_BUDGET_WAIT`, else [`DEFAULT_BUDGET_WAIT`].
+    pub budget_wait: Duration,
 }
 
 /// One or more variables hold values testkit cannot use.
@@ -203,6 +214,7 @@ impl Settings {
             timeout: DEFAULT_TIMEOUT,
             grace: DEFAULT_GRACE,
             browser_teardown: DEFAULT_BROWSER_TEARDOWN,
+            budget_wait: DEFAULT_BUDGET_WAIT,
             ..Settings::default()
         }
     }
@@ -243,6 +255,7 @@ impl Settings {
         let chromium = text(var::CHROMIUM);
         let browser = text(var::BROWSER);
         let browser_teardown = text(var::BROWSER_TEARDOWN);
+        let budget_wait = text(var::BUDGET_WAIT);
 
         let mut bad = |name: &str, value: &str, expected: &str| {
             problems.push(format!("{name}={value:?} is invalid: {expected}"));
@@ -288,6 +301,7 @@ impl Settings {
             browser_teardown,
             DEFAULT_BROWSER_TEARDOWN,
         );
+        let budget_wait = duration(var::BUDGET_WAIT, budget_wait, DEFAULT_BUDGET_WAIT);
         let browser_off = match browser.as_deref() {
             None | Some("on") => false,
             Some("off") => true,
@@ -371,6 +385,7 @@ impl Settings {
             chromium,
             browser_off,
             browser_teardown,
+            budget_wait,
         })
     }
 }
@@ -473,5 +488,14 @@ mod tests {
         let s = read(&[(var::TIMEOUT, ""), (var::RESULTS_DIR, "")]).unwrap();
         assert_eq!(s.timeout, DEFAULT_TIMEOUT);
         assert!(s.results_dir.is_none());
+    }
+
+    #[test]
+    fn the_budget_wait_is_a_duration_with_a_default() {
+        assert_eq!(read(&[]).unwrap().budget_wait, DEFAULT_BUDGET_WAIT);
+        let s = read(&[(var::BUDGET_WAIT, "3s")]).unwrap();
+        assert_eq!(s.budget_wait, Duration::from_secs(3));
+        let e = read(&[(var::BUDGET_WAIT, "ever")]).unwrap_err().to_string();
+        assert!(e.contains("TESTKIT_BUDGET_WAIT=\"ever\" is invalid"), "{e}");
     }
 }

@@ -125,7 +125,13 @@ impl<'a> Values<'a> {
         self
     }
 
-    fn get(&self, key: &str) -> Option<&'a str> {
+    /// Every pair, in the order given.
+    pub fn pairs(&self) -> &[(&'a str, &'a str)] {
+        &self.pairs
+    }
+
+    /// The value of `{key}`: the last one given.
+    pub fn get(&self, key: &str) -> Option<&'a str> {
         self.pairs
             .iter()
             .rev()

@@ -102,8 +102,9 @@ impl Cx {
 
     /// Creates a resource of `kind` named `name` by running `request`, the
     /// future that sends the creating request. Before `request` is first
-    /// polled, waits for a slot when the kind has a budget, and journals the
-    /// name; the resource is tracked from then on, even when `request` fails
+    /// polled, waits for a slot when the kind has a budget (an error naming
+    /// who holds the slots when none is freed for `TESTKIT_BUDGET_WAIT`),
+    /// and journals the name; the resource is tracked from then on, even when `request` fails
     /// (the request may have landed), and is deleted and verified gone when the
     /// test ends.
     ///

@@ -14,7 +14,6 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::engine::report::{CleanupState, ResourceRecord, ResourceState};
 use crate::engine::resource::{budget, groups, names, Event, Gone, JournalEntry};
 use crate::engine::settings::Keep;
-use crate::engine::wait::Secs;
 use crate::log::Log;
 use crate::reaper;
 
@@ -326,25 +325,11 @@ impl Tracker {
         let slot = match spec.budget() {
             None => None,
             Some(budget) => {
-                let on_wait = || {
-                    inner
-                        .log
-                        .push(format!("waiting for a `{kind}` slot (budget {budget})"))
-                };
-                let (slot, waited) = budget::acquire(&run.results_dir, kind, budget, on_wait)
-                    .await
-                    .map_err(|e| {
-                        anyhow::anyhow!(
-                            "failed to take a `{kind}` budget slot under {}: {e}",
-                            run.results_dir.display()
-                        )
-                    })?;
-                if let Some(waited) = waited {
-                    inner
-                        .log
-                        .push(format!("got a `{kind}` slot after {}", Secs(waited)));
-                }
-                Some(slot)
+                let holder = budget::Holder::new(&inner.test, name);
+                let bound = crate::globals::settings_or_default().budget_wait;
+                let log = |m: String| inner.log.push(m);
+                let slot = budget::acquire(&run.results_dir, kind, budget, &holder, bound, log);
+                Some(slot.await.map_err(anyhow::Error::new)?)
             }
         };
         reaper::ensure_spawned(run);

@@ -1,11 +1,12 @@
 //! The verbs of `testkit-runner`, one module each (`run`, `pod`, `report`,
-//! `merge`, `janitor`, `check`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
+//! `merge`, `janitor`, `new`, `check`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
 //! own settings, and the parsers of the arguments several of them take.
 
 pub(crate) mod check;
 pub(crate) mod janitor;
 pub(crate) mod known_issues;
 pub(crate) mod merge;
+pub(crate) mod new;
 pub(crate) mod pod;
 pub(crate) mod report;
 pub(crate) mod run;

@@ -352,6 +352,8 @@ impl BootingRecord {
             }
             pod::BootStep::Setup { pgid, start_ticks } => ("setup", *pgid, *start_ticks),
             pod::BootStep::Pod { pgid, start_ticks } => ("booting", *pgid, *start_ticks),
+            // The pod is up and runs on: `pod down` still stops it.
+            pod::BootStep::Bootstrap { .. } => ("bootstrap", r.pgid, r.start_ticks),
             _ => return Ok(false),
         };
         r.phase = Some(phase.to_owned());

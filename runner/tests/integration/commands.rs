@@ -66,6 +66,7 @@ fn each_verbs_help_lists_the_exit_codes_it_uses() {
         (&["janitor", "--help"], &[0, 1, 2, 64]),
         (&["merge", "--help"], &[0, 2, 64]),
         (&["report", "--help"], &[0, 2, 64]),
+        (&["new", "--help"], &[0, 2, 64]),
         (&["check", "--help"], &[0, 1, 64]),
         (&["check-known-issues", "--help"], &[0, 1, 64]),
         (&["pod", "--help"], &[0, 1, 2, 64]),
@@ -177,6 +178,59 @@ fn check_names_every_problem_of_a_suite_without_building_it() {
     );
     assert_eq!(ran.code, 64);
     assert!(ran.stderr.contains("is not a directory"), "{}", ran.stderr);
+}
+
+/// `new DIR` makes a suite that checks clean and runs green at once,
+/// against the default pod and, with `--pod-command`, against a service
+/// that prints no handle; a folder that is not empty is refused.
+#[test]
+fn a_new_suite_runs_green_against_the_default_pod_and_a_pod_command() {
+    let scratch = tempfile::tempdir().unwrap();
+    for (name, args) in [
+        ("default", vec![]),
+        (
+            "own-service",
+            vec![
+                "--pod-command",
+                "sandboxd serve --home {home} --listen {listen}",
+                "--health-path",
+                "/api/health",
+            ],
+        ),
+    ] {
+        let dir = scratch.path().join(name);
+        let made = Ran::from(runner().arg("new").arg(&dir).args(&args).output().unwrap());
+        assert_eq!(made.code, 0, "{name}: {}{}", made.stdout, made.stderr);
+        for file in [
+            "Cargo.toml",
+            "Cargo.lock",
+            "testkit.toml",
+            "KNOWN-ISSUES.md",
+            ".config/nextest.toml",
+            "tests/tests/smoke.rs",
+        ] {
+            assert!(dir.join(file).is_file(), "{name}: no {file}");
+        }
+        let checked = Ran::from(runner().arg("check").arg(&dir).output().unwrap());
+        assert_eq!(checked.code, 0, "{name}: {}", checked.stdout);
+        let ran = Ran::from(runner().arg("run").arg(&dir).output().unwrap());
+        assert_eq!(ran.code, 0, "{name}: {}{}", ran.stdout, ran.stderr);
+        let records = testkit_engine::report::read_records(&ran.results()).unwrap();
+        let passed = records
+            .iter()
+            .filter(|r| r.outcome == testkit_engine::report::Outcome::Passed)
+            .count();
+        let expected = if name == "default" { 2 } else { 1 };
+        assert_eq!(passed, expected, "{name}: {records:#?}");
+        assert_eq!(records.len(), expected, "{name}: {records:#?}");
+        let refused = Ran::from(runner().arg("new").arg(&dir).output().unwrap());
+        assert_eq!(refused.code, 64, "{name}");
+        assert!(
+            refused.stderr.contains("is not empty"),
+            "{}",
+            refused.stderr
+        );
+    }
 }
 
 /// The janitor deletes what carries the run id, and nothing else.

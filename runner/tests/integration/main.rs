@@ -3,6 +3,7 @@
 //! built with cargo and nextest in one shared target dir, so that their
 //! dependencies build once.
 
+mod bounds;
 mod commands;
 mod containers;
 mod credentials;

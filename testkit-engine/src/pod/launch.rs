@@ -57,6 +57,12 @@ pub struct LaunchSpec {
     pub fields: BTreeMap<String, String>,
     /// Commands to run before the pod (`[pod] setup`).
     pub setup: Vec<Vec<String>>,
+    /// Commands to run once the pod is up (`[pod] bootstrap`).
+    pub bootstrap: Vec<Vec<String>>,
+    /// Environment templates of the pod and its setup (`[pod] env`).
+    pub env_templates: BTreeMap<String, String>,
+    /// Names of more free ports to reserve (`[pod] ports`).
+    pub ports: Vec<String>,
     /// The target dir to look for the program in after the current
     /// executable's (`CARGO_TARGET_DIR` of the caller).
     pub target_dir: Option<PathBuf>,
@@ -76,6 +82,14 @@ pub enum BootStep {
     PrivateDir(PathBuf),
     /// A setup command was started in a process group of its own.
     Setup {
+        /// Its group.
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// A `[pod] bootstrap` command was started, in a process group of its
+    /// own, against the running pod.
+    Bootstrap {
         /// Its group.
         pgid: i32,
         /// Its start time, against pid reuse.
@@ -136,6 +150,9 @@ impl LaunchSpec {
             env: BTreeMap::new(),
             fields: pod.fields.clone(),
             setup: pod.setup.clone(),
+            bootstrap: pod.bootstrap.clone(),
+            env_templates: pod.env.clone(),
+            ports: pod.ports.clone(),
             target_dir: None,
             container: None,
             observer: None,
@@ -186,9 +203,11 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
-    /// A `[pod] setup` command failed.
-    #[error("the pod's setup command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    /// A `[pod] setup` or `[pod] bootstrap` command failed.
+    #[error("the pod's {step} command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
     Setup {
+        /// `setup` or `bootstrap`.
+        step: &'static str,
         /// The command, redacted.
         command: String,
         /// How it ended.
@@ -340,11 +359,20 @@ async fn boot(
     };
     let home = private_dir.join("home");
     std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(io("find a free loopback port".to_owned()))?
-        .port();
+    // `{port}`, and `{port_<name>}` of each of `[pod] ports`: free ports,
+    // held open together while they are found, so that no two are one.
+    let all_ports =
+        free_ports(1 + spec.ports.len()).map_err(io("find a free loopback port".to_owned()))?;
+    let (port, extra_ports) = (all_ports[0], &all_ports[1..]);
     let listen = format!("127.0.0.1:{port}");
+    let port_keys: Vec<String> = spec.ports.iter().map(|n| format!("port_{n}")).collect();
+    let port_texts: Vec<String> = extra_ports.iter().map(u16::to_string).collect();
+    let ports = || {
+        port_keys
+            .iter()
+            .map(String::as_str)
+            .zip(port_texts.iter().map(String::as_str))
+    };
     // A pod that prints no handle gets one made of `[pod] fields`.
     let home_text = home.to_string_lossy().into_owned();
     let port_text = port.to_string();
@@ -359,6 +387,7 @@ async fn boot(
             .with("home", &home_text)
             .with("port", &port_text)
             .with("listen", &listen)
+            .extend(ports())
             .with("random", random);
         let filled = crate::template::fill(value, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
@@ -389,7 +418,24 @@ async fn boot(
         .with("home", &home_text)
         .with("port", &port_text)
         .with("listen", &listen)
+        .extend(ports())
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // An entry that needs what only the running pod's handle says
+    // (`{base_url}`, a printed handle's `{token}`) is for the bootstrap
+    // commands, filled once the pod is up; the rest is the pod's too.
+    let (env, for_bootstrap): (BTreeMap<&str, String>, Vec<&str>) = {
+        let mut env = BTreeMap::new();
+        let mut later = Vec::new();
+        for (k, v) in &spec.env_templates {
+            match crate::template::fill(v, &values, crate::template::verbatim) {
+                Ok(filled) => {
+                    env.insert(k.as_str(), filled);
+                }
+                Err(_) => later.push(k.as_str()),
+            }
+        }
+        (env, later)
+    };
     let fill = |arg: &str| {
         crate::template::fill(arg, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
@@ -435,6 +481,7 @@ async fn boot(
             .env("TMPDIR", &private_dir)
             .env("TESTKIT_POD_PORT", port.to_string())
             .envs(&spec.env)
+            .envs(&env)
             .envs(container.iter().flat_map(|c| &c.client_env))
             .current_dir(&private_dir)
             .stdin(Stdio::null());
@@ -442,7 +489,7 @@ async fn boot(
     };
     if let Some(c) = &container {
         for args in &c.setup_args {
-            run_setup(pod_command(&c.docker), args, spec).await?;
+            run_setup(pod_command(&c.docker), args, spec, Step::Setup).await?;
         }
     }
     let process_setup = if container.is_some() {
@@ -463,7 +510,7 @@ async fn boot(
                     .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
             })
             .collect::<Result<_, _>>()?;
-        run_setup(pod_command(&program), &args, spec).await?;
+        run_setup(pod_command(&program), &args, spec, Step::Setup).await?;
     }
     let mut cmd = pod_command(program);
     cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
@@ -474,7 +521,7 @@ async fn boot(
     let start_ticks = process::start_ticks(pgid);
     BootObserver::tell(spec.observer.as_ref(), BootStep::Pod { pgid, start_ticks });
 
-    let result = wait_until_up(
+    let result = match wait_until_up(
         spec,
         &mut child,
         &stdout_raw,
@@ -483,7 +530,20 @@ async fn boot(
         made_handle,
         spec.container.as_ref().map(|_| port),
     )
-    .await;
+    .await
+    {
+        Ok((handle, health)) => {
+            // Against the running pod: the handle's own fields too.
+            let port_text = handle.port().to_string();
+            let values = values
+                .clone()
+                .extend(handle.values(&port_text).pairs().iter().copied());
+            bootstrap(spec, &values, &for_bootstrap, &pod_command)
+                .await
+                .map(|()| (handle, health))
+        }
+        Err(e) => Err(e),
+    };
     match result {
         Ok((handle, health)) => Ok(LaunchedPod {
             handle,
@@ -510,14 +570,100 @@ async fn boot(
     }
 }
 
-/// Runs one `[pod] setup` command to completion under the boot ceiling, its
+/// `n` distinct free loopback ports: each bound until all are found.
+fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()?;
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// A command run around the pod's start, each in its own log.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// `[pod] setup`: before the pod.
+    Setup,
+    /// `[pod] bootstrap`: once the pod is up.
+    Bootstrap,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Setup => "setup",
+            Step::Bootstrap => "bootstrap",
+        }
+    }
+}
+
+/// Runs the `[pod] bootstrap` commands against the running pod, in turn,
+/// with the `[pod] env` entries `later` that only the running pod could
+/// fill (filled, and checked, even when there is no command to give them).
+async fn bootstrap(
+    spec: &LaunchSpec,
+    values: &crate::template::Values<'_>,
+    later: &[&str],
+    pod_command: &dyn Fn(&Path) -> tokio::process::Command,
+) -> Result<(), LaunchError> {
+    let env: Vec<(&str, String)> = later
+        .iter()
+        .map(|k| {
+            let template = spec.env_templates.get(*k).map_or("", String::as_str);
+            crate::template::fill(template, values, crate::template::verbatim)
+                .map(|v| (*k, v))
+                .map_err(|p| LaunchError::Placeholder(format!("pod.env.{k}: {p}")))
+        })
+        .collect::<Result<_, _>>()?;
+    for command in &spec.bootstrap {
+        let with_env = |program: &Path| {
+            let mut cmd = pod_command(program);
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
+            cmd
+        };
+        run_bootstrap(command, values, spec, &with_env).await?;
+    }
+    Ok(())
+}
+
+/// Runs one `[pod] bootstrap` command against the running pod: its
+/// arguments filled with `values` (the handle's fields among them), in the
+/// pod's environment and `TESTKIT_BASE_URL`.
+async fn run_bootstrap(
+    command: &[String],
+    values: &crate::template::Values<'_>,
+    spec: &LaunchSpec,
+    pod_command: &dyn Fn(&Path) -> tokio::process::Command,
+) -> Result<(), LaunchError> {
+    let program = resolve_program(
+        &command[0],
+        spec.base_dir.as_deref(),
+        spec.target_dir.as_deref(),
+    )?;
+    let args: Vec<String> = command[1..]
+        .iter()
+        .map(|a| {
+            crate::template::fill(a, values, crate::template::verbatim)
+                .map_err(|p| LaunchError::Placeholder(format!("pod.bootstrap: {p}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut cmd = pod_command(&program);
+    if let Some(base_url) = values.get("base_url") {
+        cmd.env("TESTKIT_BASE_URL", base_url);
+    }
+    run_setup(cmd, &args, spec, Step::Bootstrap).await
+}
+
+/// Runs one `[pod] setup` or `bootstrap` command to completion under the boot ceiling, its
 /// output appended to `pod.setup.log`.
 async fn run_setup(
     mut cmd: tokio::process::Command,
     args: &[String],
     spec: &LaunchSpec,
+    step: Step,
 ) -> Result<(), LaunchError> {
-    let log_path = spec.logs_dir.join("pod.setup.log");
+    let log_path = spec.logs_dir.join(format!("pod.{}.log", step.name()));
     let io = |what: String| {
         move |source| LaunchError::Io {
             what,
@@ -543,20 +689,22 @@ async fn run_setup(
         .stderr(log)
         .kill_on_drop(true);
     let (mut child, pgid) = process::spawn_in_group(&mut cmd)
-        .map_err(io(format!("start the setup command {shown}")))?;
+        .map_err(io(format!("start the {} command {shown}", step.name())))?;
+    let start_ticks = process::start_ticks(pgid);
     BootObserver::tell(
         spec.observer.as_ref(),
-        BootStep::Setup {
-            pgid,
-            start_ticks: process::start_ticks(pgid),
+        match step {
+            Step::Setup => BootStep::Setup { pgid, start_ticks },
+            Step::Bootstrap => BootStep::Bootstrap { pgid, start_ticks },
         },
     );
     let status = match tokio::time::timeout(spec.ceiling, child.wait()).await {
-        Ok(status) => status.map_err(io(format!("run the setup command {shown}")))?,
+        Ok(status) => status.map_err(io(format!("run the {} command {shown}", step.name())))?,
         Err(_) => {
             let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
             let _ = child.wait().await;
             return Err(LaunchError::Setup {
+                step: step.name(),
                 command: shown,
                 status: format!(
                     "still running after {}",
@@ -572,6 +720,7 @@ async fn run_setup(
         Ok(())
     } else {
         Err(LaunchError::Setup {
+            step: step.name(),
             command: shown,
             status: status.to_string(),
             last_seen: last_line(&log_path),

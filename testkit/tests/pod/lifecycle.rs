@@ -269,3 +269,145 @@ fn runner_pod_verbs_up_ls_down_and_reclaim_after_kill_9() {
     let (code, out) = run(&["pod", "down", &name]);
     assert_eq!(code, Some(64), "{out}");
 }
+
+/// `[pod] env` gives the pod and its setup commands the handle's fields
+/// (a secret among them) in their environment, never on a command line;
+/// `[pod] ports` reserves more free ports, as `{port_<name>}`.
+#[test]
+fn pod_env_carries_secrets_and_pod_ports_reserves_named_ports() {
+    let logs = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let seen = out.path().display();
+    let mut spec = spec(
+        logs.path(),
+        sh(&format!(
+            "echo \"$ADMIN_PASSWORD $PEER_PORT\" > {seen}/pod.env; \
+             cat /proc/$$/cmdline > {seen}/pod.cmdline; \
+             exec {} serve --home \"$0\" --listen 127.0.0.1:$TESTKIT_POD_PORT",
+            sandboxd().display()
+        )),
+    );
+    spec.ready = testkit_engine::config::Ready::Health;
+    // The default [auth] sends a token: the made handle has one.
+    spec.fields = [
+        ("password".to_owned(), "{random}".to_owned()),
+        ("token".to_owned(), "{random}".to_owned()),
+    ]
+    .into();
+    spec.ports = vec!["peer".to_owned()];
+    spec.env_templates = [
+        ("ADMIN_PASSWORD".to_owned(), "{password}".to_owned()),
+        ("PEER_PORT".to_owned(), "{port_peer}".to_owned()),
+    ]
+    .into();
+    spec.setup = vec![vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        format!("echo \"$ADMIN_PASSWORD\" > {seen}/setup.env"),
+    ]];
+    let rt = runtime();
+    let pod = Guard(Some(rt.block_on(launch(&spec)).unwrap()));
+    let launched = pod.0.as_ref().unwrap();
+    let password = launched.handle.field("password").unwrap().to_owned();
+    assert!(password.len() >= 16, "a fresh secret: {password:?}");
+    let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap();
+    assert_eq!(
+        read("setup.env").trim(),
+        password,
+        "the setup's environment"
+    );
+    let pod_env = read("pod.env");
+    let (pod_password, peer) = pod_env.trim().split_once(' ').unwrap();
+    assert_eq!(pod_password, password, "the pod's environment");
+    let peer: u16 = peer.parse().unwrap();
+    assert_ne!(
+        peer,
+        launched.handle.port(),
+        "the peer port is a port of its own"
+    );
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", peer)).is_ok(),
+        "the peer port was free for the pod"
+    );
+    assert!(
+        !read("pod.cmdline").contains(&password),
+        "the secret stood on the pod's command line"
+    );
+}
+
+/// `[pod] bootstrap` runs against the running pod, before the launch
+/// returns: here the product's CLI creates a sandbox, its URL and token
+/// given by `[pod] env` entries that only the running pod's handle fills.
+/// A bootstrap that fails stops the pod and says which command; an entry
+/// that nothing fills is named.
+#[test]
+fn bootstrap_runs_against_the_running_pod_and_a_failure_stops_it() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut spec = sandboxd_spec(logs.path(), &[]);
+    spec.env_templates = [
+        ("SANDBOXD_URL".to_owned(), "{base_url}".to_owned()),
+        ("SANDBOXD_TOKEN".to_owned(), "{token}".to_owned()),
+    ]
+    .into();
+    spec.bootstrap = vec![vec![
+        sandboxctl().display().to_string(),
+        "sandbox".to_owned(),
+        "create".to_owned(),
+        "made-at-bootstrap".to_owned(),
+    ]];
+    let rt = runtime();
+    let pod = Guard(Some(rt.block_on(launch(&spec)).unwrap()));
+    let handle = &pod.0.as_ref().unwrap().handle;
+    let status = rt.block_on(async {
+        reqwest::Client::new()
+            .get(format!(
+                "{}/api/sandboxes/made-at-bootstrap",
+                handle.base_url()
+            ))
+            .bearer_auth(handle.token())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200, "the bootstrap's sandbox");
+    drop(pod);
+
+    let logs = tempfile::tempdir().unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    let mut failing = sandboxd_spec(logs.path(), &[]);
+    failing.private_parent = Some(parent.path().to_owned());
+    failing.bootstrap = vec![vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        "echo refusing to bootstrap; exit 3".to_owned(),
+    ]];
+    let err = rt.block_on(launch(&failing)).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("the pod's bootstrap command")
+            && message.contains("exit status: 3")
+            && message.contains("refusing to bootstrap"),
+        "{message}"
+    );
+    let log = std::fs::read_to_string(logs.path().join("pod.bootstrap.log")).unwrap();
+    assert!(log.contains("refusing to bootstrap"), "{log}");
+    // The pod it ran against was up, and was stopped: its private dir
+    // (HOME, raw stdout) is gone with it.
+    let stderr = std::fs::read_to_string(logs.path().join("pod.stderr.log")).unwrap();
+    assert!(stderr.contains("listening"), "the pod was up: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    let logs = tempfile::tempdir().unwrap();
+    let mut typo = sandboxd_spec(logs.path(), &[]);
+    typo.env_templates = [("SANDBOXD_TOKEN".to_owned(), "{tokn}".to_owned())].into();
+    let err = rt.block_on(launch(&typo)).unwrap_err().to_string();
+    assert!(
+        err.contains("pod.env.SANDBOXD_TOKEN") && err.contains("`{tokn}`"),
+        "{err}"
+    );
+}

@@ -63,7 +63,9 @@ pub(crate) struct RunArgs {
     /// of a run whose runner is gone is taken over, saying so.
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
-    /// Show the test engine's output instead of keeping it in `tests.log`.
+    /// Show the test engine's output instead of keeping it in the results
+    /// folder (`tests.log`; under nextest each failed test's output is kept
+    /// once, capped at 1 MiB, in `tests.events.jsonl`).
     #[arg(long)]
     show_output: bool,
     /// Passed to `cargo nextest run` (or `cargo test`) as given: test name

@@ -276,7 +276,7 @@ pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
                 send(&format!("private-dir {}", dir.display()));
                 trace.private_dir = Some(dir);
             }
-            BootStep::Setup { pgid, start_ticks } => {
+            BootStep::Setup { pgid, start_ticks } | BootStep::Bootstrap { pgid, start_ticks } => {
                 send(&format!("group {pgid} {}", ticks_word(start_ticks)));
                 trace.setups.push((pgid, start_ticks));
             }

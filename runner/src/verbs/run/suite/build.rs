@@ -181,12 +181,11 @@ pub(super) async fn build(
 }
 
 /// Starts the test command: under nextest with its libtest-json events on
-/// stdout; its other output goes to `tests_log` (or to the terminal with
-/// `--show-output`). The error is the tests phase's evidence.
-pub(super) fn start(
-    spec: &TestsSpec<'_>,
-    tests_log: &Path,
-) -> Result<tokio::process::Child, String> {
+/// stdout; its other output piped, for the runner to keep in `tests.log`
+/// (or to the terminal with `--show-output`). Under nextest a failed test's
+/// output is kept once, in its event: nextest is told not to print it
+/// again. The error is the tests phase's evidence.
+pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, String> {
     let mut cmd = base_command(spec);
     match spec.engine {
         Engine::Nextest => {
@@ -201,6 +200,10 @@ pub(super) fn start(
             // nextest's exit status agrees with the suite on flaky tests
             // (the records decide the verdict either way).
             cmd.env("NEXTEST_FLAKY_RESULT", spec.flaky.as_str());
+            if !spec.show_output {
+                cmd.env("NEXTEST_FAILURE_OUTPUT", "never");
+                cmd.env("NEXTEST_SUCCESS_OUTPUT", "never");
+            }
             cmd.args(selection_args(spec));
         }
         Engine::CargoTest => {
@@ -208,28 +211,15 @@ pub(super) fn start(
         }
     }
     cmd.args(spec.extra);
-    let log = std::fs::File::create(tests_log)
-        .map_err(|e| format!("cannot create {}: {e}", tests_log.display()))?;
-    match spec.engine {
-        Engine::Nextest => {
-            cmd.stdout(Stdio::piped());
+    let shown = |shown: bool| {
+        if shown {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
         }
-        Engine::CargoTest if spec.show_output => {
-            cmd.stdout(Stdio::inherit());
-        }
-        Engine::CargoTest => {
-            cmd.stdout(
-                log.try_clone()
-                    .map(Stdio::from)
-                    .unwrap_or_else(|_| Stdio::null()),
-            );
-        }
-    }
-    if spec.show_output {
-        cmd.stderr(Stdio::inherit());
-    } else {
-        cmd.stderr(log);
-    }
+    };
+    cmd.stdout(shown(spec.engine == Engine::CargoTest && spec.show_output));
+    cmd.stderr(shown(spec.show_output));
     let (child, pgid) = process::spawn_in_group(&mut cmd)
         .map_err(|e| format!("failed to start the test command: {e}"))?;
     // A runner that dies leaves no test process behind either.

@@ -12,10 +12,12 @@
 //!
 //! - `build`: building the suite and starting the test command;
 //! - `events`: following the command and its test events until it exits;
+//! - `capped`: the bounds on what the runner holds and keeps of the output;
 //! - `records`: reading the records, and writing those the tests never did;
 //! - `progress`: the progress line on a terminal.
 
 mod build;
+mod capped;
 mod events;
 mod progress;
 mod records;
@@ -109,24 +111,40 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     }
 
     let tests_log = spec.results_dir.join("tests.log");
-    let mut child = match build::start(spec, &tests_log) {
+    let log = match capped::CappedLog::create(&tests_log, &events::log_header(spec.engine)) {
+        Ok(log) => log,
+        Err(e) => return incomplete(format!("cannot create {}: {e}", tests_log.display())),
+    };
+    let mut child = match build::start(spec) {
         Ok(child) => child,
         Err(evidence) => return incomplete(evidence),
     };
-    let total = listed
-        .as_ref()
-        .map(|l| l.iter().filter(|t| t.event.is_none()).count());
+    let progress = events::Progress {
+        total: listed
+            .as_ref()
+            .map(|l| l.iter().filter(|t| t.event.is_none()).count()),
+        started,
+    };
     let mut listed = listed.unwrap_or_default();
-    let followed =
-        match events::follow(spec, &mut child, &mut listed, total, interrupt, started).await {
-            Ok(f) => f,
-            Err(evidence) => return incomplete(evidence),
-        };
+    let followed = match events::follow(
+        spec,
+        &mut child,
+        Some(log),
+        progress,
+        &mut listed,
+        interrupt,
+    )
+    .await
+    {
+        Ok(f) => f,
+        Err(evidence) => return incomplete(evidence),
+    };
     // The test processes may have obtained credentials the runner never
     // saw (renewals): known from here on, before JUnit, the summary and the
-    // pod's logs are written, and redacted from the engine's log.
+    // pod's logs are written, and redacted from the engine's output.
     testkit_engine::redact::register_recorded(spec.secrets_dir);
-    testkit_engine::redact::redact_file(&tests_log);
+    capped::redact_lines(&tests_log);
+    capped::redact_lines(&events::events_file(spec.results_dir));
 
     let records = match records::complete(spec, &listed, followed.interrupted) {
         Ok(r) => r,

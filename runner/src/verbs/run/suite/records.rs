@@ -31,41 +31,18 @@ pub(super) fn complete(
     listed: &[Listed],
     interrupted: bool,
 ) -> Result<Records, String> {
-    let mut records: Vec<TestRecord> = match report::read_records(spec.results_dir) {
-        Ok(r) => r.into_iter().filter(|r| r.run_id == spec.run_id).collect(),
-        Err(e) => return Err(format!("cannot read the test records: {e}")),
-    };
-    let mut crashed = Vec::new();
-    let mut written = Vec::new();
-    let journal: Vec<JournalEntry> = if interrupted {
-        testkit_engine::resource::read_journal(spec.results_dir)
+    let records = read_run_records(spec)?;
+    let (journal, mut written, mut crashed) = if interrupted {
+        let journal = testkit_engine::resource::read_journal(spec.results_dir)
             .into_iter()
             .filter(|e| e.run == spec.run_id)
-            .collect()
+            .collect();
+        (journal, Vec::new(), Vec::new())
     } else {
-        // A test whose process died after it journaled a resource: its
-        // journal and its reaper say what happened.
-        for mut record in crate::killed::from_journal(spec.results_dir, &records, spec.run_id) {
-            if let Some(t) = listed
-                .iter()
-                .find(|t| t.binary == record.binary && t.name == record.name)
-            {
-                if let (Some(event), Some(message)) = (&t.event, &mut record.message) {
-                    message.push_str(&format!(" (nextest: {event})"));
-                }
-            }
-            crashed.push(format!("{}::{}", record.binary, record.name));
-            written.push(record);
-        }
-        Vec::new()
+        let (killed, crashed) = killed_records(spec, listed, &records);
+        (Vec::new(), killed, crashed)
     };
-    // The last attempt each test recorded, the journal's records of killed
-    // tests included.
-    let mut have: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for r in records.iter().chain(&written) {
-        let last = have.entry((r.binary.clone(), r.name.clone())).or_insert(0);
-        *last = (*last).max(r.attempt);
-    }
+    let have = last_attempts(records.iter().chain(&written));
     let mut testkit_binaries = BTreeMap::new();
     for t in listed {
         // A test whose last attempt (nextest's `name#N`) wrote a record is
@@ -79,37 +56,103 @@ pub(super) fn complete(
         let testkit = *testkit_binaries
             .entry(t.binary_path.clone())
             .or_insert_with(|| is_testkit(t.binary_path.as_deref()));
-        let mut synthetic = if interrupted {
-            interrupted_record(spec, t, &journal)
-        } else if testkit && t.event.as_deref() == Some("ok") {
-            exited_unrecorded(spec, t)
-        } else {
-            synthesize(spec, t, interrupted)
-        };
-        synthetic.attempt = t.attempt.max(1);
+        let synthetic = missing_record(spec, t, testkit, interrupted, &journal);
         if synthetic.outcome == Outcome::Failed && !interrupted {
             crashed.push(format!("{}::{}", t.binary, t.name));
         }
         written.push(synthetic);
     }
-    match report::write_records(spec.results_dir, &written) {
-        // Read again: a listing of ignored tests counts only for a run with
-        // records in the folder, and this run's may all be written here.
-        Ok(()) if !written.is_empty() => match report::read_records(spec.results_dir) {
-            Ok(r) => records = r.into_iter().filter(|r| r.run_id == spec.run_id).collect(),
-            Err(e) => return Err(format!("cannot read the test records: {e}")),
-        },
-        Ok(()) => {}
-        Err(e) => {
-            eprintln!("testkit-runner: {e}");
-            records.extend(written);
-        }
-    }
+    let records = write_and_reread(spec, records, written)?;
     // A retry's record says which attempt it was: folded with the records
     // of the attempts before it, or given attempts that say they left none
     // (nextest retried them: they failed). Folding twice changes nothing.
     let records = report::fold_attempts(records);
     Ok(Records { records, crashed })
+}
+
+/// The records of this run in the results folder.
+fn read_run_records(spec: &TestsSpec<'_>) -> Result<Vec<TestRecord>, String> {
+    match report::read_records(spec.results_dir) {
+        Ok(r) => Ok(r.into_iter().filter(|r| r.run_id == spec.run_id).collect()),
+        Err(e) => Err(format!("cannot read the test records: {e}")),
+    }
+}
+
+/// The records of tests whose process died after it journaled a resource
+/// (their journal and their reaper say what happened), with what nextest
+/// said of each, and their names, as crashed.
+fn killed_records(
+    spec: &TestsSpec<'_>,
+    listed: &[Listed],
+    records: &[TestRecord],
+) -> (Vec<TestRecord>, Vec<String>) {
+    let mut killed = crate::killed::from_journal(spec.results_dir, records, spec.run_id);
+    for record in &mut killed {
+        let event = listed
+            .iter()
+            .find(|t| t.binary == record.binary && t.name == record.name)
+            .and_then(|t| t.event.as_ref());
+        if let (Some(event), Some(message)) = (event, &mut record.message) {
+            message.push_str(&format!(" (nextest: {event})"));
+        }
+    }
+    let crashed = killed
+        .iter()
+        .map(|r| format!("{}::{}", r.binary, r.name))
+        .collect();
+    (killed, crashed)
+}
+
+/// The last attempt each test recorded.
+fn last_attempts<'a>(
+    records: impl Iterator<Item = &'a TestRecord>,
+) -> BTreeMap<(String, String), u32> {
+    let mut have = BTreeMap::new();
+    for r in records {
+        let last = have.entry((r.binary.clone(), r.name.clone())).or_insert(0);
+        *last = (*last).max(r.attempt);
+    }
+    have
+}
+
+/// The record of a listed test that wrote none, of the attempt nextest
+/// last reported.
+fn missing_record(
+    spec: &TestsSpec<'_>,
+    t: &Listed,
+    testkit: bool,
+    interrupted: bool,
+    journal: &[JournalEntry],
+) -> TestRecord {
+    let mut synthetic = if interrupted {
+        interrupted_record(spec, t, journal)
+    } else if testkit && t.event.as_deref() == Some("ok") {
+        exited_unrecorded(spec, t)
+    } else {
+        synthesize(spec, t, interrupted)
+    };
+    synthetic.attempt = t.attempt.max(1);
+    synthetic
+}
+
+/// Writes the records made here beside the tests' own, and reads the run's
+/// records again: a listing of ignored tests counts only for a run with
+/// records in the folder, and this run's may all be written here. Records
+/// that cannot be written are still counted.
+fn write_and_reread(
+    spec: &TestsSpec<'_>,
+    mut records: Vec<TestRecord>,
+    written: Vec<TestRecord>,
+) -> Result<Vec<TestRecord>, String> {
+    match report::write_records(spec.results_dir, &written) {
+        Ok(()) if !written.is_empty() => read_run_records(spec),
+        Ok(()) => Ok(records),
+        Err(e) => {
+            eprintln!("testkit-runner: {e}");
+            records.extend(written);
+            Ok(records)
+        }
+    }
 }
 
 /// Whether the test binary at `path` is testkit's; an unknown or unreadable
