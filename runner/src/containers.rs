@@ -408,7 +408,8 @@ async fn janitor(run_id: &str) -> Result<Option<Vec<String>>, String> {
     sweep(run_id, None).await.map(Some)
 }
 
-/// ` as container NAME of image TAG` for a container pod, else nothing.
+/// `, container NAME of image TAG` for a container pod, else nothing: what
+/// the up verdict and `pod ls` add after the pod's pid or URL.
 pub(crate) fn describe(private_dir: &Path) -> String {
     match testkit_engine::pod::container::ContainerRecord::read(private_dir) {
         Some(r) => format!(", container {} of image {}", r.name, r.image),
