@@ -398,6 +398,100 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool) -> bool {
     }
 }
 
+/// `janitor --older-than AGE`: the engine objects of every run whose
+/// newest container, network or volume is older than `age`, run by run as
+/// [`janitor_print`] does; whether all is well.
+pub(crate) async fn janitor_older_print(age: std::time::Duration) -> bool {
+    let docker = match Docker::on_path() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("engine: not swept: {e}");
+            return false;
+        }
+    };
+    let runs = match newest_of_each_run(&docker).await {
+        Ok(runs) => runs,
+        Err(e) => {
+            println!("engine: error: {e}");
+            return false;
+        }
+    };
+    let now = std::time::SystemTime::now();
+    let mut clean = true;
+    let mut young = 0;
+    for (run, newest) in &runs {
+        if now.duration_since(*newest).unwrap_or_default() < age {
+            young += 1;
+            continue;
+        }
+        clean &= janitor_print(run, true).await;
+    }
+    println!(
+        "engine: {} run(s) with objects in the Docker Engine, {young} with one made within {}: left alone",
+        runs.len(),
+        humantime::format_duration(age)
+    );
+    clean
+}
+
+/// Each run that has containers, networks or volumes in the engine (by
+/// its label), with when the newest of them was made.
+async fn newest_of_each_run(
+    docker: &Docker,
+) -> Result<std::collections::BTreeMap<String, std::time::SystemTime>, String> {
+    let filter = format!("label={RUN_LABEL}");
+    let mut lines = Vec::new();
+    let ids = docker.run(&["ps", "-a", "-q", "--filter", &filter]).await?;
+    let label = format!("{{{{index .Config.Labels \"{RUN_LABEL}\"}}}} {{{{.Created}}}}");
+    if !ids.is_empty() {
+        let mut args = vec!["inspect", "--format", &label];
+        args.extend(ids.split_whitespace());
+        lines.extend(docker.run(&args).await?.lines().map(str::to_owned));
+    }
+    let networks = docker
+        .run(&[
+            "network",
+            "ls",
+            "--filter",
+            &filter,
+            "--format",
+            &format!("{{{{.Label \"{RUN_LABEL}\"}}}} {{{{.CreatedAt}}}}"),
+        ])
+        .await?;
+    lines.extend(networks.lines().map(str::to_owned));
+    let volumes = docker
+        .run(&["volume", "ls", "-q", "--filter", &filter])
+        .await?;
+    let volume_label = format!("{{{{index .Labels \"{RUN_LABEL}\"}}}} {{{{.CreatedAt}}}}");
+    if !volumes.is_empty() {
+        let mut args = vec!["volume", "inspect", "--format", &volume_label];
+        args.extend(volumes.split_whitespace());
+        lines.extend(docker.run(&args).await?.lines().map(str::to_owned));
+    }
+    let mut runs = std::collections::BTreeMap::new();
+    for line in lines {
+        let Some((run, created)) = line.split_once(' ') else {
+            continue;
+        };
+        // Containers say `2026-12-01T23:45:55.58Z`, networks `2026-12-01
+        // 23:45:55.58 +0000 UTC`, volumes `2026-12-01T23:45:55Z`: UTC to
+        // the second, all of them.
+        let second: String = created
+            .chars()
+            .take(19)
+            .collect::<String>()
+            .replace(' ', "T");
+        let made = humantime::parse_rfc3339(&format!("{second}Z")).map_err(|e| {
+            format!("the engine says run {run}'s object was made at {created:?}, which does not parse: {e}")
+        })?;
+        let newest = runs.entry(run.to_owned()).or_insert(made);
+        if made > *newest {
+            *newest = made;
+        }
+    }
+    Ok(runs)
+}
+
 /// `janitor --run ID`: the run's containers, networks and volumes, by
 /// label, removed and proven gone. Nothing of a live run is touched.
 /// `None` when the run is live (its runner still runs).

@@ -45,16 +45,20 @@ pub(crate) struct JanitorArgs {
     /// `<target dir>/testkit/runs`).
     #[arg(long, value_name = "DIR")]
     results_root: Option<PathBuf>,
-    /// With `--run`: only the run's containers, networks and volumes in the
-    /// Docker Engine, found by label (no pod handle needed).
-    #[arg(long, requires = "run")]
+    /// Only the Docker Engine: the run's containers, networks and volumes
+    /// (`--run`), or those of every run of the engine whose newest one is
+    /// older than `--older-than` and whose runner is gone, found by label;
+    /// no pod handle needed.
+    #[arg(long)]
     engine_only: bool,
 }
 
 pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
-    let engine_clean = match &args.run {
-        Some(run) => crate::containers::janitor_print(run, args.engine_only).await,
-        None => true,
+    let engine_clean = match (&args.run, args.older_than) {
+        (Some(run), _) => crate::containers::janitor_print(run, args.engine_only).await,
+        // Every run of the machine's engine: asked for by name only.
+        (None, Some(age)) if args.engine_only => crate::containers::janitor_older_print(age).await,
+        _ => true,
     };
     if args.engine_only {
         return if engine_clean {

@@ -439,11 +439,46 @@ fn plant(run_id: &str, name: &str) {
     }
 }
 
+/// The janitor tests plant objects of runs with no runner: one janitor of
+/// every old run at a time, so that neither removes what the other planted.
+static JANITOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `janitor --older-than AGE --engine-only` removes the engine objects of a
+/// run whose newest one is older than AGE, and leaves a run with one made
+/// since alone.
+#[test]
+fn the_janitor_removes_the_engine_objects_of_old_runs_only() {
+    let _one_janitor = JANITOR.lock().unwrap_or_else(|e| e.into_inner());
+    let old = fresh_run_id("old");
+    let young = fresh_run_id("young");
+    let _guards = (EngineGuard(old.clone()), EngineGuard(young.clone()));
+    plant(&old, &format!("testkit-tests-{old}"));
+    std::thread::sleep(Duration::from_secs(4));
+    plant(&young, &format!("testkit-tests-{young}"));
+    let ran = Ran::from(
+        runner()
+            .args(["janitor", "--older-than", "3s", "--engine-only"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains(&format!("engine: container testkit-tests-{old}")),
+        "{}",
+        ran.stdout
+    );
+    assert!(labelled("testkit.run", &old).is_empty());
+    assert_eq!(labelled("testkit.run", &young).len(), 3, "{}", ran.stdout);
+    assert!(!ran.stdout.contains(&young), "{}", ran.stdout);
+}
+
 /// `janitor --run ID --engine-only` removes that run's containers, networks
 /// and volumes, found by its label's exact value: a run whose id has this
 /// one as a prefix and an unlabelled container are left alone.
 #[test]
 fn the_janitor_removes_one_runs_engine_objects_and_no_one_elses() {
+    let _one_janitor = JANITOR.lock().unwrap_or_else(|e| e.into_inner());
     let run = fresh_run_id("jan");
     let longer = format!("{run}x");
     let _guards = (EngineGuard(run.clone()), EngineGuard(longer.clone()));
