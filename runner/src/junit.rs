@@ -25,6 +25,11 @@
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
 //! line per screenshot (GitLab and Jenkins show them). Everything is passed through
 //! [`redact`] once more on the way out.
+//!
+//! Every file is XML 1.0 whatever a test wrote: quick-junit drops ANSI
+//! escape sequences and the C0 controls XML forbids, and on the way out
+//! every other character outside XML's `Char` production (U+FFFE, U+FFFF)
+//! becomes U+FFFD ([`xml_chars`]). Text is escaped, so `]]>` is text too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -313,8 +318,32 @@ pub fn merge_results(
     Ok(merged)
 }
 
+/// Whether XML 1.0 allows `c` anywhere in a document: its `Char`
+/// production, `#x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] |
+/// [#x10000-#x10FFFF]` (a Rust `char` is never a surrogate).
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// `xml` with every character XML 1.0 forbids replaced by U+FFFD: what
+/// quick-junit lets through (it drops ANSI escapes and most C0 controls,
+/// but not the non-characters U+FFFE and U+FFFF) would make the file one
+/// that no strict parser reads. Markup is never such a character, so the
+/// whole serialized document can be mended at once.
+pub(crate) fn xml_chars(xml: &str) -> std::borrow::Cow<'_, str> {
+    if xml.chars().all(is_xml_char) {
+        return std::borrow::Cow::Borrowed(xml);
+    }
+    std::borrow::Cow::Owned(
+        xml.chars()
+            .map(|c| if is_xml_char(c) { c } else { '\u{FFFD}' })
+            .collect(),
+    )
+}
+
 /// Writes `report` to `path` atomically (a temporary file renamed over it),
-/// creating the parent folder, every text redacted.
+/// creating the parent folder, every text redacted and every character
+/// XML forbids replaced ([`xml_chars`]).
 pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
     let io = |source| ReportError::Io {
         path: path.to_owned(),
@@ -324,6 +353,7 @@ pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
         path: path.to_owned(),
         message: e.to_string(),
     })?;
+    let xml = xml_chars(&xml);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
@@ -406,6 +436,112 @@ pub fn write_results_junit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text no XML reader accepts, in every field a record gives JUnit: the
+    /// files written are still XML that a strict parser reads, and they say
+    /// what the record says around what was mended.
+    #[test]
+    fn every_text_field_is_written_as_xml_a_strict_parser_reads() {
+        let nasty = "a\u{FFFE}b\u{FFFF}c\u{0}d\u{1b}[31me\u{7}f]]>g\u{FFFD}";
+        // The parser relied on refuses what the fix mends.
+        assert!(roxmltree::Document::parse("<a>\u{FFFE}</a>").is_err());
+        assert!(roxmltree::Document::parse("<a>\u{FFFF}</a>").is_err());
+        assert!(roxmltree::Document::parse("<a b=\"\u{FFFE}\"/>").is_err());
+        let mut failed = TestRecord::new("run1", "bin", "bin::fails");
+        failed.description = format!("doc {nasty}");
+        failed.fail(
+            FailureKind::Error,
+            format!("message {nasty}\nline 2 {nasty}"),
+        );
+        failed.output = format!("log {nasty}\n");
+        let mut xfail = TestRecord::new("run1", "bin", "bin::pinned");
+        xfail.outcome = Outcome::ExpectedFailure;
+        xfail.known_issue = Some(format!("FIX-1{nasty}"));
+        xfail.message = Some(format!("known {nasty}"));
+        let mut skipped = TestRecord::new("run1", "bin", "bin::skipped");
+        skipped.outcome = Outcome::Skipped;
+        skipped.skip_reason = Some(format!("reason {nasty}"));
+        let flaky = testkit_engine::report::fold_attempts(vec![
+            {
+                let mut r = TestRecord::new("run1", "bin", "bin::flaky");
+                r.attempt = 1;
+                r.started_at_ms = 1;
+                r.fail(FailureKind::Timeout, format!("attempt {nasty}"));
+                r.output = format!("attempt log {nasty}");
+                r
+            },
+            {
+                let mut r = TestRecord::new("run1", "bin", "bin::flaky");
+                r.attempt = 2;
+                r.started_at_ms = 2;
+                r
+            },
+        ]);
+        let mut records = vec![failed, xfail, skipped];
+        records.extend(flaky);
+        let dir = tempfile::tempdir().unwrap();
+        write_junit_files(dir.path(), &format!("report {nasty}"), &records).unwrap();
+        for file in ["junit.xml", "junit/bin.xml"] {
+            let xml = std::fs::read_to_string(dir.path().join(file)).unwrap();
+            let doc = roxmltree::Document::parse(&xml)
+                .unwrap_or_else(|e| panic!("{file} is not XML ({e}):\n{xml}"));
+            let text: String = doc
+                .descendants()
+                .flat_map(|n| {
+                    n.attributes()
+                        .map(|a| a.value().to_owned())
+                        .chain(n.text().map(str::to_owned))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            for needle in [
+                "doc a",
+                "message a",
+                "log a",
+                "known a",
+                "reason a",
+                "attempt a",
+                "FIX-1a",
+            ] {
+                assert!(text.contains(needle), "{file}: no {needle:?} in {text:?}");
+            }
+            assert!(
+                text.contains("f]]>g"),
+                "{file}: `]]>` is not kept as text: {xml}"
+            );
+            assert!(
+                !xml.contains(['\u{FFFE}', '\u{FFFF}', '\u{0}', '\u{1b}', '\u{7}']),
+                "{file}: {xml:?}"
+            );
+        }
+    }
+
+    /// nextest's own JUnit, written by the same quick-junit, holds what a
+    /// test wrote; quick-junit reads a U+FFFE there, and the merged file
+    /// is XML all the same.
+    #[test]
+    fn a_merged_junit_file_with_characters_xml_forbids_is_mended() {
+        let dir = tempfile::tempdir().unwrap();
+        let nextest = dir.path().join("nextest.xml");
+        std::fs::write(
+            &nextest,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"n\" tests=\"1\" \
+             failures=\"1\" errors=\"0\"><testsuite name=\"pkg::bin\" tests=\"1\" disabled=\"0\" \
+             errors=\"0\" failures=\"1\"><testcase name=\"bin::died\" classname=\"bin\">\
+             <failure type=\"SIGKILL\" message=\"a\u{FFFE}b\">out \u{FFFF}</failure></testcase>\
+             </testsuite></testsuites>\n",
+        )
+        .unwrap();
+        let merged = merge_results("m", &[&nextest]).expect("quick-junit reads it");
+        let out = dir.path().join("merged.xml");
+        write_junit(&merged, &out).unwrap();
+        let xml = std::fs::read_to_string(&out).unwrap();
+        roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+        assert!(
+            xml.contains("bin::died") && xml.contains("a\u{FFFD}b"),
+            "{xml}"
+        );
+    }
 
     #[test]
     fn a_reused_folder_keeps_no_junit_file_of_another_run() {

@@ -10,8 +10,8 @@
 //! command = ["sandboxd", "serve"]    # how `testkit-runner` starts a pod
 //! ready = "handle"                   # or "health": up when health_path answers
 //! health_path = "/api/health"
-//! inactivity_timeout = "20s"         # boot wait, reset by every line the pod prints
-//! ceiling = "2m"                     # hard limit of the boot wait
+//! inactivity_timeout = "20s"         # boot wait, reset by every line the pod prints (1ms to 24h)
+//! ceiling = "2m"                     # hard limit of the boot wait (1ms to 24h)
 //! allow_remote_hosts = []            # host names a handle may use besides loopback
 //! protected = ["127.0.0.1:443"]      # endpoints refused whatever else is right
 //! handle = "pod.json"                # a handle file, relative to the suite dir
@@ -145,7 +145,7 @@ impl TryFrom<String> for FlakyPolicy {
             "pass" => Ok(FlakyPolicy::Pass),
             "fail" => Ok(FlakyPolicy::Fail),
             _ => Err(format!(
-                "`suite.flaky` is {value:?}: expected \"pass\" (a test that passes on a retry \
+                "is {value:?}: expected \"pass\" (a test that passes on a retry \
                  passes the run, and the summary names it) or \"fail\" (it fails the run)"
             )),
         }
@@ -470,17 +470,17 @@ fn default_ceiling() -> Duration {
     Duration::from_secs(120)
 }
 
+/// A duration key of `testkit.toml`, bounded as every timeout is
+/// ([`crate::duration::TIMEOUT`]). The key is named by the error's path.
 mod humantime_serde_compat {
     use serde::{Deserialize, Deserializer};
     use std::time::Duration;
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_duration(s.trim()).map_err(|e| {
-            serde::de::Error::custom(format!(
-                "invalid duration {s:?}: {e} (expected e.g. 20s, 2m)"
-            ))
-        })
+        crate::duration::TIMEOUT
+            .parse(&s)
+            .map_err(|e| serde::de::Error::custom(format!("is {s:?}: {e}")))
     }
 }
 
@@ -534,10 +534,33 @@ impl SuiteConfig {
     }
 
     /// Parses the text of a `testkit.toml`; `path` is used in errors only.
+    /// A value of the wrong type, or out of bounds, names its dotted key
+    /// and its line.
     pub fn parse(text: &str, path: &Path) -> Result<SuiteConfig, ConfigError> {
-        let config: SuiteConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let parse_error = |message: String| ConfigError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            message,
+        };
+        let syntax = |mut e: toml::de::Error| {
+            e.set_input(Some(text));
+            parse_error(e.to_string().trim_end().to_owned())
+        };
+        let deserializer = toml::Deserializer::parse(text).map_err(syntax)?;
+        let config: SuiteConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            if key.is_empty() || key == "." {
+                return syntax(inner);
+            }
+            let line = inner
+                .span()
+                .map(|span| {
+                    let line = text[..span.start.min(text.len())].lines().count().max(1);
+                    format!(" (line {line})")
+                })
+                .unwrap_or_default();
+            let problem = serde_problem(inner.message().trim_end());
+            parse_error(format!("`{key}` {problem}{line}"))
         })?;
         config.validate(path)?;
         Ok(config)
@@ -565,6 +588,19 @@ impl SuiteConfig {
             }),
             None => Ok(()),
         }
+    }
+}
+
+/// serde's message about a value, worded to follow the key it is about:
+/// `invalid type: string "many", expected usize` becomes `has the wrong
+/// type: string "many", expected usize`.
+pub(crate) fn serde_problem(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("invalid type: ") {
+        format!("has the wrong type: {rest}")
+    } else if let Some(rest) = message.strip_prefix("invalid value: ") {
+        format!("has an invalid value: {rest}")
+    } else {
+        message.to_owned()
     }
 }
 
@@ -604,12 +640,6 @@ impl PodSection {
                     "is {:?}: expected a path starting with `/`",
                     self.health_path
                 ),
-            ));
-        }
-        if self.inactivity_timeout.is_zero() || self.ceiling.is_zero() {
-            return Err((
-                "pod.inactivity_timeout",
-                "and `pod.ceiling` must be longer than zero".to_owned(),
             ));
         }
         for endpoint in &self.protected {
@@ -887,6 +917,40 @@ mod tests {
         assert!(e.contains("pod.protected"), "{e}");
     }
 
+    /// Past a day, a boot wait's deadline could overflow the clock; zero
+    /// cannot be meant. Either is refused, naming the dotted key and its line.
+    #[test]
+    fn the_pod_s_waits_are_more_than_zero_and_at_most_a_day() {
+        for key in ["inactivity_timeout", "ceiling"] {
+            for (value, reason) in [
+                ("0s", "it is zero"),
+                ("5000000000000000h", "it is longer than 24h"),
+                ("99999999999999999999h", "it is longer than 24h"),
+            ] {
+                let e = parse(&format!("[pod]\n{key} = {value:?}"))
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(
+                    e,
+                    format!(
+                        "invalid /s/testkit.toml: `pod.{key}` is {value:?}: {reason}; give a \
+                         duration from 1ms to 24h, such as 30s or 5m (line 2)"
+                    )
+                );
+            }
+        }
+        let c = parse("[pod]\nceiling = \"24h\"").unwrap();
+        assert_eq!(c.pod.ceiling, crate::duration::DAY);
+        // Of the wrong type, too, a key is named.
+        let e = parse("[suite]\nname_prefix = 5").unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "`suite.name_prefix` has the wrong type: integer `5`, expected a string (line 2)"
+            ),
+            "{e}"
+        );
+    }
+
     #[test]
     fn flaky_passes_by_default_and_takes_pass_or_fail_only() {
         assert_eq!(parse("").unwrap().suite.flaky, FlakyPolicy::Pass);
@@ -897,6 +961,7 @@ mod tests {
             FlakyPolicy::Pass
         );
         let e = parse("[suite]\nflaky = \"retry\"").unwrap_err().to_string();
+        assert_eq!(e.matches("suite.flaky").count(), 1, "{e}");
         assert!(
             e.contains("/s/testkit.toml")
                 && e.contains("suite.flaky")

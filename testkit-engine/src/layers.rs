@@ -9,6 +9,7 @@ const LAYERS: Layers<'static> = Layers {
     ranks: &[
         // Facts that know nothing of tests.
         ("redact", 0),
+        ("duration", 0),
         ("files", 1),
         ("ids", 0),
         ("process", 1),

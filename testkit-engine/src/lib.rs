@@ -15,7 +15,8 @@
 //! so.
 //!
 //! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`
-//!    variable, parsed from a lookup), [`run`] (run ids, the results
+//!    variable, parsed from a lookup), [`duration`] (the bounds of every
+//!    duration a user sets), [`run`] (run ids, the results
 //!    folder), [`config`] (`testkit.toml`), [`mod@redact`], [`process`] (process
 //!    groups), [`files`] (files that hold secrets), [`template`], [`wait`].
 //! 2. [`report`] (records, summaries, known issues); [`pod`] (handle,
@@ -23,6 +24,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod config;
+pub mod duration;
 pub mod files;
 mod ids;
 pub mod pod;

@@ -122,7 +122,7 @@ pub async fn wait_drained(
     tree: &[(i32, u64)],
     limit: Duration,
 ) -> Result<(), Vec<(i32, u64)>> {
-    let deadline = Instant::now() + limit;
+    let deadline = crate::duration::tokio_deadline_after(Instant::now(), limit);
     loop {
         let mut alive: Vec<(i32, u64)> = tree
             .iter()

@@ -14,15 +14,15 @@
 //! | `TESTKIT_POD_HANDLE` | a pod handle file |
 //! | `TESTKIT_SECRETS_DIR` | where the run keeps live credentials (not the results folder) |
 //! | `TESTKIT_TEST_THREADS` | concurrency when `--test-threads` is not given |
-//! | `TESTKIT_TIMEOUT` | the default test timeout |
-//! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM |
-//! | `TESTKIT_BUDGET_WAIT` | how long a test waits for a budget slot while none of its kind is freed |
+//! | `TESTKIT_TIMEOUT` | the default test timeout (from 1ms to 24h) |
+//! | `TESTKIT_GRACE` | how long cleanup may take after SIGINT/SIGTERM (from 1ms to 24h) |
+//! | `TESTKIT_BUDGET_WAIT` | how long a test waits for a budget slot while none of its kind is freed (from 1ms to 24h) |
 //! | `TESTKIT_KEEP` | `never`, `on-failure` or `always` |
 //! | `TESTKIT_KEEP_PROCESSES` | `never`, `on-failure` or `always`: keep the processes a test left running |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
-//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed |
+//! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed (from 1ms to 24h) |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
@@ -231,9 +231,81 @@ impl Settings {
     ) -> Result<Settings, SettingsError> {
         let get = |name: &str| lookup(name).filter(|v| !v.is_empty());
         let mut problems = Vec::new();
+        let raw = Raw::read(&get, &mut problems);
+        let mut check = Check { problems };
+        let run_id = check.run_id(raw.run_id);
+        let nextest_attempt = check.nextest_attempt(raw.attempt);
+        let test_threads = check.test_threads(raw.threads);
+        let timeout = check.duration(var::TIMEOUT, raw.timeout, DEFAULT_TIMEOUT);
+        let grace = check.duration(var::GRACE, raw.grace, DEFAULT_GRACE);
+        let browser_teardown = check.duration(
+            var::BROWSER_TEARDOWN,
+            raw.browser_teardown,
+            DEFAULT_BROWSER_TEARDOWN,
+        );
+        let budget_wait = check.duration(var::BUDGET_WAIT, raw.budget_wait, DEFAULT_BUDGET_WAIT);
+        let browser_off = check.browser_off(raw.browser);
+        let keep = check.keep(var::KEEP, raw.keep);
+        let keep_processes = check.keep(var::KEEP_PROCESSES, raw.keep_processes);
+        let run_as = check.run_as(raw.run_as, raw.parent, &get);
+        if !check.problems.is_empty() {
+            return Err(SettingsError {
+                problems: check.problems,
+            });
+        }
+        Ok(Settings {
+            run_id,
+            nextest_run_id: raw.nextest_run_id,
+            under_nextest: get("NEXTEST").is_some(),
+            nextest_attempt,
+            results_dir: get(var::RESULTS_DIR).map(PathBuf::from),
+            suite_dir: get(var::SUITE_DIR).map(PathBuf::from),
+            manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
+            target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
+            runtime_dir: get("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_absolute()),
+            pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
+            secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
+            test_threads,
+            timeout,
+            grace,
+            keep,
+            keep_processes,
+            cli: raw.cli,
+            run_as,
+            chromium: raw.chromium,
+            browser_off,
+            browser_teardown,
+            budget_wait,
+        })
+    }
+}
+
+/// The variables that must be text, read first (so that one that is not
+/// UTF-8 is reported before what is wrong with the others), trimmed.
+struct Raw {
+    run_id: Option<String>,
+    nextest_run_id: Option<String>,
+    attempt: Option<String>,
+    threads: Option<String>,
+    timeout: Option<String>,
+    grace: Option<String>,
+    keep: Option<String>,
+    keep_processes: Option<String>,
+    cli: Option<String>,
+    run_as: Option<String>,
+    parent: Option<String>,
+    chromium: Option<String>,
+    browser: Option<String>,
+    browser_teardown: Option<String>,
+    budget_wait: Option<String>,
+}
+
+impl Raw {
+    fn read(get: &dyn Fn(&str) -> Option<OsString>, problems: &mut Vec<String>) -> Raw {
         let mut text = |name: &str| -> Option<String> {
-            let value = get(name)?;
-            match value.into_string() {
+            match get(name)?.into_string() {
                 Ok(s) => Some(s.trim().to_owned()),
                 Err(raw) => {
                     problems.push(format!("{name}={raw:?} is not valid UTF-8"));
@@ -241,87 +313,115 @@ impl Settings {
                 }
             }
         };
-        let run_id = text(var::RUN_ID);
-        let nextest_run_id = text("NEXTEST_RUN_ID");
-        let attempt = text("NEXTEST_ATTEMPT");
-        let threads = text(var::TEST_THREADS);
-        let timeout = text(var::TIMEOUT);
-        let grace = text(var::GRACE);
-        let keep = text(var::KEEP);
-        let keep_processes = text(var::KEEP_PROCESSES);
-        let cli = text(var::CLI);
-        let run_as = text(var::RUN_AS);
-        let parent = text(var::REAPER_PARENT);
-        let chromium = text(var::CHROMIUM);
-        let browser = text(var::BROWSER);
-        let browser_teardown = text(var::BROWSER_TEARDOWN);
-        let budget_wait = text(var::BUDGET_WAIT);
+        Raw {
+            run_id: text(var::RUN_ID),
+            nextest_run_id: text("NEXTEST_RUN_ID"),
+            attempt: text("NEXTEST_ATTEMPT"),
+            threads: text(var::TEST_THREADS),
+            timeout: text(var::TIMEOUT),
+            grace: text(var::GRACE),
+            keep: text(var::KEEP),
+            keep_processes: text(var::KEEP_PROCESSES),
+            cli: text(var::CLI),
+            run_as: text(var::RUN_AS),
+            parent: text(var::REAPER_PARENT),
+            chromium: text(var::CHROMIUM),
+            browser: text(var::BROWSER),
+            browser_teardown: text(var::BROWSER_TEARDOWN),
+            budget_wait: text(var::BUDGET_WAIT),
+        }
+    }
+}
 
-        let mut bad = |name: &str, value: &str, expected: &str| {
-            problems.push(format!("{name}={value:?} is invalid: {expected}"));
-        };
+/// Validates the values of [`Raw`], collecting every problem: a value that
+/// is wrong gives its default here and fails the whole read.
+struct Check {
+    problems: Vec<String>,
+}
+
+impl Check {
+    fn bad(&mut self, name: &str, value: &str, expected: &str) {
+        self.problems
+            .push(format!("{name}={value:?} is invalid: {expected}"));
+    }
+
+    fn run_id(&mut self, run_id: Option<String>) -> Option<String> {
         if let Some(id) = &run_id {
             if let Err(why) = crate::ids::validate_run_id(id) {
-                bad(var::RUN_ID, id, why);
+                self.bad(var::RUN_ID, id, why);
             }
         }
-        let nextest_attempt = attempt.and_then(|a| match a.parse::<u32>() {
+        run_id
+    }
+
+    fn nextest_attempt(&mut self, attempt: Option<String>) -> Option<u32> {
+        let a = attempt?;
+        match a.parse::<u32>() {
             Ok(n) => Some(n),
             Err(_) => {
-                bad("NEXTEST_ATTEMPT", &a, "expected a positive integer");
+                self.bad("NEXTEST_ATTEMPT", &a, "expected a positive integer");
                 None
             }
-        });
-        let test_threads = threads.and_then(|t| match t.parse::<usize>() {
+        }
+    }
+
+    fn test_threads(&mut self, threads: Option<String>) -> Option<usize> {
+        let t = threads?;
+        match t.parse::<usize>() {
             Ok(n) if n > 0 => Some(n),
             _ => {
-                bad(
+                self.bad(
                     var::TEST_THREADS,
                     &t,
                     "expected a positive integer, such as 16",
                 );
                 None
             }
-        });
-        let mut duration = |name: &str, value: Option<String>, default: Duration| match value {
-            None => default,
-            Some(v) => humantime::parse_duration(&v).unwrap_or_else(|e| {
-                bad(
-                    name,
-                    &v,
-                    &format!("{e}; expected a duration such as 90s or 5m"),
-                );
-                default
-            }),
+        }
+    }
+
+    /// A timeout or a grace: zero cannot be meant, and a day is the most
+    /// (see [`crate::duration::TIMEOUT`]).
+    fn duration(&mut self, name: &str, value: Option<String>, default: Duration) -> Duration {
+        let Some(v) = value else {
+            return default;
         };
-        let timeout = duration(var::TIMEOUT, timeout, DEFAULT_TIMEOUT);
-        let grace = duration(var::GRACE, grace, DEFAULT_GRACE);
-        let browser_teardown = duration(
-            var::BROWSER_TEARDOWN,
-            browser_teardown,
-            DEFAULT_BROWSER_TEARDOWN,
-        );
-        let budget_wait = duration(var::BUDGET_WAIT, budget_wait, DEFAULT_BUDGET_WAIT);
-        let browser_off = match browser.as_deref() {
+        crate::duration::TIMEOUT.parse(&v).unwrap_or_else(|e| {
+            self.bad(name, &v, &e.to_string());
+            default
+        })
+    }
+
+    fn browser_off(&mut self, browser: Option<String>) -> bool {
+        match browser.as_deref() {
             None | Some("on") => false,
             Some("off") => true,
             Some(other) => {
-                bad(var::BROWSER, other, "expected `on` or `off`");
+                self.bad(var::BROWSER, other, "expected `on` or `off`");
                 false
             }
-        };
-        let mut keep_of = |name: &str, value: Option<String>| match value.as_deref() {
+        }
+    }
+
+    fn keep(&mut self, name: &str, value: Option<String>) -> Keep {
+        match value.as_deref() {
             None | Some("never") => Keep::Never,
             Some("on-failure") => Keep::OnFailure,
             Some("always") => Keep::Always,
             Some(other) => {
-                bad(name, other, "expected `never`, `on-failure` or `always`");
+                self.bad(name, other, "expected `never`, `on-failure` or `always`");
                 Keep::Never
             }
-        };
-        let keep = keep_of(var::KEEP, keep);
-        let keep_processes = keep_of(var::KEEP_PROCESSES, keep_processes);
-        let run_as = match run_as.as_deref() {
+        }
+    }
+
+    fn run_as(
+        &mut self,
+        run_as: Option<String>,
+        parent: Option<String>,
+        get: &dyn Fn(&str) -> Option<OsString>,
+    ) -> RunAs {
+        match run_as.as_deref() {
             None => RunAs::Harness,
             Some("sweeper") => RunAs::Sweeper {
                 kinds: get(var::SWEEP_KINDS)
@@ -341,7 +441,7 @@ impl Settings {
                     parent: parent.unwrap_or_default(),
                 },
                 None => {
-                    bad(
+                    self.bad(
                         var::RUN_AS,
                         "reaper",
                         "it needs TESTKIT_REAPER_JOURNAL as well",
@@ -350,43 +450,14 @@ impl Settings {
                 }
             },
             Some(other) => {
-                bad(
+                self.bad(
                     var::RUN_AS,
                     other,
                     "expected `reaper` or `sweeper` (testkit sets it; unset it to run tests)",
                 );
                 RunAs::Harness
             }
-        };
-        if !problems.is_empty() {
-            return Err(SettingsError { problems });
         }
-        Ok(Settings {
-            run_id,
-            nextest_run_id,
-            under_nextest: get("NEXTEST").is_some(),
-            nextest_attempt,
-            results_dir: get(var::RESULTS_DIR).map(PathBuf::from),
-            suite_dir: get(var::SUITE_DIR).map(PathBuf::from),
-            manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
-            target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
-            runtime_dir: get("XDG_RUNTIME_DIR")
-                .map(PathBuf::from)
-                .filter(|d| d.is_absolute()),
-            pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
-            secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
-            test_threads,
-            timeout,
-            grace,
-            keep,
-            keep_processes,
-            cli,
-            run_as,
-            chromium,
-            browser_off,
-            browser_teardown,
-            budget_wait,
-        })
     }
 }
 
@@ -469,8 +540,8 @@ mod tests {
         for needle in [
             "TESTKIT_RUN_ID=\"Not-Ok\" is invalid: it must contain only lowercase",
             "TESTKIT_TEST_THREADS=\"0\" is invalid: expected a positive integer",
-            "TESTKIT_TIMEOUT=\"soon\" is invalid",
-            "expected a duration such as 90s",
+            "TESTKIT_TIMEOUT=\"soon\" is invalid: it is not a duration",
+            "give a duration from 1ms to 24h",
             "TESTKIT_GRACE=\"-1\"",
             "TESTKIT_KEEP=\"sometimes\" is invalid: expected `never`, `on-failure` or `always`",
             "TESTKIT_RUN_AS=\"janitor\"",
@@ -481,6 +552,32 @@ mod tests {
         }
         let e = read(&[(var::RUN_AS, "reaper")]).unwrap_err().to_string();
         assert!(e.contains("TESTKIT_REAPER_JOURNAL"), "{e}");
+    }
+
+    #[test]
+    fn timeouts_and_graces_are_more_than_zero_and_at_most_a_day() {
+        for name in [var::TIMEOUT, var::GRACE, var::BROWSER_TEARDOWN] {
+            for (value, reason) in [
+                ("0s", "it is zero"),
+                ("5000000000000000h", "it is longer than 24h"),
+                ("25h", "it is longer than 24h"),
+            ] {
+                let e = read(&[(name, value)]).unwrap_err().to_string();
+                assert_eq!(
+                    e,
+                    format!(
+                        "{name}={value:?} is invalid: {reason}; give a duration from 1ms to \
+                         24h, such as 30s or 5m"
+                    )
+                );
+            }
+            let s = read(&[(name, "24h")]).unwrap();
+            let day = crate::duration::DAY;
+            assert!(
+                [s.timeout, s.grace, s.browser_teardown].contains(&day),
+                "{name}=24h is the longest allowed: {s:?}"
+            );
+        }
     }
 
     #[test]
@@ -496,6 +593,6 @@ mod tests {
         let s = read(&[(var::BUDGET_WAIT, "3s")]).unwrap();
         assert_eq!(s.budget_wait, Duration::from_secs(3));
         let e = read(&[(var::BUDGET_WAIT, "ever")]).unwrap_err().to_string();
-        assert!(e.contains("TESTKIT_BUDGET_WAIT=\"ever\" is invalid"), "{e}");
+        assert!(e.contains("TESTKIT_BUDGET_WAIT=\"ever\""), "{e}");
     }
 }

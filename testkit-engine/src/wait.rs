@@ -152,9 +152,10 @@ impl Wait {
                     last,
                 });
             }
-            let next = (now + self.interval)
-                .min(start + self.ceiling)
-                .min(last_change + self.inactivity);
+            let after = crate::duration::tokio_deadline_after;
+            let next = after(now, self.interval)
+                .min(after(start, self.ceiling))
+                .min(after(last_change, self.inactivity));
             tokio::time::sleep_until(next).await;
         }
     }

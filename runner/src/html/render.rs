@@ -77,8 +77,10 @@ pub(super) fn headline(parts: &[Part], summary: &Summary) -> &'static str {
     }
 }
 
-/// Text for HTML: every character that could open markup is escaped.
+/// Text for HTML: every character that could open markup is escaped, and
+/// what a browser should not be sent raw is made printable ([`printable`]).
 pub(super) fn esc(s: &str) -> String {
+    let s = printable(s);
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -93,9 +95,90 @@ pub(super) fn esc(s: &str) -> String {
     out
 }
 
-/// JSON that can sit inside `<script>`: no `</script>`, no `<!--`, and none
-/// of the line separators older parsers choke on.
-fn script_json(value: &serde_json::Value) -> String {
+/// Whether `c` is a character the page must not carry as it is: a control
+/// other than tab, newline and carriage return (NUL, BEL, ESC, DEL, the C1
+/// range), or one of the non-characters U+FFFE and U+FFFF.
+fn unprintable(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+}
+
+/// Whether `s` holds a character [`unprintable`] says no to, read as
+/// bytes: most text holds none, and every page's text is asked.
+fn has_unprintable(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| match b {
+        0x00..=0x08 | 0x0b | 0x0c | 0x0e..=0x1f | 0x7f => true,
+        // U+0080..U+009F, the C1 controls.
+        0xc2 => matches!(bytes.get(i + 1), Some(0x80..=0x9f)),
+        // U+FFFE and U+FFFF.
+        0xef => bytes.get(i + 1) == Some(&0xbf) && matches!(bytes.get(i + 2), Some(0xbe | 0xbf)),
+        _ => false,
+    })
+}
+
+/// Text as the page shows it, whatever bytes a test wrote: ANSI escape
+/// sequences (a coloured log) are dropped, as JUnit drops them; any other
+/// C0 control or DEL becomes its symbol of the Control Pictures block (␀, ␇,
+/// ␛, ␡), so that a NUL in a log is seen rather than sent raw; a C1 control
+/// or U+FFFE and U+FFFF become U+FFFD.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !has_unprintable(s) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let picture = |c: char| match c {
+        '\u{0}'..='\u{1f}' => char::from_u32(0x2400 + c as u32).unwrap_or('\u{FFFD}'),
+        '\u{7f}' => '\u{2421}',
+        _ => '\u{FFFD}',
+    };
+    // Controls become pictures before escape sequences are stripped, which
+    // would drop them (and tabs: the stripper is given what lies between).
+    let pictured: String = s
+        .chars()
+        .map(|c| match c {
+            '\u{1b}' | '\u{9b}' => c,
+            c if unprintable(c) => picture(c),
+            c => c,
+        })
+        .collect();
+    let plain = if pictured.contains(['\u{1b}', '\u{9b}']) {
+        pictured
+            .split('\t')
+            .map(strip_ansi_escapes::strip_str)
+            .collect::<Vec<_>>()
+            .join("\t")
+    } else {
+        pictured
+    };
+    // What the stripper let through of ESC and CSI.
+    std::borrow::Cow::Owned(
+        plain
+            .chars()
+            .map(|c| if unprintable(c) { picture(c) } else { c })
+            .collect(),
+    )
+}
+
+/// Every string value of `value` made [`printable`], in place (the keys
+/// are the page's own).
+fn make_printable(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(clean) = printable(s) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(make_printable),
+        Value::Object(fields) => fields.values_mut().for_each(make_printable),
+        _ => {}
+    }
+}
+
+/// JSON that can sit inside `<script>`: no `</script>`, no `<!--`, none
+/// of the line separators older parsers choke on, and every string
+/// [`printable`], as the page's text is.
+fn script_json(mut value: serde_json::Value) -> String {
+    make_printable(&mut value);
     value
         .to_string()
         .replace('<', "\\u003c")
@@ -208,7 +291,7 @@ impl Page<'_> {
         let _ = write!(
             out,
             "<script id=\"data\" type=\"application/json\">{}</script>\n<script>{JS}</script>\n</body></html>\n",
-            script_json(&self.data())
+            script_json(self.data())
         );
         out
     }
@@ -793,12 +876,33 @@ mod unit {
     use super::*;
 
     #[test]
+    fn controls_and_non_characters_are_shown_not_sent_raw() {
+        assert_eq!(
+            esc("a\u{0}b\u{7}c\u{1b}[31mred\u{1b}[0m\td\u{7f}e\u{FFFE}\u{FFFF}]]>\n"),
+            "a␀b␇cred\td␡e\u{FFFD}\u{FFFD}]]&gt;\n"
+        );
+        assert_eq!(esc("x\u{85}y\u{1b}"), "x\u{FFFD}y");
+        assert_eq!(esc("\u{0}\u{7}"), "␀␇");
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            assert_eq!(
+                has_unprintable(c.encode_utf8(&mut [0; 4])),
+                unprintable(c),
+                "{c:?}"
+            );
+        }
+        assert_eq!(esc("plain\ttext\r\n"), "plain\ttext\r\n");
+        let json = script_json(json!({"m": "x\u{0}\u{7}\u{1b}[1my\u{FFFE}"}));
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["m"], "x␀␇y\u{FFFD}");
+    }
+
+    #[test]
     fn markup_and_script_breaking_text_is_escaped() {
         assert_eq!(
             esc("<b a=\"x\">'&'</b>"),
             "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
         );
-        let json = script_json(&json!({"m": "</script><!-- & \u{2028}"}));
+        let json = script_json(json!({"m": "</script><!-- & \u{2028}"}));
         assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "</script><!-- & \u{2028}");

@@ -7,16 +7,16 @@
 //! time), or whose journal a process that still runs wrote (a test holding
 //! a resource for longer than `--older-than`, its reaper).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{HandlePolicy, PodHandle};
-use testkit_engine::resource::{JanitorTarget, Kinds};
+use testkit_engine::resource::{JanitorTarget, Kinds, SweepReport};
 
 use crate::errors::ExpectedError;
-use crate::verbs::parse_duration;
+use crate::verbs::parse_age;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["run", "older_than"])))]
@@ -36,10 +36,11 @@ pub(crate) struct JanitorArgs {
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
     /// Clean up every run under `--results-root` last journaled longer ago
-    /// than this (e.g. `1h`, `30m`). A run that is live (its runner, or a
-    /// process that wrote its journal, still runs) is skipped, saying so,
-    /// however old its journal.
-    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
+    /// than this (e.g. `1h`, `30m`, `7d`; from `0s`, every run that is not
+    /// live, to `365d`). A run that is live (its runner, or a process that
+    /// wrote its journal, still runs) is skipped, saying so, however old its
+    /// journal.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
     older_than: Option<Duration>,
     /// The folder holding one results folder per run (default:
     /// `<target dir>/testkit/runs`).
@@ -74,49 +75,8 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         &args.suite.join(testkit_engine::config::CONFIG_FILE),
     )
     .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
-    let handle_path = args
-        .handle_json
-        .clone()
-        .or_else(|| {
-            std::env::var_os(testkit_engine::pod::HANDLE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .or_else(|| {
-            args.run
-                .as_deref()
-                .map(|run| {
-                    testkit_engine::run::secrets_dir(crate::verbs::settings(), run)
-                        .join("handle.json")
-                })
-                .filter(|h| h.is_file())
-        });
-    let Some(handle_path) = handle_path else {
-        return Err(ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE; a run still going keeps its handle in its secrets dir, found by --run)"));
-    };
-    let text = std::fs::read_to_string(&handle_path).map_err(|e| {
-        ExpectedError::bad_args(format_args!(
-            "janitor: cannot read the handle {}: {e}",
-            handle_path.display()
-        ))
-    })?;
-    let handle = PodHandle::parse(&text, &HandlePolicy::from_suite(&config)).map_err(|e| {
-        ExpectedError::bad_args(format_args!("janitor: {}: {e}", handle_path.display()))
-    })?;
-    let target = match (&args.run, args.older_than) {
-        (Some(run), _) => JanitorTarget::Run {
-            run_id: run.clone(),
-            results_dir: args.results.clone(),
-        },
-        (None, Some(age)) => JanitorTarget::OlderThan {
-            results_root: args
-                .results_root
-                .clone()
-                .unwrap_or_else(crate::verbs::run::default_results_root),
-            age,
-        },
-        (None, None) => unreachable!("clap requires one of them"),
-    };
+    let handle = read_handle(&handle_path(&args)?, &config)?;
+    let target = target(&args);
     let session_dir = args
         .run
         .as_deref()
@@ -136,6 +96,68 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         Some(crate::verbs::settings()),
     )
     .await;
+    print_report(&report);
+    // Asked for one run by name, the janitor did not do it: not a success.
+    let refused_run = args.run.is_some() && !report.skipped_live.is_empty();
+    if report.is_clean() && !refused_run && engine_clean {
+        Ok(())
+    } else {
+        Err(ExpectedError::ChecksReported)
+    }
+}
+
+/// Which pod: `--handle-json`, else `TESTKIT_POD_HANDLE`, else the handle a
+/// run still going keeps in its secrets dir (found by `--run`).
+fn handle_path(args: &JanitorArgs) -> Result<PathBuf, ExpectedError> {
+    args.handle_json
+        .clone()
+        .or_else(|| {
+            std::env::var_os(testkit_engine::pod::HANDLE_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+        .or_else(|| {
+            args.run
+                .as_deref()
+                .map(|run| {
+                    testkit_engine::run::secrets_dir(crate::verbs::settings(), run)
+                        .join("handle.json")
+                })
+                .filter(|h| h.is_file())
+        })
+        .ok_or_else(|| ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE; a run still going keeps its handle in its secrets dir, found by --run)"))
+}
+
+fn read_handle(path: &Path, config: &SuiteConfig) -> Result<PodHandle, ExpectedError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ExpectedError::bad_args(format_args!(
+            "janitor: cannot read the handle {}: {e}",
+            path.display()
+        ))
+    })?;
+    PodHandle::parse(&text, &HandlePolicy::from_suite(config))
+        .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {}: {e}", path.display())))
+}
+
+/// One run by name, or every run older than the age.
+fn target(args: &JanitorArgs) -> JanitorTarget {
+    match (&args.run, args.older_than) {
+        (Some(run), _) => JanitorTarget::Run {
+            run_id: run.clone(),
+            results_dir: args.results.clone(),
+        },
+        (None, Some(age)) => JanitorTarget::OlderThan {
+            results_root: args
+                .results_root
+                .clone()
+                .unwrap_or_else(crate::verbs::run::default_results_root),
+            age,
+        },
+        (None, None) => unreachable!("clap requires one of them"),
+    }
+}
+
+fn print_report(report: &SweepReport) {
     for (run, why) in &report.skipped_live {
         println!(
             "skipped run {run}: it is live ({why}); the janitor leaves a live run alone: run it again once that run has ended"
@@ -164,11 +186,4 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         report.refused.len(),
         report.skipped_live.len()
     );
-    // Asked for one run by name, the janitor did not do it: not a success.
-    let refused_run = args.run.is_some() && !report.skipped_live.is_empty();
-    if report.is_clean() && !refused_run && engine_clean {
-        Ok(())
-    } else {
-        Err(ExpectedError::ChecksReported)
-    }
 }

@@ -39,10 +39,24 @@ pub(crate) fn settings() -> &'static Settings {
     SETTINGS.get_or_init(|| Settings::from_env().unwrap_or_else(|_| Settings::defaults()))
 }
 
-/// A duration argument: `500ms`, `10s`, `30m`, `2h`.
+/// A duration argument that bounds a wait (`pod down --grace`): `500ms`,
+/// `10s`, `30m`, `2h`; more than zero, at most a day
+/// ([`testkit_engine::duration::TIMEOUT`]).
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("invalid duration {s:?}: {e} (expected e.g. 500ms, 10s, 30m, 2h)"))
+    testkit_engine::duration::TIMEOUT
+        .parse(s)
+        .map_err(|e| format!("{s:?} is invalid: {e}"))
+}
+
+/// How old a run's journals must be for `janitor --older-than` to clean it
+/// up: from zero (every run that is not live) to a year.
+pub(crate) const AGE: testkit_engine::duration::Bounds =
+    testkit_engine::duration::Bounds::new(Duration::ZERO, Duration::from_secs(365 * 86_400));
+
+/// An age argument (`janitor --older-than`): `30m`, `1h`, `7d`, within
+/// [`AGE`].
+pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
+    AGE.parse(s).map_err(|e| format!("{s:?} is invalid: {e}"))
 }
 
 #[cfg(test)]
@@ -54,6 +68,25 @@ mod unit {
         assert_eq!(parse_duration(" 10s ").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         let e = parse_duration("soon").unwrap_err();
-        assert!(e.contains("\"soon\"") && e.contains("expected e.g."), "{e}");
+        assert!(
+            e.starts_with("\"soon\" is invalid: it is not a duration") && e.contains("such as 30s"),
+            "{e}"
+        );
+        for zero_or_too_long in ["0s", "25h", "5000000000000000h"] {
+            let e = parse_duration(zero_or_too_long).unwrap_err();
+            assert!(e.contains("give a duration from 1ms to 24h"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ages_run_from_zero_to_a_year() {
+        assert_eq!(parse_age("0s").unwrap(), Duration::ZERO);
+        assert_eq!(parse_age("7d").unwrap(), Duration::from_secs(7 * 86_400));
+        let e = parse_age("5000000000000000h").unwrap_err();
+        assert_eq!(
+            e,
+            "\"5000000000000000h\" is invalid: it is longer than 365d; give a duration from \
+             0s to 365d, such as 30s or 5m"
+        );
     }
 }

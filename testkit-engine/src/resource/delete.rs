@@ -52,72 +52,18 @@ pub async fn delete_and_verify(
 ) -> Result<Gone, Leak> {
     let name = resource.name.as_str();
     let start = Instant::now();
-    let deadline = start + kind.delete_timeout();
-    let mut backoff = FIRST_BACKOFF;
-    let mut attempt = 1u32;
-    let mut gone_before = false;
-    loop {
-        match kind.delete_answer(pod, resource).await {
-            Ok(DeleteAnswer::Accepted) => break,
-            Ok(DeleteAnswer::AlreadyGone) => {
-                // Only the first answer proves that no delete of ours was
-                // ever accepted: after a transient error (a timeout), the
-                // pod may have carried out an earlier attempt.
-                gone_before = attempt == 1;
-                break;
-            }
-            Err(OpError::Permanent(e)) => return Err(Leak(format!("delete failed: {e}"))),
-            Err(OpError::Transient(e)) => {
-                if Instant::now() + backoff > deadline {
-                    return Err(Leak(format!(
-                        "delete failed {attempt} times within {} (transient errors, retried with backoff); last: {e}",
-                        Secs(kind.delete_timeout())
-                    )));
-                }
-                log(format!(
-                    "deleting {} `{name}` failed (attempt {attempt}), retrying in {}: {e}",
-                    kind.name(),
-                    Secs(backoff)
-                ));
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                attempt += 1;
-            }
-        }
-    }
-    if gone_before {
-        log(format!(
+    // Bounded where it is read; saturating all the same, so that no
+    // timeout can overflow the clock in the middle of a cleanup.
+    let deadline = crate::duration::tokio_deadline_after(start, kind.delete_timeout());
+    let proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
+    match proven {
+        Gone::BeforeDelete => log(format!(
             "{} `{name}` was already gone when its delete was sent: something else deleted it",
             kind.name()
-        ));
-    } else {
-        deleted();
+        )),
+        Gone::Verified => deleted(),
     }
-    let proven = if gone_before {
-        Gone::BeforeDelete
-    } else {
-        Gone::Verified
-    };
-
-    let budget = deadline
-        .saturating_duration_since(Instant::now())
-        .max(MIN_VERIFY);
-    let what = format!("{} `{name}` to be gone", kind.name());
-    let wait = Wait::new()
-        .inactivity(budget)
-        .ceiling(budget)
-        .interval(Duration::from_millis(100));
-    let verified = wait
-        .until(&what, || async {
-            match kind.exists(pod, resource).await {
-                Ok(Presence::Gone) => Ok(Check::Done(())),
-                Ok(Presence::Present(state)) => Ok(Check::Pending(state)),
-                Err(OpError::Transient(e)) => Ok(Check::Pending(format!("error: {e}"))),
-                Err(OpError::Permanent(e)) => Err(anyhow::anyhow!(e)),
-            }
-        })
-        .await;
-    let last = match verified {
+    let last = match wait_until_gone(pod, kind, resource, deadline).await {
         Ok(()) => return Ok(proven),
         Err(WaitError::Failed { cause: source, .. }) => {
             return Err(Leak(format!(
@@ -143,4 +89,72 @@ pub async fn delete_and_verify(
             "still there at the deadline ({last}), then checking again failed: {e}"
         ))),
     }
+}
+
+/// Sends the delete until the pod accepts it or says the resource is gone,
+/// retrying transient errors with backoff until `deadline`. Which of the
+/// two it was: [`Gone::BeforeDelete`] only when the very first answer said
+/// gone (after a transient error, such as a timeout, the pod may have
+/// carried out an earlier attempt).
+async fn delete_with_retries(
+    pod: &Pod,
+    kind: &KindSpec,
+    resource: &ResourceRef,
+    deadline: Instant,
+    log: &(dyn Fn(String) + Sync),
+) -> Result<Gone, Leak> {
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempt = 1u32;
+    loop {
+        match kind.delete_answer(pod, resource).await {
+            Ok(DeleteAnswer::Accepted) => return Ok(Gone::Verified),
+            Ok(DeleteAnswer::AlreadyGone) if attempt == 1 => return Ok(Gone::BeforeDelete),
+            Ok(DeleteAnswer::AlreadyGone) => return Ok(Gone::Verified),
+            Err(OpError::Permanent(e)) => return Err(Leak(format!("delete failed: {e}"))),
+            Err(OpError::Transient(e)) => {
+                if Instant::now() + backoff > deadline {
+                    return Err(Leak(format!(
+                        "delete failed {attempt} times within {} (transient errors, retried with backoff); last: {e}",
+                        Secs(kind.delete_timeout())
+                    )));
+                }
+                log(format!(
+                    "deleting {} `{}` failed (attempt {attempt}), retrying in {}: {e}",
+                    kind.name(),
+                    resource.name,
+                    Secs(backoff)
+                ));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// Polls `exists` until the pod says gone, for what is left of the
+/// deadline (at least [`MIN_VERIFY`]).
+async fn wait_until_gone(
+    pod: &Pod,
+    kind: &KindSpec,
+    resource: &ResourceRef,
+    deadline: Instant,
+) -> Result<(), WaitError> {
+    let budget = deadline
+        .saturating_duration_since(Instant::now())
+        .max(MIN_VERIFY);
+    let what = format!("{} `{}` to be gone", kind.name(), resource.name);
+    Wait::new()
+        .inactivity(budget)
+        .ceiling(budget)
+        .interval(Duration::from_millis(100))
+        .until(&what, || async {
+            match kind.exists(pod, resource).await {
+                Ok(Presence::Gone) => Ok(Check::Done(())),
+                Ok(Presence::Present(state)) => Ok(Check::Pending(state)),
+                Err(OpError::Transient(e)) => Ok(Check::Pending(format!("error: {e}"))),
+                Err(OpError::Permanent(e)) => Err(anyhow::anyhow!(e)),
+            }
+        })
+        .await
 }

@@ -107,7 +107,10 @@ impl<'a> SweepBounds<'a> {
 
     /// The whole sweep ends within `limit` from now.
     pub fn deadline(mut self, limit: Duration) -> Self {
-        self.deadline = Some((Instant::now() + limit, limit));
+        self.deadline = Some((
+            crate::duration::tokio_deadline_after(Instant::now(), limit),
+            limit,
+        ));
         self
     }
 

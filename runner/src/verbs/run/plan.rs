@@ -43,70 +43,16 @@ pub(super) struct Plan {
 
 impl Plan {
     pub(super) fn from_args(args: RunArgs) -> Result<Plan, ExpectedError> {
-        let suite_dir = match args.suite.canonicalize() {
-            Ok(d) if d.is_dir() => d,
-            Ok(d) => {
-                return Err(ExpectedError::bad_args(format_args!(
-                    "the suite {} is not a directory",
-                    d.display()
-                )))
-            }
-            Err(e) => {
-                return Err(ExpectedError::bad_args(format_args!(
-                    "cannot use the suite dir {}: {e}",
-                    args.suite.display()
-                )))
-            }
-        };
-        if !suite_dir.join("Cargo.toml").is_file() {
-            return Err(ExpectedError::bad_args(format_args!(
-                "{} has no Cargo.toml: a suite is a Cargo workspace",
-                suite_dir.display()
-            )));
-        }
-        // The TESTKIT_* variables the runner hands its test processes are
-        // checked here, once: a bad one is a bad argument, not a crash of
-        // every test.
-        // (The roles testkit gives a binary are not handed on: see build.rs.)
-        let roles = testkit_engine::settings::var::ROLES;
-        testkit_engine::settings::Settings::from_lookup(|name| {
-            std::env::var_os(name).filter(|_| !roles.contains(&name))
-        })
-        .map_err(ExpectedError::bad_args)?;
-        let sweep_deadline = sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref())
-            .map_err(ExpectedError::bad_args)?;
+        let suite_dir = suite_dir(&args.suite)?;
+        let sweep_deadline = check_environment()?;
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
         let kinds = Kinds::from_config(
             &config,
             &suite_dir.join(testkit_engine::config::CONFIG_FILE),
         )
         .map_err(ExpectedError::bad_args)?;
-        let partition = args
-            .partition
-            .as_deref()
-            .map(parse_partition)
-            .transpose()
-            .map_err(ExpectedError::BadArgs)?;
-        if partition.is_some() && args.runner == Engine::CargoTest {
-            return Err(ExpectedError::bad_args(
-                "--partition needs nextest: drop `--runner cargo-test`",
-            ));
-        }
-        if args.runner == Engine::CargoTest && !args.filters.is_empty() {
-            return Err(ExpectedError::bad_args("filter expressions (-E) need nextest: drop `--runner cargo-test`, or pass name filters after `--`"));
-        }
-        let archive = match &args.archive_file {
-            Some(a) => match a.canonicalize() {
-                Ok(a) if a.is_file() => Some(a),
-                _ => {
-                    return Err(ExpectedError::bad_args(format_args!(
-                        "--archive-file {}: no such file",
-                        a.display()
-                    )))
-                }
-            },
-            None => None,
-        };
+        let partition = engine_selection(&args)?;
+        let archive = archive(args.archive_file.as_deref())?;
         let caller_handle = match &args.handle_json {
             Some(path) => Some(
                 read_handle(path, &HandlePolicy::from_suite(&config))
@@ -120,27 +66,8 @@ impl Plan {
                 "--keep applies to a pod the runner starts, not to --handle-json",
             ));
         }
-        let run_id = match args.run_id {
-            Some(id) => match testkit_engine::run::validate_run_id(&id) {
-                Ok(()) => id,
-                Err(why) => {
-                    return Err(ExpectedError::bad_args(format_args!(
-                        "--run-id {id:?}: {why}"
-                    )))
-                }
-            },
-            None => testkit_engine::run::generate_run_id(),
-        };
-        let results_dir = args
-            .results
-            .unwrap_or_else(|| default_results_root().join(&run_id));
-        if let Err(e) = std::fs::create_dir_all(&results_dir) {
-            return Err(ExpectedError::bad_args(format_args!(
-                "cannot create the results folder {}: {e}",
-                results_dir.display()
-            )));
-        }
-        let results_dir = results_dir.canonicalize().unwrap_or(results_dir);
+        let run_id = run_id(args.run_id)?;
+        let results_dir = results_dir(args.results, &run_id)?;
         // Last, so that no other mistake leaves a claim behind; before the
         // run writes anything, so that a run id in use has nothing of the
         // live run's overwritten (its results folder may be this one).
@@ -164,6 +91,105 @@ impl Plan {
             sweep_deadline,
         })
     }
+}
+
+/// The suite's folder, canonical: a directory holding a Cargo workspace.
+fn suite_dir(suite: &Path) -> Result<PathBuf, ExpectedError> {
+    let suite_dir = match suite.canonicalize() {
+        Ok(d) if d.is_dir() => d,
+        Ok(d) => {
+            return Err(ExpectedError::bad_args(format_args!(
+                "the suite {} is not a directory",
+                d.display()
+            )))
+        }
+        Err(e) => {
+            return Err(ExpectedError::bad_args(format_args!(
+                "cannot use the suite dir {}: {e}",
+                suite.display()
+            )))
+        }
+    };
+    if !suite_dir.join("Cargo.toml").is_file() {
+        return Err(ExpectedError::bad_args(format_args!(
+            "{} has no Cargo.toml: a suite is a Cargo workspace",
+            suite_dir.display()
+        )));
+    }
+    Ok(suite_dir)
+}
+
+/// The TESTKIT_* variables the runner hands its test processes, checked
+/// here, once: a bad one is a bad argument, not a crash of every test.
+/// (The roles testkit gives a binary are not handed on: see build.rs.)
+/// Then the runner's own, the sweep deadline, which it returns.
+fn check_environment() -> Result<Duration, ExpectedError> {
+    let roles = testkit_engine::settings::var::ROLES;
+    testkit_engine::settings::Settings::from_lookup(|name| {
+        std::env::var_os(name).filter(|_| !roles.contains(&name))
+    })
+    .map_err(ExpectedError::bad_args)?;
+    sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref()).map_err(ExpectedError::bad_args)
+}
+
+/// `--partition` in nextest's form, refusing what needs nextest under
+/// `--runner cargo-test`.
+fn engine_selection(args: &RunArgs) -> Result<Option<String>, ExpectedError> {
+    let partition = args
+        .partition
+        .as_deref()
+        .map(parse_partition)
+        .transpose()
+        .map_err(ExpectedError::BadArgs)?;
+    if partition.is_some() && args.runner == Engine::CargoTest {
+        return Err(ExpectedError::bad_args(
+            "--partition needs nextest: drop `--runner cargo-test`",
+        ));
+    }
+    if args.runner == Engine::CargoTest && !args.filters.is_empty() {
+        return Err(ExpectedError::bad_args("filter expressions (-E) need nextest: drop `--runner cargo-test`, or pass name filters after `--`"));
+    }
+    Ok(partition)
+}
+
+/// `--archive-file`, canonical, when it is a file.
+fn archive(archive_file: Option<&Path>) -> Result<Option<PathBuf>, ExpectedError> {
+    let Some(a) = archive_file else {
+        return Ok(None);
+    };
+    match a.canonicalize() {
+        Ok(a) if a.is_file() => Ok(Some(a)),
+        _ => Err(ExpectedError::bad_args(format_args!(
+            "--archive-file {}: no such file",
+            a.display()
+        ))),
+    }
+}
+
+/// `--run-id`, validated, else a fresh one.
+fn run_id(given: Option<String>) -> Result<String, ExpectedError> {
+    match given {
+        Some(id) => match testkit_engine::run::validate_run_id(&id) {
+            Ok(()) => Ok(id),
+            Err(why) => Err(ExpectedError::bad_args(format_args!(
+                "--run-id {id:?}: {why}"
+            ))),
+        },
+        None => Ok(testkit_engine::run::generate_run_id()),
+    }
+}
+
+/// `--results` (else the run's folder under the default root), created,
+/// canonical.
+fn results_dir(given: Option<PathBuf>, run_id: &str) -> Result<PathBuf, ExpectedError> {
+    let results_dir = given.unwrap_or_else(|| default_results_root().join(run_id));
+    if let Err(e) = std::fs::create_dir_all(&results_dir) {
+        return Err(ExpectedError::bad_args(format_args!(
+            "cannot create the results folder {}: {e}",
+            results_dir.display()
+        )));
+    }
+    Ok(results_dir.canonicalize().unwrap_or(results_dir))
 }
 
 /// Claims `run_id` for this runner. Two runs of one id would share its
@@ -251,19 +277,16 @@ fn target_dir_setting() -> Option<PathBuf> {
 /// else two minutes. A value that is not a duration from a second to a day
 /// is an error naming the variable.
 fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
-    const LONGEST: Duration = Duration::from_secs(24 * 3600);
+    const BOUNDS: testkit_engine::duration::Bounds = testkit_engine::duration::Bounds::new(
+        Duration::from_secs(1),
+        testkit_engine::duration::DAY,
+    );
     let Some(text) = value else {
         return Ok(Duration::from_secs(120));
     };
-    match humantime::parse_duration(text.trim()) {
-        Ok(d) if d >= Duration::from_secs(1) && d <= LONGEST => Ok(d),
-        Ok(_) => Err(format!(
-            "{SWEEP_DEADLINE}={text:?} is out of bounds: give a duration from 1s to 24h"
-        )),
-        Err(e) => Err(format!(
-            "{SWEEP_DEADLINE}={text:?} is not a duration ({e}): give one such as 90s or 5m"
-        )),
-    }
+    BOUNDS
+        .parse(text)
+        .map_err(|e| format!("{SWEEP_DEADLINE}={text:?} is invalid: {e}"))
 }
 
 /// The variable that bounds the residue sweep.

@@ -12,7 +12,7 @@
 //! list_names = "/items/*/name"                # JSON pointer with one `*` over an array
 //! next_page = "/next_page_token"              # optional; sent back as `page_token=`
 //! budget = 4                                  # optional: live resources per run
-//! delete_timeout = "30s"                      # optional: delete + verify, per resource
+//! delete_timeout = "30s"                      # optional: delete + verify, per resource (1ms to 24h)
 //! ```
 //!
 //! and, where the service needs them:
@@ -146,11 +146,11 @@ impl fmt::Debug for Ops {
 
 /// A `[resources.<kind>]` table that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid {}: `resources.{kind}{}` {problem}", path.display(), key.map(|k| format!(".{k}")).unwrap_or_default())]
+#[error("invalid {}: `resources.{kind}{}` {problem}", path.display(), key.as_deref().map(|k| format!(".{k}")).unwrap_or_default())]
 pub struct KindError {
     path: PathBuf,
     kind: String,
-    key: Option<&'static str>,
+    key: Option<String>,
     problem: String,
 }
 

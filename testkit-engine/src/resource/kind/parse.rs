@@ -109,7 +109,13 @@ impl Kinds {
     }
 }
 
-type Problem = (Option<&'static str>, String);
+/// What is wrong with a kind: the key at fault (dotted below the kind, as
+/// `names.max_len`; `None`: the kind as a whole), and why.
+type Problem = (Option<String>, String);
+
+fn at(key: &str, problem: impl Into<String>) -> Problem {
+    (Some(key.to_owned()), problem.into())
+}
 
 fn parse_kind(
     name: &str,
@@ -126,28 +132,19 @@ fn parse_kind(
             "has an invalid name: expected letters, digits, `_` and `-`".to_owned(),
         ));
     }
-    let raw = RawKind::deserialize(value.clone()).map_err(|e| (None, e.message().to_owned()))?;
+    let raw = deserialize_raw(value)?;
     if raw.budget == Some(0) {
-        return Err((
-            Some("budget"),
-            "is 0: expected at least 1, or no budget".to_owned(),
-        ));
+        return Err(at("budget", "is 0: expected at least 1, or no budget"));
     }
     let delete_timeout = match raw.delete_timeout.as_deref() {
         None => DEFAULT_DELETE_TIMEOUT,
-        Some(text) => humantime::parse_duration(text.trim())
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                (
-                    Some("delete_timeout"),
-                    format!("is {text:?}: expected a duration such as 30s"),
-                )
-            })?,
+        Some(text) => crate::duration::TIMEOUT
+            .parse(text)
+            .map_err(|e| at("delete_timeout", format!("is {text:?}: {e}")))?,
     };
     let naming = match &raw.names {
         None => Naming::default(),
-        Some(n) => Naming::new(n.separator, n.max_len).map_err(|p| (Some("names"), p))?,
+        Some(n) => Naming::new(n.separator, n.max_len).map_err(|p| at("names", p))?,
     };
     let ops = if raw.rust {
         let http_keys = [
@@ -157,10 +154,9 @@ fn parse_kind(
             ("list_names", raw.list_names.is_some()),
         ];
         if let Some((key, _)) = http_keys.iter().find(|(_, set)| *set) {
-            return Err((
-                Some(key),
-                "is set, but `rust = true` says the kind is Rust code: keep one of the two"
-                    .to_owned(),
+            return Err(at(
+                key,
+                "is set, but `rust = true` says the kind is Rust code: keep one of the two",
             ));
         }
         match linked.iter().find(|(n, _)| *n == name) {
@@ -179,111 +175,46 @@ fn parse_kind(
     })
 }
 
-fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
-    let required = |key: &'static str, v: &Option<String>| {
-        v.clone().ok_or_else(|| {
-            (
-                Some(key),
-                "is missing: a kind is HTTP templates (exists, delete, list, list_names) \
-                 or `rust = true`"
-                    .to_owned(),
-            )
-        })
-    };
-    let exists = RequestTemplate::parse(&required("exists", &raw.exists)?)
-        .map_err(|p| (Some("exists"), p))?
-        .with_body(raw.exists_body.clone());
-    let delete = RequestTemplate::parse(&required("delete", &raw.delete)?)
-        .map_err(|p| (Some("delete"), p))?
-        .with_body(raw.delete_body.clone());
-    let list =
-        RequestTemplate::parse(&required("list", &raw.list)?).map_err(|p| (Some("list"), p))?;
-    let list_names_text = required("list_names", &raw.list_names)?;
-    let list_names = split_pointer(&list_names_text).ok_or_else(|| {
-        (
-            Some("list_names"),
-            format!("is {list_names_text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/name\""),
-        )
-    })?;
-    let list_ids = match &raw.list_ids {
-        None => None,
-        Some(text) => Some(split_pointer(text).ok_or_else(|| {
-            (
-                Some("list_ids"),
-                format!("is {text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/id\""),
-            )
-        })?),
-    };
-    if let Some(ids) = &list_ids {
-        if ids.0 != list_names.0 {
-            return Err((
-                Some("list_ids"),
-                format!(
-                    "points into {:?}, but `list_names` into {:?}: both must read the same array",
-                    ids.0, list_names.0
-                ),
-            ));
-        }
-    }
-    for (key, t) in [("exists", &exists), ("delete", &delete)] {
-        if !t.uses("name") && !t.uses("id") {
-            return Err((
-                Some(key),
-                format!(
-                    "is {:?}: expected a `{{name}}` or `{{id}}` placeholder",
-                    t.to_string()
-                ),
-            ));
-        }
-        if t.uses("id") && list_ids.is_none() {
-            return Err((
-                Some(key),
-                "uses `{id}`: then `list_ids` must say where a listing holds the ids, \
-                 so that a resource whose creation was never answered can still be found"
-                    .to_owned(),
-            ));
-        }
-    }
-    if !list.uses("prefix") && !list.uses("run") {
+/// The table as [`RawKind`]; a value of the wrong type names its key
+/// (`budget`, `names.max_len`, `gone[1]`), which serde alone does not.
+fn deserialize_raw(value: &toml::Value) -> Result<RawKind, Problem> {
+    if !value.is_table() {
         return Err((
-            Some("list"),
+            None,
             format!(
-                "is {:?}: expected a `{{prefix}}` (or `{{run}}`) placeholder, so that it lists \
-                 only what the run created",
-                list.to_string()
+                "is {value}, not a table: expected the kind's keys (exists, delete, list, \
+                 list_names, or `rust = true`) under `[resources.<kind>]`"
             ),
         ));
     }
+    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+        let key = e.path().to_string();
+        let message = crate::config::serde_problem(e.inner().message());
+        let key = (!key.is_empty() && key != ".").then_some(key);
+        (key, message)
+    })
+}
+
+fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
+    let (exists, delete, list) = templates(raw)?;
+    let (list_names, list_ids) = list_pointers(raw)?;
+    check_placeholders(&exists, &delete, &list, list_ids.is_some())?;
     if let Some(p) = raw
         .next_page
         .as_deref()
         .filter(|p| !p.is_empty() && !p.starts_with('/'))
     {
-        return Err((
-            Some("next_page"),
+        return Err(at(
+            "next_page",
             format!("is {p:?}: expected a JSON pointer, e.g. \"/next_page_token\""),
         ));
     }
     let gone = raw.gone.clone().unwrap_or_else(|| vec![404]);
     if gone.iter().any(|s| !(200..600).contains(s)) {
-        return Err((Some("gone"), format!("is {gone:?}: expected HTTP statuses")));
+        return Err(at("gone", format!("is {gone:?}: expected HTTP statuses")));
     }
     if let Some(g) = &raw.gone_if {
-        if !g.pointer.starts_with('/') {
-            return Err((
-                Some("gone_if"),
-                format!(
-                    "has pointer {:?}: expected a JSON pointer, e.g. \"/state\"",
-                    g.pointer
-                ),
-            ));
-        }
-        if g.equals.is_empty() != g.missing {
-            return Err((
-                Some("gone_if"),
-                "must say `equals = [\"deleted\", …]` or `missing = true`, not both".to_owned(),
-            ));
-        }
+        check_gone_if(g)?;
     }
     Ok(Http {
         exists,
@@ -295,4 +226,120 @@ fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
         gone,
         gone_if: raw.gone_if.clone(),
     })
+}
+
+/// `exists`, `delete` and `list`, each required and a request template.
+fn templates(
+    raw: &RawKind,
+) -> Result<(RequestTemplate, RequestTemplate, RequestTemplate), Problem> {
+    let template = |key: &str, text: &Option<String>| {
+        let text = required(key, text)?;
+        RequestTemplate::parse(&text).map_err(|p| at(key, p))
+    };
+    let exists = template("exists", &raw.exists)?.with_body(raw.exists_body.clone());
+    let delete = template("delete", &raw.delete)?.with_body(raw.delete_body.clone());
+    let list = template("list", &raw.list)?;
+    Ok((exists, delete, list))
+}
+
+fn required(key: &str, value: &Option<String>) -> Result<String, Problem> {
+    value.clone().ok_or_else(|| {
+        at(
+            key,
+            "is missing: a kind is HTTP templates (exists, delete, list, list_names) \
+             or `rust = true`",
+        )
+    })
+}
+
+/// A JSON pointer split at its `/*`: the array, and the path in each item.
+type ItemPointer = (String, String);
+
+/// `list_names` and `list_ids`, split at their `/*`, over one array.
+fn list_pointers(raw: &RawKind) -> Result<(ItemPointer, Option<ItemPointer>), Problem> {
+    let list_names_text = required("list_names", &raw.list_names)?;
+    let list_names = split_pointer(&list_names_text).ok_or_else(|| {
+        at(
+            "list_names",
+            format!("is {list_names_text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/name\""),
+        )
+    })?;
+    let list_ids = match &raw.list_ids {
+        None => None,
+        Some(text) => Some(split_pointer(text).ok_or_else(|| {
+            at(
+                "list_ids",
+                format!("is {text:?}: expected a JSON pointer with one `/*` over an array, e.g. \"/items/*/id\""),
+            )
+        })?),
+    };
+    if let Some(ids) = &list_ids {
+        if ids.0 != list_names.0 {
+            return Err(at(
+                "list_ids",
+                format!(
+                    "points into {:?}, but `list_names` into {:?}: both must read the same array",
+                    ids.0, list_names.0
+                ),
+            ));
+        }
+    }
+    Ok((list_names, list_ids))
+}
+
+/// `exists` and `delete` name the resource; `list` lists only the run's.
+fn check_placeholders(
+    exists: &RequestTemplate,
+    delete: &RequestTemplate,
+    list: &RequestTemplate,
+    has_ids: bool,
+) -> Result<(), Problem> {
+    for (key, t) in [("exists", exists), ("delete", delete)] {
+        if !t.uses("name") && !t.uses("id") {
+            return Err(at(
+                key,
+                format!(
+                    "is {:?}: expected a `{{name}}` or `{{id}}` placeholder",
+                    t.to_string()
+                ),
+            ));
+        }
+        if t.uses("id") && !has_ids {
+            return Err(at(
+                key,
+                "uses `{id}`: then `list_ids` must say where a listing holds the ids, \
+                 so that a resource whose creation was never answered can still be found",
+            ));
+        }
+    }
+    if !list.uses("prefix") && !list.uses("run") {
+        return Err(at(
+            "list",
+            format!(
+                "is {:?}: expected a `{{prefix}}` (or `{{run}}`) placeholder, so that it lists \
+                 only what the run created",
+                list.to_string()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_gone_if(g: &GoneIf) -> Result<(), Problem> {
+    if !g.pointer.starts_with('/') {
+        return Err(at(
+            "gone_if",
+            format!(
+                "has pointer {:?}: expected a JSON pointer, e.g. \"/state\"",
+                g.pointer
+            ),
+        ));
+    }
+    if g.equals.is_empty() != g.missing {
+        return Err(at(
+            "gone_if",
+            "must say `equals = [\"deleted\", …]` or `missing = true`, not both",
+        ));
+    }
+    Ok(())
 }

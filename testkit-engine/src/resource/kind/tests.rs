@@ -241,3 +241,170 @@ fn errors_name_the_kind_the_key_and_the_file() {
         .to_string();
     assert!(e.contains("resources.sandbox.budget"), "{e}");
 }
+
+/// Every typed key of a kind, given a value of the wrong type, is named
+/// with the kind and the key (and the element or the inner key where the
+/// value is an array or a table), not just the kind.
+#[test]
+fn a_value_of_the_wrong_type_names_its_key() {
+    let base = SANDBOX
+        .replace("    budget = 2\n", "")
+        .replace("    next_page = \"/next_page_token\"\n", "")
+        .replace("    delete_timeout = \"5s\"\n", "");
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "budget = \"many\"",
+            "budget",
+            "has the wrong type: string \"many\", expected usize",
+        ),
+        (
+            "budget = -1",
+            "budget",
+            "has an invalid value: integer `-1`, expected usize",
+        ),
+        (
+            "rust = \"yes\"",
+            "rust",
+            "has the wrong type: string \"yes\", expected a boolean",
+        ),
+        (
+            "exists_body = 1",
+            "exists_body",
+            "has the wrong type: integer `1`, expected a string",
+        ),
+        (
+            "delete_body = true",
+            "delete_body",
+            "has the wrong type: boolean `true`, expected a string",
+        ),
+        (
+            "next_page = 3",
+            "next_page",
+            "has the wrong type: integer `3`, expected a string",
+        ),
+        (
+            "list_ids = []",
+            "list_ids",
+            "has the wrong type: sequence, expected a string",
+        ),
+        (
+            "delete_timeout = 30",
+            "delete_timeout",
+            "has the wrong type: integer `30`, expected a string",
+        ),
+        (
+            "gone = 404",
+            "gone",
+            "has the wrong type: integer `404`, expected a sequence",
+        ),
+        (
+            "gone = [404, \"410\"]",
+            "gone[1]",
+            "has the wrong type: string \"410\", expected u16",
+        ),
+        (
+            "gone = [70000]",
+            "gone[0]",
+            "has an invalid value: integer `70000`, expected u16",
+        ),
+        (
+            "gone_if = \"deleted\"",
+            "gone_if",
+            "has the wrong type: string \"deleted\", expected struct GoneIf",
+        ),
+        (
+            "gone_if = { pointer = 1 }",
+            "gone_if.pointer",
+            "has the wrong type: integer `1`, expected a string",
+        ),
+        (
+            "gone_if = { pointer = \"/s\", equals = \"x\" }",
+            "gone_if.equals",
+            "has the wrong type: string \"x\", expected a sequence",
+        ),
+        (
+            "gone_if = { pointer = \"/s\", missing = 1 }",
+            "gone_if.missing",
+            "has the wrong type: integer `1`, expected a boolean",
+        ),
+        (
+            "names = 5",
+            "names",
+            "has the wrong type: integer `5`, expected struct RawNames",
+        ),
+        (
+            "names = { separator = \"__\" }",
+            "names.separator",
+            "has an invalid value: string \"__\", expected a character",
+        ),
+        (
+            "names = { max_len = \"40\" }",
+            "names.max_len",
+            "has the wrong type: string \"40\", expected usize",
+        ),
+    ];
+    for (line, key, problem) in cases {
+        let e = parse(&format!("{base}    {line}\n"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("invalid /s/testkit.toml: `resources.sandbox.{key}` {problem}"),
+            "{line}"
+        );
+    }
+    // The required templates, of the wrong type.
+    for key in ["exists", "delete", "list", "list_names"] {
+        let text = base
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with(&format!("{key} =")) {
+                    format!("    {key} = 1")
+                } else {
+                    l.to_owned()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let e = parse(&text).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "invalid /s/testkit.toml: `resources.sandbox.{key}` has the wrong type: \
+                 integer `1`, expected a string"
+            )
+        );
+    }
+    let e = parse("[resources]\nsandbox = 5").unwrap_err().to_string();
+    assert!(
+        e.contains("`resources.sandbox` is 5, not a table: expected the kind's keys"),
+        "{e}"
+    );
+}
+
+/// A `delete_timeout` of zero or past a day is refused where it is read:
+/// past a day, the deadline of every delete would overflow the clock.
+#[test]
+fn a_delete_timeout_is_more_than_zero_and_at_most_a_day() {
+    for (value, reason) in [
+        ("0s", "it is zero"),
+        ("5000000000000000h", "it is longer than 24h"),
+        ("25h", "it is longer than 24h"),
+    ] {
+        let e = parse(&SANDBOX.replace("\"5s\"", &format!("{value:?}")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!(
+                "invalid /s/testkit.toml: `resources.sandbox.delete_timeout` is {value:?}: \
+                 {reason}; give a duration from 1ms to 24h, such as 30s or 5m"
+            )
+        );
+    }
+    let kinds = parse(&SANDBOX.replace("\"5s\"", "\"24h\"")).unwrap();
+    assert_eq!(
+        kinds.get("sandbox").unwrap().delete_timeout(),
+        crate::duration::DAY
+    );
+}
