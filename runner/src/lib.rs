@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 mod args;
+mod containers;
 mod errors;
 mod exit;
 mod html;

@@ -60,6 +60,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod container;
+pub use container::{BuildSection, ContainerSection, MountSection};
+
 /// The name of a suite's config file, at its workspace root.
 pub const CONFIG_FILE: &str = "testkit.toml";
 
@@ -222,6 +225,10 @@ pub struct PodSection {
     /// `{port_<name>}` wherever `{port}` is (a peer port, a metrics port).
     #[serde(default)]
     pub ports: Vec<String>,
+    /// `[pod.container]`: the pod as a container image, for a run that asks
+    /// for one (`testkit-runner run --pod container`).
+    #[serde(default)]
+    pub container: Option<ContainerSection>,
 }
 
 /// How a request carries a credential.
@@ -406,6 +413,7 @@ impl Default for PodSection {
             bootstrap: Vec::new(),
             env: BTreeMap::new(),
             ports: Vec::new(),
+            container: None,
         }
     }
 }
@@ -570,6 +578,10 @@ impl SuiteConfig {
         let checks = [
             self.suite.validate(),
             self.pod.validate(),
+            self.pod
+                .container
+                .as_ref()
+                .map_or(Ok(()), ContainerSection::validate),
             self.cli.validate(),
             self.auth.validate(),
             self.capabilities.validate(),

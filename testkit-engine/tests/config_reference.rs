@@ -52,6 +52,7 @@ fn accepted(table: &str) -> BTreeSet<String> {
         "resources.<kind>" => "[resources.k]\nzz_not_a_key = 1\n".to_owned(),
         "resources.<kind>.gone_if" => "[resources.k]\ngone_if = { zz_not_a_key = 1 }\n".to_owned(),
         "resources.<kind>.names" => "[resources.k]\nnames = { zz_not_a_key = 1 }\n".to_owned(),
+        "pod.container.mounts" => "[pod.container]\nmounts = [{ zz_not_a_key = 1 }]\n".to_owned(),
         _ => format!("[{table}]\nzz_not_a_key = 1\n"),
     };
     let path = Path::new("/suite/testkit.toml");
@@ -83,6 +84,9 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "",
         "suite",
         "pod",
+        "pod.container",
+        "pod.container.build",
+        "pod.container.mounts",
         "auth",
         "auth.login",
         "capabilities",

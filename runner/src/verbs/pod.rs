@@ -61,6 +61,10 @@ pub(crate) struct UpArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// The pod to start: a process (`[pod] command`) or a container
+    /// (`[pod.container]`).
+    #[arg(long, value_enum, default_value = "process", value_name = "KIND")]
+    pod: crate::containers::PodMode,
 }
 
 /// What `pod.json` records about a pod.
@@ -170,6 +174,9 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
     let mut spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
     spec.target_dir = crate::verbs::settings().target_dir.clone();
+    spec.container = crate::containers::for_pod_up(args.pod, &config, &args.suite, &spec.logs_dir)
+        .await
+        .map_err(ExpectedError::Incomplete)?;
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
@@ -480,7 +487,14 @@ fn ls() -> Result<(), ExpectedError> {
                 } else {
                     r.phase.as_deref().unwrap_or("alive")
                 };
-                println!("{:<24} {:<7} {:<8} {}", r.name, state, r.pid, r.base_url);
+                println!(
+                    "{:<24} {:<7} {:<8} {}{}",
+                    r.name,
+                    state,
+                    r.pid,
+                    r.base_url,
+                    crate::containers::describe(&r.private_dir)
+                );
             }
             Err(e) => println!(
                 "{:<24} {:<7} {:<8} unreadable pod.json: {e}",
@@ -604,6 +618,9 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
                 report.removed.display(),
                 report.duration
             );
+            if let Some(note) = crate::containers::down_note(&report) {
+                println!("{note}");
+            }
             if let Some(run) = interrupted {
                 println!(
                     "run {} (testkit-runner pid {}) was using it: that run is interrupted, and reports its pod stopped by `pod down` (pid {})",

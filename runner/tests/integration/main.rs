@@ -5,6 +5,7 @@
 
 mod bounds;
 mod commands;
+mod containers;
 mod credentials;
 mod durations;
 mod fanout;

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::check::{check_health, HealthReport};
+use super::container::{self, ContainerRecord, ContainerSpec, ContainerStop};
 use super::handle::{HandleError, HandlePolicy, PodHandle};
 use crate::config::{Ready, SuiteConfig};
 use crate::process;
@@ -65,6 +66,8 @@ pub struct LaunchSpec {
     /// The target dir to look for the program in after the current
     /// executable's (`CARGO_TARGET_DIR` of the caller).
     pub target_dir: Option<PathBuf>,
+    /// Run the pod as this container rather than `command` (`[pod.container]`).
+    pub container: Option<ContainerSpec>,
     /// Told of each thing the boot makes that would outlive a launcher
     /// killed mid-boot, as it is made.
     pub observer: Option<BootObserver>,
@@ -151,6 +154,7 @@ impl LaunchSpec {
             env_templates: pod.env.clone(),
             ports: pod.ports.clone(),
             target_dir: None,
+            container: None,
             observer: None,
         }
     }
@@ -213,6 +217,9 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
+    /// The container engine refused part of a container pod's start.
+    #[error("the container pod could not start: {0}")]
+    Container(String),
     /// A `{placeholder}` of `[pod]` that nothing fills.
     #[error("invalid [pod] in testkit.toml: {0}")]
     Placeholder(String),
@@ -264,6 +271,8 @@ pub struct StopReport {
     pub removed: PathBuf,
     /// How long the stop took.
     pub duration: Duration,
+    /// A container pod: what became of its containers, networks and volumes.
+    pub containers: Option<ContainerStop>,
 }
 
 /// A stop that could not be verified: names what survived.
@@ -280,6 +289,13 @@ pub enum StopError {
         pgid: i32,
         /// `(pid, command)`.
         survivors: Vec<(i32, String)>,
+    },
+    /// The pod's containers, networks or volumes could not be removed, or
+    /// not proven gone.
+    #[error("the pod's containers could not be stopped and removed: {problem}")]
+    Containers {
+        /// What the engine answered, or what is still there.
+        problem: String,
     },
     /// The HOME could not be deleted.
     #[error("the pod's HOME {} survived: {problem}", path.display())]
@@ -301,11 +317,14 @@ fn describe(procs: &[(i32, String)]) -> String {
 
 /// Starts a pod and waits until it is up (handle printed, health answered).
 pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
-    let program = resolve_program(
-        &spec.command[0],
-        spec.base_dir.as_deref(),
-        spec.target_dir.as_deref(),
-    )?;
+    let program = match &spec.container {
+        Some(c) => c.docker.clone(),
+        None => resolve_program(
+            &spec.command[0],
+            spec.base_dir.as_deref(),
+            spec.target_dir.as_deref(),
+        )?,
+    };
     let io = |what: String| {
         move |source| LaunchError::Io {
             what,
@@ -321,6 +340,7 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
     );
     let booted = boot(spec, &program, private_dir.clone()).await;
     if booted.is_err() {
+        remove_containers(&private_dir).await;
         let _ = std::fs::remove_dir_all(&private_dir);
     }
     booted
@@ -420,14 +440,22 @@ async fn boot(
         crate::template::fill(arg, &values, crate::template::verbatim)
             .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
     };
-    let mut args: Vec<String> = spec.command[1..]
-        .iter()
-        .map(|a| fill(a))
-        .collect::<Result<_, _>>()?;
-    if !spec
-        .command
-        .iter()
-        .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
+    let container = match &spec.container {
+        Some(c) => Some(container_commands(c, spec, &private_dir, port, &fields).await?),
+        None => None,
+    };
+    let mut args: Vec<String> = match &container {
+        Some(c) => c.run_args.clone(),
+        None => spec.command[1..]
+            .iter()
+            .map(|a| fill(a))
+            .collect::<Result<_, _>>()?,
+    };
+    if container.is_none()
+        && !spec
+            .command
+            .iter()
+            .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
     {
         args.extend([
             "--home".to_owned(),
@@ -454,11 +482,22 @@ async fn boot(
             .env("TESTKIT_POD_PORT", port.to_string())
             .envs(&spec.env)
             .envs(&env)
+            .envs(container.iter().flat_map(|c| &c.client_env))
             .current_dir(&private_dir)
             .stdin(Stdio::null());
         cmd
     };
-    for setup in &spec.setup {
+    if let Some(c) = &container {
+        for args in &c.setup_args {
+            run_setup(pod_command(&c.docker), args, spec, Step::Setup).await?;
+        }
+    }
+    let process_setup = if container.is_some() {
+        &[][..]
+    } else {
+        &spec.setup[..]
+    };
+    for setup in process_setup {
         let program = resolve_program(
             &setup[0],
             spec.base_dir.as_deref(),
@@ -489,6 +528,7 @@ async fn boot(
         &stderr_log,
         started,
         made_handle,
+        spec.container.as_ref().map(|_| port),
     )
     .await
     {
@@ -519,6 +559,7 @@ async fn boot(
         }),
         Err(e) => {
             // Leave nothing running; keep the logs.
+            remove_containers(&private_dir).await;
             let reaped = tokio::spawn(async move { child.wait().await });
             let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
             let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
@@ -716,6 +757,7 @@ async fn wait_until_up(
     stderr_log: &Path,
     started: Instant,
     made_handle: Option<PodHandle>,
+    published_port: Option<u16>,
 ) -> Result<(PodHandle, HealthReport), LaunchError> {
     let logs = spec.logs_dir.clone();
     let mut out = Tail::new(stdout_raw);
@@ -729,6 +771,12 @@ async fn wait_until_up(
         for line in out.lines() {
             progressed = true;
             if handle.is_none() && spec.fields.is_empty() && line.trim_start().starts_with('{') {
+                // A container's service prints its address inside the
+                // container; the tests reach it at the published port.
+                let line = match published_port {
+                    Some(port) => container::rewrite_printed_handle(&line, port),
+                    None => line.clone(),
+                };
                 match PodHandle::parse(line.trim(), &spec.policy) {
                     Ok(h) => {
                         h.register_secrets();
@@ -883,6 +931,19 @@ async fn stop_group(
     save_logs: impl FnOnce(),
 ) -> Result<StopReport, StopError> {
     let began = Instant::now();
+    // The container first: its `docker run` waits for it, and the daemon
+    // keeps it whatever becomes of that process.
+    let containers = match ContainerRecord::read(private_dir) {
+        Some(record) => match container::stop_pod(&record, grace).await {
+            Ok(stop) => Some(stop),
+            Err(problem) => {
+                let _ = process::terminate_group(pgid, start_ticks, grace).await;
+                save_logs();
+                return Err(StopError::Containers { problem });
+            }
+        },
+        None => None,
+    };
     let ended = match process::terminate_group(pgid, start_ticks, grace).await {
         Ok(ended) => ended,
         Err(survivors) => {
@@ -911,7 +972,35 @@ async fn stop_group(
         killed: ended.killed,
         removed: private_dir.to_owned(),
         duration: began.elapsed(),
+        containers,
     })
+}
+
+/// Removes what a container pod that failed to boot left in the engine.
+async fn remove_containers(private_dir: &Path) {
+    if let Some(record) = ContainerRecord::read(private_dir) {
+        let _ = container::stop_pod(&record, Duration::from_secs(5)).await;
+    }
+}
+
+/// The `docker` commands of a container pod: its placeholders are the
+/// container's (`{port}` and `{listen}` inside it) and the handle's fields.
+async fn container_commands(
+    c: &ContainerSpec,
+    spec: &LaunchSpec,
+    private_dir: &Path,
+    host_port: u16,
+    fields: &BTreeMap<String, String>,
+) -> Result<container::Prepared, LaunchError> {
+    let port = c.port.to_string();
+    let listen = format!("0.0.0.0:{port}");
+    let values = crate::template::Values::new()
+        .with("port", &port)
+        .with("listen", &listen)
+        .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    container::prepare(c, private_dir, spec.base_dir.as_deref(), host_port, &values)
+        .await
+        .map_err(LaunchError::Container)
 }
 
 /// Copies the raw stdout, redacted, to the logs folder, and redacts stderr

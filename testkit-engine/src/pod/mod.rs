@@ -32,6 +32,7 @@
 //!   and removes the secrets dir when the run ends.
 
 pub mod check;
+pub mod container;
 pub mod handle;
 pub mod launch;
 mod session;

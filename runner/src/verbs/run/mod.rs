@@ -54,6 +54,10 @@ pub(crate) struct RunArgs {
     /// Leave the pod running after the run, and say how to reach and stop it.
     #[arg(long)]
     keep: bool,
+    /// The pod to start: the suite's service as a process (`[pod] command`)
+    /// or as a container of the local Docker Engine (`[pod.container]`).
+    #[arg(long, value_enum, default_value = "process", value_name = "KIND")]
+    pod: crate::containers::PodMode,
     /// Use this run id (1-16 of a-z0-9) instead of a fresh one. Refused
     /// (exit 64) while another runner with this id is live; the secrets dir
     /// of a run whose runner is gone is taken over, saying so.

@@ -184,6 +184,7 @@ impl<'a> Run<'a> {
             &self.plan.suite_dir,
             &logs,
             watch::boot_observer(record),
+            (self.plan.pod_mode, &self.plan.run_id),
         );
         let mut interrupt = self.interrupt.clone();
         let booted = tokio::select! {
@@ -215,10 +216,11 @@ impl<'a> Run<'a> {
         };
         self.guard(&p);
         let evidence = format!(
-            "started pod {} at {} (pid {}) in {}, under a watchdog that stops it if the runner dies",
+            "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
             p.handle.name(),
             p.handle.base_url(),
             p.pid,
+            crate::containers::describe(&p.private_dir),
             humantime::format_duration(round_ms(p.boot_time))
         );
         self.decide(PhaseResult::new(

@@ -27,6 +27,8 @@ pub(super) struct Plan {
     /// The caller's pod and the file its handle came from.
     pub(super) caller_handle: Option<(PodHandle, PathBuf)>,
     pub(super) keep: bool,
+    /// A process or a container pod.
+    pub(super) pod_mode: crate::containers::PodMode,
     pub(super) run_id: String,
     /// Created and canonical.
     pub(super) results_dir: PathBuf,
@@ -58,6 +60,7 @@ impl Plan {
             ),
             None => None,
         };
+        crate::containers::check_mode(args.pod, &config).map_err(ExpectedError::BadArgs)?;
         if args.keep && caller_handle.is_some() {
             return Err(ExpectedError::bad_args(
                 "--keep applies to a pod the runner starts, not to --handle-json",
@@ -79,6 +82,7 @@ impl Plan {
             partition,
             caller_handle,
             keep: args.keep,
+            pod_mode: args.pod,
             run_id,
             results_dir,
             show_output: args.show_output,

@@ -123,6 +123,7 @@ pub(crate) async fn start(
     suite_dir: &Path,
     logs_dir: &Path,
     observer: BootObserver,
+    (mode, run_id): (crate::containers::PodMode, &str),
 ) -> Result<LaunchedPod, String> {
     let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
     spec.observer = Some(observer);
@@ -134,9 +135,22 @@ pub(crate) async fn start(
         spec.env
             .insert("PATH".to_owned(), path.to_string_lossy().into_owned());
     }
-    testkit_engine::pod::launch(&spec)
+    if mode == crate::containers::PodMode::Container {
+        let container = crate::containers::spec(
+            config,
+            suite_dir,
+            logs_dir,
+            Some(run_id),
+            path_with_exe_dir(),
+        )
+        .await?;
+        spec.container = Some(container);
+    }
+    let launched = testkit_engine::pod::launch(&spec)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    crate::containers::set_own_pod(&launched.private_dir);
+    Ok(launched)
 }
 
 /// One measured health check, retried briefly: a caller's pod may be
@@ -175,6 +189,18 @@ pub(crate) struct ResidueSpec<'a> {
 /// Sweeps the run's residue: the verdict, its evidence, the leaks, and
 /// whether what is left is unknown (a listing failed).
 pub(crate) async fn residue(
+    pod: &Pod,
+    spec: ResidueSpec<'_>,
+) -> (Verdict, String, Vec<String>, bool) {
+    let run_id = spec.run_id.to_owned();
+    let of_kinds = residue_of_kinds(pod, spec).await;
+    match crate::containers::residue(&run_id).await {
+        None => of_kinds,
+        Some(engine) => crate::containers::with_engine_residue(of_kinds, engine, &run_id),
+    }
+}
+
+async fn residue_of_kinds(
     pod: &Pod,
     spec: ResidueSpec<'_>,
 ) -> (Verdict, String, Vec<String>, bool) {
@@ -278,6 +304,7 @@ pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
     let name = pod.handle.name().to_owned();
     let pid = pod.pid;
     match pod.stop(Duration::from_secs(10)).await {
+        Ok(r) if r.containers.is_some() => crate::containers::stopped(&name, pid, &r),
         Ok(r) => {
             let how = if r.drained_after_term {
                 "after SIGTERM".to_owned()
@@ -303,6 +330,9 @@ pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
 
 /// How to reach and stop a pod kept by `--keep`.
 pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path, run_id: &str) -> String {
+    if let Some(note) = crate::containers::keep_note(pod, handle_file, run_id) {
+        return note;
+    }
     format!(
         "pod {name} is still running at {url} (pid {pid}, process group {pgid})\n\
          \x20 reach it: TESTKIT_POD_HANDLE={handle} TESTKIT_RUN_ID={run_id} cargo nextest run   (in the suite)\n\

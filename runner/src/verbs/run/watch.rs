@@ -106,6 +106,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
         return 1;
     };
     rt.block_on(async {
+        // A container pod's containers first: the `docker run` of a setup
+        // or of the pod waits for its container, which the daemon keeps
+        // whatever becomes of that process.
+        if let (false, Some(dir)) = (told.released, &told.private_dir) {
+            end_containers_of_boot(dir).await;
+        }
         for &(pgid, ticks) in &told.groups {
             if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
                 eprintln!("watchdog: group {pgid} survived: {survivors:?}");
@@ -147,7 +153,7 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
             }
             (None, Some(private_dir)) => {
                 eprintln!("watchdog: the runner is gone before its pod started");
-                remove_dir(private_dir)
+                end_containers_of_boot(private_dir).await && remove_dir(private_dir)
             }
             _ => true,
         };
@@ -171,6 +177,18 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
             1
         }
     })
+}
+
+/// Removes what a container pod's boot made in the engine before its pod
+/// started (its network, volumes, setup containers); says why not.
+async fn end_containers_of_boot(private_dir: &Path) -> bool {
+    match testkit_engine::pod::container::stop_of_private_dir(private_dir, WATCHDOG_GRACE).await {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("watchdog: the boot's containers: {e}");
+            false
+        }
+    }
 }
 
 /// Removes `dir`, which may be gone already; says why not.
@@ -301,7 +319,7 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Stri
             ));
         }
         (None, Some(dir)) => {
-            if !remove_dir(dir) {
+            if !end_containers_of_boot(dir).await || !remove_dir(dir) {
                 return Err(format!("its private dir {} survived", dir.display()));
             }
             ended.push("the pod had not started yet".to_owned());
@@ -345,6 +363,9 @@ pub(crate) struct Crash {
     /// The pid of the `testkit-runner pod down` that stopped it, when one
     /// did: a stop, not a crash.
     pub(crate) stopped_by: Option<u32>,
+    /// A container pod whose container someone outside the run stopped or
+    /// removed (`docker stop`, `docker rm -f`): a stop, not a crash.
+    pub(crate) stopped_outside: bool,
     pub(crate) at: SystemTime,
     /// How long after it was up.
     pub(crate) after: Duration,
@@ -366,6 +387,10 @@ impl Crash {
                 "the pod was stopped by `pod down` (pid {pid}) mid-run: {} at {at}, {after} after it was up; {lines}",
                 self.status
             ),
+            None if self.stopped_outside => format!(
+                "the pod was stopped from outside the run mid-run, not by testkit: {} at {at}, {after} after it was up; {lines}",
+                self.status
+            ),
             None => format!(
                 "the pod crashed mid-run: {} at {at}, {after} after it was up; {lines}",
                 self.status
@@ -377,6 +402,7 @@ impl Crash {
     pub(crate) fn what(&self) -> &'static str {
         match self.stopped_by {
             Some(_) => "the pod was stopped by `pod down`",
+            None if self.stopped_outside => "the pod was stopped from outside the run",
             None => "the pod crashed",
         }
     }
@@ -402,6 +428,7 @@ impl PodWatch {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let (pid, pgid) = (pod.pid as i32, pod.pgid);
         let stderr_log = pod.logs_dir.join("pod.stderr.log");
+        let private_dir = pod.private_dir.clone();
         let up = Instant::now();
         let shared = seen.clone();
         let task = tokio::spawn(async move {
@@ -414,12 +441,22 @@ impl PodWatch {
                     Ok(_) => None,
                     Err(e) => Some(format!("gone ({e})")),
                 };
+                // A container pod's `docker run` exits with its container:
+                // the engine says whether someone stopped it.
+                let fate = match status {
+                    Some(_) => testkit_engine::pod::container::fate(&private_dir).await,
+                    None => None,
+                };
                 {
                     let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
                     match status {
                         Some(status) => {
                             s.crash = Some(Crash {
-                                status,
+                                status: match &fate {
+                                    Some(Ok(how) | Err(how)) => format!("{status}: {how}"),
+                                    None => status,
+                                },
+                                stopped_outside: matches!(fate, Some(Ok(_))),
                                 // Written before `pod down` signals the pod.
                                 stopped_by: crate::verbs::pod::stopped_by(&results_dir)
                                     .map(|w| w.pid),

@@ -1,0 +1,288 @@
+//! `[pod.container]` of `testkit.toml`: the same pod as a container image,
+//! chosen for a run by `testkit-runner run --pod container`.
+//!
+//! ```toml
+//! [pod.container]
+//! image = "myservice:1.2"            # an image the engine holds, or
+//! build = { context = "container", prepare = [["sh", "prepare.sh"]] }
+//!                                    # built from a dir of the suite, tagged by its content
+//! port = 8080                        # the container port: published on 127.0.0.1:<free port>
+//! command = ["myservice", "serve", "--listen", "{listen}"]  # else the image's own
+//! env = { LOG = "debug", ADMIN_PASSWORD = "{password}" }    # handle fields as placeholders
+//! mounts = [{ volume = "data", target = "/data" }]          # a volume of the pod, or
+//!                                    # { source = "fixtures", target = "/fixtures", read_only = true }
+//! setup = [["myservice", "adduser", "{user}", "{password}"]] # one-off containers, before `command`
+//! ```
+//!
+//! `[pod]` `ready`, `health_path`, the boot timeouts, `fields` and
+//! `public_fields` hold for the container as for the process; `[pod]
+//! command` and `setup` are the process's only.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// `[pod.container]`: how to run the pod as a container.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ContainerSection {
+    /// An image the engine already holds (a tag or an id): nothing is pulled.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// An image built from a directory of the suite.
+    #[serde(default)]
+    pub build: Option<BuildSection>,
+    /// The port the service listens on inside the container.
+    pub port: u16,
+    /// The command, replacing the image's; placeholders: `{listen}`
+    /// (`0.0.0.0:<port>`), `{port}` (the container port) and the handle's
+    /// fields.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Environment of the container, with the placeholders of `command`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Volumes of the pod and directories of the suite, mounted.
+    #[serde(default)]
+    pub mounts: Vec<MountSection>,
+    /// Commands run to completion in one-off containers of the image, with
+    /// the same mounts and environment, before `command`.
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+}
+
+/// `[pod.container] build`: an image made from a directory of the suite.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BuildSection {
+    /// The build context, relative to the suite dir; copied before it is
+    /// prepared, so the suite's copy is never written to.
+    pub context: PathBuf,
+    /// The Dockerfile, relative to the context.
+    #[serde(default = "default_dockerfile")]
+    pub dockerfile: String,
+    /// Commands run in the copy of the context before it is built (to put
+    /// binaries in it), with the runner's `PATH` and nothing secret.
+    #[serde(default)]
+    pub prepare: Vec<Vec<String>>,
+}
+
+/// One entry of `[pod.container] mounts`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct MountSection {
+    /// A volume of the pod by this short name: created empty, labelled,
+    /// removed with the pod.
+    #[serde(default)]
+    pub volume: Option<String>,
+    /// A directory of the suite (relative to the suite dir), bind-mounted.
+    #[serde(default)]
+    pub source: Option<PathBuf>,
+    /// Where it appears in the container.
+    pub target: String,
+    /// Mounted read-only.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+fn default_dockerfile() -> String {
+    "Dockerfile".to_owned()
+}
+
+impl ContainerSection {
+    /// The section's own check: what is wrong, under which key.
+    pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+        match (&self.image, &self.build) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err((
+                    "pod.container",
+                    "needs exactly one of `image` (an image the engine holds) and `build` \
+                     (a context dir of the suite)"
+                        .to_owned(),
+                ))
+            }
+            (Some(image), None) if image.trim().is_empty() => {
+                return Err(("pod.container.image", "is empty".to_owned()))
+            }
+            _ => {}
+        }
+        if let Some(build) = &self.build {
+            if build.context.as_os_str().is_empty() || build.context.is_absolute() {
+                return Err((
+                    "pod.container.build.context",
+                    format!(
+                        "is {:?}: expected a directory relative to the suite dir",
+                        build.context
+                    ),
+                ));
+            }
+            if build
+                .prepare
+                .iter()
+                .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+            {
+                return Err((
+                    "pod.container.build.prepare",
+                    "has an empty command: expected a program and its arguments".to_owned(),
+                ));
+            }
+        }
+        if self.port == 0 {
+            return Err((
+                "pod.container.port",
+                "is 0: expected the port the service listens on inside the container".to_owned(),
+            ));
+        }
+        if self
+            .setup
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err((
+                "pod.container.setup",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
+        }
+        for key in self.env.keys() {
+            let ok = !key.is_empty()
+                && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                && !key.as_bytes()[0].is_ascii_digit();
+            if !ok {
+                return Err((
+                    "pod.container.env",
+                    format!("has {key:?}: expected names of A-Z, a-z, 0-9 and `_`"),
+                ));
+            }
+        }
+        for mount in &self.mounts {
+            if !mount.target.starts_with('/') {
+                return Err((
+                    "pod.container.mounts",
+                    format!(
+                        "has target {:?}: expected an absolute path in the container",
+                        mount.target
+                    ),
+                ));
+            }
+            match (&mount.volume, &mount.source) {
+                (Some(name), None) => {
+                    let ok = !name.is_empty()
+                        && name.len() <= 32
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                    if !ok {
+                        return Err((
+                            "pod.container.mounts",
+                            format!("has volume {name:?}: expected 1 to 32 of a-z, 0-9 and `-`"),
+                        ));
+                    }
+                }
+                (None, Some(source)) if source.is_absolute() => {
+                    return Err((
+                        "pod.container.mounts",
+                        format!(
+                            "has source {source:?}: expected a directory relative to the suite dir"
+                        ),
+                    ))
+                }
+                (None, Some(_)) => {}
+                _ => {
+                    return Err((
+                        "pod.container.mounts",
+                        format!(
+                            "has an entry for {:?} with {}: expected exactly one of `volume` \
+                             (a volume of the pod) and `source` (a directory of the suite)",
+                            mount.target,
+                            if mount.volume.is_some() {
+                                "both"
+                            } else {
+                                "neither"
+                            }
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::SuiteConfig;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<SuiteConfig, String> {
+        SuiteConfig::parse(text, Path::new("testkit.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_built_container_pod_parses_with_its_mounts_and_setup() {
+        let c = parse(
+            r#"
+            [pod]
+            ready = "health"
+            fields = { password = "{random}" }
+            [pod.container]
+            build = { context = "container", prepare = [["sh", "prepare.sh"]] }
+            port = 8090
+            command = ["svc", "serve", "--http", "{listen}"]
+            env = { ADMIN_PASSWORD = "{password}" }
+            mounts = [{ volume = "data", target = "/data" }, { source = "fx", target = "/fx", read_only = true }]
+            setup = [["svc", "init"]]
+            "#,
+        )
+        .unwrap();
+        let container = c.pod.container.unwrap();
+        assert_eq!(container.port, 8090);
+        assert_eq!(container.build.unwrap().dockerfile, "Dockerfile");
+        assert_eq!(container.mounts.len(), 2);
+        assert!(container.mounts[1].read_only);
+        assert_eq!(container.setup, [["svc", "init"]]);
+    }
+
+    #[test]
+    fn each_mistake_names_its_key_and_the_fix() {
+        let cases = [
+            ("port = 80", "exactly one of `image`"),
+            (
+                "image = \"x\"\nbuild = { context = \"c\" }\nport = 80",
+                "exactly one of `image`",
+            ),
+            ("image = \"x\"\nport = 0", "pod.container.port"),
+            (
+                "build = { context = \"/abs\" }\nport = 80",
+                "relative to the suite dir",
+            ),
+            (
+                "image = \"x\"\nport = 80\nenv = { \"A-B\" = \"1\" }",
+                "pod.container.env",
+            ),
+            (
+                "image = \"x\"\nport = 80\nmounts = [{ target = \"/d\" }]",
+                "neither",
+            ),
+            (
+                "image = \"x\"\nport = 80\nmounts = [{ volume = \"Data\", target = \"/d\" }]",
+                "a-z, 0-9",
+            ),
+            (
+                "image = \"x\"\nport = 80\nmounts = [{ volume = \"d\", target = \"d\" }]",
+                "absolute path",
+            ),
+            (
+                "image = \"x\"\nport = 80\nsetup = [[]]",
+                "pod.container.setup",
+            ),
+        ];
+        for (body, expected) in cases {
+            let e = parse(&format!("[pod.container]\n{body}")).unwrap_err();
+            assert!(e.contains(expected), "{body}: {e}");
+        }
+    }
+}
