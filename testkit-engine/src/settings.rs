@@ -22,6 +22,7 @@
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
 //! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed |
+//! | `TESTKIT_TRACE` | `off`, `retain-on-failure` (the default) or `on`: which tests keep their trace |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
@@ -68,6 +69,8 @@ pub mod var {
     pub const BROWSER: &str = "TESTKIT_BROWSER";
     /// The cap on ending one test's browsers.
     pub const BROWSER_TEARDOWN: &str = "TESTKIT_BROWSER_TEARDOWN";
+    /// Which tests keep their trace.
+    pub const TRACE: &str = "TESTKIT_TRACE";
     /// What a test binary runs as, when testkit starts it for another job.
     pub const RUN_AS: &str = "TESTKIT_RUN_AS";
     /// The journal a reaper watches over.
@@ -178,6 +181,32 @@ pub struct Settings {
     pub browser_off: bool,
     /// `TESTKIT_BROWSER_TEARDOWN`, else [`DEFAULT_BROWSER_TEARDOWN`].
     pub browser_teardown: Duration,
+    /// `TESTKIT_TRACE`, else [`TracePolicy::RetainOnFailure`].
+    pub trace: TracePolicy,
+}
+
+/// Which tests keep their trace (`TESTKIT_TRACE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TracePolicy {
+    /// Nothing is recorded.
+    Off,
+    /// Every test records; a failed one keeps it.
+    #[default]
+    RetainOnFailure,
+    /// Every test records and keeps it.
+    On,
+}
+
+impl TracePolicy {
+    /// `off`, `retain-on-failure` or `on`.
+    pub fn parse(text: &str) -> Option<TracePolicy> {
+        match text {
+            "off" => Some(TracePolicy::Off),
+            "retain-on-failure" => Some(TracePolicy::RetainOnFailure),
+            "on" => Some(TracePolicy::On),
+            _ => None,
+        }
+    }
 }
 
 /// One or more variables hold values testkit cannot use.
@@ -243,6 +272,7 @@ impl Settings {
         let chromium = text(var::CHROMIUM);
         let browser = text(var::BROWSER);
         let browser_teardown = text(var::BROWSER_TEARDOWN);
+        let trace = text(var::TRACE);
 
         let mut bad = |name: &str, value: &str, expected: &str| {
             problems.push(format!("{name}={value:?} is invalid: {expected}"));
@@ -307,6 +337,18 @@ impl Settings {
         };
         let keep = keep_of(var::KEEP, keep);
         let keep_processes = keep_of(var::KEEP_PROCESSES, keep_processes);
+        let trace = match trace.as_deref().map(|t| (t, TracePolicy::parse(t))) {
+            None => TracePolicy::default(),
+            Some((_, Some(policy))) => policy,
+            Some((other, None)) => {
+                bad(
+                    var::TRACE,
+                    other,
+                    "expected `off`, `retain-on-failure` or `on`",
+                );
+                TracePolicy::default()
+            }
+        };
         let run_as = match run_as.as_deref() {
             None => RunAs::Harness,
             Some("sweeper") => RunAs::Sweeper {
@@ -371,6 +413,7 @@ impl Settings {
             chromium,
             browser_off,
             browser_teardown,
+            trace,
         })
     }
 }
@@ -473,5 +516,20 @@ mod tests {
         let s = read(&[(var::TIMEOUT, ""), (var::RESULTS_DIR, "")]).unwrap();
         assert_eq!(s.timeout, DEFAULT_TIMEOUT);
         assert!(s.results_dir.is_none());
+    }
+
+    #[test]
+    fn trace_policy_defaults_to_retain_on_failure_and_rejects_other_words() {
+        assert_eq!(read(&[]).unwrap().trace, TracePolicy::RetainOnFailure);
+        assert_eq!(read(&[(var::TRACE, "on")]).unwrap().trace, TracePolicy::On);
+        assert_eq!(
+            read(&[(var::TRACE, "off")]).unwrap().trace,
+            TracePolicy::Off
+        );
+        let e = read(&[(var::TRACE, "always")]).unwrap_err().to_string();
+        assert!(
+            e.contains("TESTKIT_TRACE=\"always\" is invalid: expected `off`"),
+            "{e}"
+        );
     }
 }

@@ -86,6 +86,7 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
         let ignore = option(options.ignore.as_ref());
         let known_issue = option(options.known_issue.as_ref());
         let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
+        let trace = option(options.trace.as_ref());
         let timeout_ms = match options.timeout_ms {
             Some(ms) => quote!(::core::option::Option::Some(#ms)),
             None => quote!(::core::option::Option::None),
@@ -100,6 +101,7 @@ fn register(test: &TestFn, options: &Options, description: &str) -> TokenStream 
                 fails_with: #fails_with,
                 intermittent: #intermittent,
                 requires: &[#(#requires),*],
+                trace: #trace,
             }
         }
     };
