@@ -219,7 +219,8 @@ fn rerun(attempt: &AttemptRecord) -> TestRerun {
 /// convention GitLab and Jenkins show as images beside the testcase.
 fn system_out(record: &TestRecord) -> String {
     let mut out = record.output.clone();
-    for shot in &record.screenshots {
+    // The kept trace (TESTKIT_TRACE) is attached the same way.
+    for shot in record.screenshots.iter().chain(record.trace.iter()) {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }

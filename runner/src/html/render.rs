@@ -458,6 +458,7 @@ impl Page<'_> {
             );
             self.resources(out, &self.parts[*part], r);
             self.screenshots(out, &self.parts[*part], r, &mut shots_left);
+            super::trace::waterfall(out, &self.parts[*part].dir, r);
             log_box(out, &r.output, logs_left, true);
             if !r.attempts.is_empty() {
                 let _ = write!(

@@ -11,6 +11,7 @@ mod flaky;
 mod leftovers;
 mod report;
 mod run;
+mod trace;
 mod truth;
 
 use std::path::{Path, PathBuf};
