@@ -433,6 +433,7 @@ impl Page<'_> {
             .filter(|(_, r)| is_failure(r))
             .collect();
         let _ = write!(out, "<section id=\"failures\"><h2>Failures</h2>");
+        super::trace::timeline_hooks(out);
         if failed.is_empty() {
             let _ = write!(out, "<p class=\"none\">No test failed.</p>");
         }

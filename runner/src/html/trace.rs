@@ -72,7 +72,8 @@ pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord) {
         .max(1);
     let _ = write!(
         out,
-        "{STYLE}<div class=\"trace\" data-steps=\"{}\"><h4>Trace: {} steps over {}</h4>",
+        "{STYLE}<div class=\"trace\" data-test=\"{}\" data-steps=\"{}\"><h4>Trace: {} steps over {}</h4>",
+        esc(&r.name),
         trace.entries.len(),
         trace.entries.len(),
         micros(end)
@@ -89,6 +90,24 @@ pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord) {
         );
     }
     let _ = write!(out, "</div>");
+}
+
+/// What the timeline gets from traces, once a page: each bar labelled with
+/// its test's name, and a click on the bar of a test that kept a trace
+/// scrolls to its waterfall and opens its failed steps. A delegated
+/// listener, so that it holds for bars drawn after it.
+pub(super) fn timeline_hooks(out: &mut String) {
+    out.push_str(
+        "<style>#timeline .bar{overflow:hidden;white-space:nowrap;font:10px/12px sans-serif;color:#fff;\
+         text-indent:2px}#timeline .bar::after{content:attr(data-test)}\
+         .trace.picked{outline:2px solid #68c}</style>\
+         <script>document.addEventListener('click',function(e){\
+         var b=e.target.closest&&e.target.closest('#timeline .bar[data-test]');if(!b)return;\
+         var w=[].find.call(document.querySelectorAll('.trace[data-test]'),function(t){return t.dataset.test===b.dataset.test;});\
+         if(!w)return;[].forEach.call(document.querySelectorAll('.trace.picked'),function(t){t.classList.remove('picked');});\
+         w.classList.add('picked');[].forEach.call(w.querySelectorAll('.row.bad>details'),function(d){d.open=true;});\
+         w.scrollIntoView();});</script>",
+    );
 }
 
 fn row(out: &mut String, e: &Entry, end: u64) {

@@ -249,4 +249,19 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
     for s in &secrets {
         assert!(!dom.contains(s), "report.html holds a secret");
     }
+    // The timeline's bar of the test names it (its label) as its waterfall
+    // does: what a click on the bar finds it by.
+    let name = &failed.name;
+    assert!(
+        dom.contains(&format!("class=\"trace\" data-test=\"{name}\"")),
+        "the waterfall names its test"
+    );
+    assert!(
+        dom.contains("class=\"bar failed\"") && dom.contains(&format!("data-test=\"{name}\"")),
+        "the timeline has the test's bar"
+    );
+    assert!(
+        dom.contains("#timeline .bar::after{content:attr(data-test)}"),
+        "bars are labelled"
+    );
 }
