@@ -64,6 +64,8 @@ async fn fails_after_steps(cx: &mut Cx) -> testkit::Result {
     .await?;
     let out = cx.cli(&["sandbox", "list"]).await?;
     ensure!(out.success(), "sandbox list failed: {}", out.stderr);
+    // A renewal asked for: whether the pod grants it or not, the trace says.
+    let _ = pod.renew().await;
     bail!("the last step failed on purpose");
 }
 
@@ -163,6 +165,7 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
             .unwrap_or_else(|| panic!("no {kind:?} step with {needle:?} in {steps:#?}"))
     };
     let order = [
+        position(EntryKind::Auth, "connected to pod sandboxd-"),
         position(EntryKind::Http, "GET /api/sandboxes → 200"),
         // Journaled first, then its request.
         position(EntryKind::Resource, "create sandbox"),
@@ -173,26 +176,23 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
         ),
         position(EntryKind::Wait, "wait for the sandbox to be listed: done"),
         position(EntryKind::Cli, "sandbox list → exit 0"),
+        position(EntryKind::Auth, "asked to renew: "),
         position(EntryKind::Failure, "the last step failed on purpose"),
     ];
     assert!(
         order.windows(2).all(|w| w[0] < w[1]),
         "steps out of order: {order:?} in {steps:#?}"
     );
-    let wait = &trace.entries[order[4]];
+    let wait = &trace.entries[order[5]];
     assert!(
         wait.detail.contains("poll 1: 200"),
         "the wait's observations: {wait:#?}"
     );
-    // Cleanup's requests come after the failure is decided, in the trace
-    // too: the sandbox deleted.
-    assert!(
-        steps
-            .iter()
-            .any(|(k, t)| *k == EntryKind::Http && t.starts_with("DELETE /api/sandboxes/")),
-        "cleanup's delete is traced: {steps:#?}"
-    );
-    let post = trace.entries[order[2]].http.as_ref().unwrap();
+    // Cleanup's requests are traced too: the sandbox deleted after the
+    // CLI run.
+    let delete = position(EntryKind::Http, "DELETE /api/sandboxes/ct-");
+    assert!(delete > order[6], "cleanup's delete comes last: {steps:#?}");
+    let post = trace.entries[order[3]].http.as_ref().unwrap();
     assert!(
         post.request_body.contains("[REDACTED]") && post.response_body.contains("[REDACTED]"),
         "the echoed token is redacted in both bodies: {post:#?}"
