@@ -23,7 +23,8 @@
 //! a retry, `flaky` = `true`.
 //!
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
-//! line per screenshot (GitLab and Jenkins show them). Everything is passed through
+//! line per screenshot and one for the kept trace (GitLab and Jenkins show
+//! them). Everything is passed through
 //! [`redact`] once more on the way out.
 
 use std::collections::BTreeMap;
