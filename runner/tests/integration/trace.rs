@@ -73,7 +73,7 @@ async fn fails_after_steps(cx: &mut Cx) -> testkit::Result {
 #[testkit::test]
 async fn passes_quietly(cx: &mut Cx) -> testkit::Result {
     let pod = cx.pod()?;
-    pod.client().get(pod.url("/api/sandboxes")).send().await?.error_for_status()?;
+    pod.client().get(pod.url("/api/sandboxes?limit=7")).send().await?.error_for_status()?;
     Ok(())
 }
 
@@ -81,7 +81,7 @@ async fn passes_quietly(cx: &mut Cx) -> testkit::Result {
 #[testkit::test(trace = "on")]
 async fn passes_with_trace_on(cx: &mut Cx) -> testkit::Result {
     let pod = cx.pod()?;
-    pod.client().get(pod.url("/api/sandboxes")).send().await?.error_for_status()?;
+    pod.client().get(pod.url("/api/sandboxes?limit=9")).send().await?.error_for_status()?;
     Ok(())
 }
 
@@ -101,6 +101,17 @@ fn files_named(dir: &Path, name: &str, found: &mut Vec<std::path::PathBuf>) {
 
 #[test]
 fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
+    check("nextest");
+}
+
+/// Under `cargo test` the three tests share a process and run at once:
+/// each request is in the trace of the test that sent it, and no other.
+#[test]
+fn tests_sharing_a_process_each_trace_their_own_requests() {
+    check("cargo-test");
+}
+
+fn check(engine: &str) {
     let suite = fixture("suite");
     add_test_binary(suite.path(), "traced", TRACED);
     let out = tempfile::tempdir().unwrap();
@@ -110,8 +121,8 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
             .env("FIXTURE_SECRETS_OUT", &secrets_out)
             .arg("run")
             .arg(suite.path())
-            .args(["--runner", "nextest"])
-            .args(only("traced", "nextest"))
+            .args(["--runner", engine])
+            .args(only("traced", engine))
             .output()
             .unwrap(),
     );
@@ -136,11 +147,21 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
         .and_then(|r| r.trace.clone())
         .expect("passes_with_trace_on names its trace");
     let kept = Trace::read(Path::new(&kept)).unwrap();
-    assert!(
-        kept.entries
+    let titles = |t: &Trace| {
+        t.entries
             .iter()
-            .any(|e| e.title == "GET /api/sandboxes → 200"),
+            .map(|e| e.title.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        titles(&kept).contains(&"GET /api/sandboxes?limit=9 → 200".to_owned()),
         "{kept:#?}"
+    );
+    assert!(
+        !titles(&kept)
+            .iter()
+            .any(|t| t.contains("ct-no-such-sandbox") || t.contains("limit=7")),
+        "another test's request in passes_with_trace_on's trace: {kept:#?}"
     );
     let mut traces = Vec::new();
     files_named(&results, "trace.json", &mut traces);
@@ -164,8 +185,17 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
             .position(|(k, t)| *k == kind && t.contains(needle))
             .unwrap_or_else(|| panic!("no {kind:?} step with {needle:?} in {steps:#?}"))
     };
+    assert!(
+        !steps
+            .iter()
+            .any(|(_, t)| t.contains("limit=7") || t.contains("limit=9")),
+        "another test's request in the failing test's trace: {steps:#?}"
+    );
+    if engine == "nextest" {
+        // Its own process: the test connected to the pod itself.
+        position(EntryKind::Auth, "connected to pod sandboxd-");
+    }
     let order = [
-        position(EntryKind::Auth, "connected to pod sandboxd-"),
         position(EntryKind::Http, "GET /api/sandboxes → 200"),
         // Journaled first, then its request.
         position(EntryKind::Resource, "create sandbox"),
@@ -183,7 +213,7 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
         order.windows(2).all(|w| w[0] < w[1]),
         "steps out of order: {order:?} in {steps:#?}"
     );
-    let wait = &trace.entries[order[5]];
+    let wait = &trace.entries[order[4]];
     assert!(
         wait.detail.contains("poll 1: 200"),
         "the wait's observations: {wait:#?}"
@@ -191,8 +221,8 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
     // Cleanup's requests are traced too: the sandbox deleted after the
     // CLI run.
     let delete = position(EntryKind::Http, "DELETE /api/sandboxes/ct-");
-    assert!(delete > order[6], "cleanup's delete comes last: {steps:#?}");
-    let post = trace.entries[order[3]].http.as_ref().unwrap();
+    assert!(delete > order[5], "cleanup's delete comes last: {steps:#?}");
+    let post = trace.entries[order[2]].http.as_ref().unwrap();
     assert!(
         post.request_body.contains("[REDACTED]") && post.response_body.contains("[REDACTED]"),
         "the echoed token is redacted in both bodies: {post:#?}"
@@ -224,7 +254,7 @@ fn a_failing_tests_trace_has_every_step_in_order_and_no_secret() {
     assert!(junit.contains(&format!("[[ATTACHMENT|{path}]]")), "{junit}");
 
     // report.html draws it: a row per step, the 404, the failure last.
-    let dom = render(&results.join("report.html"), "trace", "trace");
+    let dom = render(&results.join("report.html"), "trace", engine);
     let start = dom
         .find("class=\"trace\"")
         .expect("a waterfall on the page");
