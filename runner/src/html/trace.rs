@@ -23,10 +23,10 @@ const STYLE: &str = "<style>\
 .trace .row>details,.trace .row>.label{flex:0 0 45%;overflow:hidden}\
 .trace summary{cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}\
 .trace .lane{flex:1;position:relative;height:14px;margin-top:2px}\
-.trace .bar{position:absolute;height:10px;min-width:2px;background:#4a8}\
-.trace .bar.bad{background:#d44}.trace .bar.cli{background:#68c}\
-.trace .bar.wait{background:#ca4}.trace .bar.resource{background:#a7c}\
-.trace .bar.failure{background:#000}\
+.trace .tbar{position:absolute;height:10px;min-width:2px;background:#4a8}\
+.trace .tbar.bad{background:#d44}.trace .tbar.cli{background:#68c}\
+.trace .tbar.wait{background:#ca4}.trace .tbar.resource{background:#a7c}\
+.trace .tbar.failure{background:#000}\
 .trace .t{color:#888;margin-right:6px}\
 .trace pre{white-space:pre-wrap;word-break:break-all;max-height:24em;overflow:auto;background:#f7f7f7;padding:4px}\
 </style>";
@@ -152,7 +152,7 @@ fn row(out: &mut String, e: &Entry, end: u64) {
     }
     let _ = write!(
         out,
-        "</details><div class=\"lane\"><div class=\"bar {kind}{bad}\" \
+        "</details><div class=\"lane\"><div class=\"tbar {kind}{bad}\" \
          style=\"left:{left:.2}%;width:{width:.2}%\"></div></div></div>"
     );
 }

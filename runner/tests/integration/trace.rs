@@ -265,7 +265,7 @@ fn check(engine: &str) {
         "sandbox list → exit 0",
         "wait for the sandbox to be listed: done",
         "data-kind=\"failure\"",
-        "class=\"bar http",
+        "class=\"tbar http",
     ] {
         assert!(
             waterfall.contains(needle),
