@@ -23,7 +23,8 @@
 //! a retry, `flaky` = `true`.
 //!
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
-//! line per screenshot (GitLab and Jenkins show them). Everything is passed through
+//! line per screenshot and one for the kept trace (GitLab and Jenkins show
+//! them). Everything is passed through
 //! [`redact`] once more on the way out.
 //!
 //! Every file is XML 1.0 whatever a test wrote: quick-junit drops ANSI
@@ -224,7 +225,8 @@ fn rerun(attempt: &AttemptRecord) -> TestRerun {
 /// convention GitLab and Jenkins show as images beside the testcase.
 fn system_out(record: &TestRecord) -> String {
     let mut out = record.output.clone();
-    for shot in &record.screenshots {
+    // The kept trace (TESTKIT_TRACE) is attached the same way.
+    for shot in record.screenshots.iter().chain(record.trace.iter()) {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }

@@ -15,7 +15,8 @@ const LAYERS: Layers<'static> = Layers {
         ("process", 1),
         ("settings", 1),
         ("template", 1),
-        ("wait", 1),
+        ("trace", 1),
+        ("wait", 2),
         ("run", 2),
         ("config", 2),
         // Records, pods, resources.

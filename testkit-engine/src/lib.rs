@@ -35,6 +35,7 @@ pub mod resource;
 pub mod run;
 pub mod settings;
 pub mod template;
+pub mod trace;
 pub mod wait;
 
 #[cfg(test)]

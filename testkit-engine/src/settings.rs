@@ -23,6 +23,7 @@
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
 //! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed (from 1ms to 24h) |
+//! | `TESTKIT_TRACE` | `off` (the default), `retain-on-failure` or `on`: which tests keep their trace |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
@@ -55,6 +56,8 @@ pub mod var {
     pub const GRACE: &str = "TESTKIT_GRACE";
     /// How long a test waits for a budget slot while none is freed.
     pub const BUDGET_WAIT: &str = "TESTKIT_BUDGET_WAIT";
+    /// Which tests keep their trace.
+    pub const TRACE: &str = "TESTKIT_TRACE";
     /// Keep resources for debugging.
     pub const KEEP: &str = "TESTKIT_KEEP";
     /// Keep the processes a test left running, for debugging.
@@ -189,6 +192,34 @@ pub struct Settings {
     pub browser_teardown: Duration,
     /// `TESTKIT_BUDGET_WAIT`, else [`DEFAULT_BUDGET_WAIT`].
     pub budget_wait: Duration,
+    /// `TESTKIT_TRACE`, else [`TracePolicy::Off`].
+    pub trace: TracePolicy,
+}
+
+/// Which tests keep their trace (`TESTKIT_TRACE`). Off unless asked for:
+/// recording puts a proxy on every request to the pod, which costs more
+/// than a test that is not traced should pay (bench/README.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TracePolicy {
+    /// Nothing is recorded.
+    #[default]
+    Off,
+    /// Every test records; a failed one keeps it.
+    RetainOnFailure,
+    /// Every test records and keeps it.
+    On,
+}
+
+impl TracePolicy {
+    /// `off`, `retain-on-failure` or `on`.
+    pub fn parse(text: &str) -> Option<TracePolicy> {
+        match text {
+            "off" => Some(TracePolicy::Off),
+            "retain-on-failure" => Some(TracePolicy::RetainOnFailure),
+            "on" => Some(TracePolicy::On),
+            _ => None,
+        }
+    }
 }
 
 /// One or more variables hold values testkit cannot use.
@@ -245,6 +276,7 @@ impl Settings {
         );
         let budget_wait = check.duration(var::BUDGET_WAIT, raw.budget_wait, DEFAULT_BUDGET_WAIT);
         let browser_off = check.browser_off(raw.browser);
+        let trace = check.trace(raw.trace);
         let keep = check.keep(var::KEEP, raw.keep);
         let keep_processes = check.keep(var::KEEP_PROCESSES, raw.keep_processes);
         let run_as = check.run_as(raw.run_as, raw.parent, &get);
@@ -278,6 +310,7 @@ impl Settings {
             browser_off,
             browser_teardown,
             budget_wait,
+            trace,
         })
     }
 }
@@ -300,6 +333,7 @@ struct Raw {
     browser: Option<String>,
     browser_teardown: Option<String>,
     budget_wait: Option<String>,
+    trace: Option<String>,
 }
 
 impl Raw {
@@ -329,6 +363,7 @@ impl Raw {
             browser: text(var::BROWSER),
             browser_teardown: text(var::BROWSER_TEARDOWN),
             budget_wait: text(var::BUDGET_WAIT),
+            trace: text(var::TRACE),
         }
     }
 }
@@ -389,6 +424,20 @@ impl Check {
         crate::duration::TIMEOUT.parse(&v).unwrap_or_else(|e| {
             self.bad(name, &v, &e.to_string());
             default
+        })
+    }
+
+    fn trace(&mut self, trace: Option<String>) -> TracePolicy {
+        let Some(text) = trace else {
+            return TracePolicy::default();
+        };
+        TracePolicy::parse(&text).unwrap_or_else(|| {
+            self.bad(
+                var::TRACE,
+                &text,
+                "expected `off`, `retain-on-failure` or `on`",
+            );
+            TracePolicy::default()
         })
     }
 
@@ -594,5 +643,20 @@ mod tests {
         assert_eq!(s.budget_wait, Duration::from_secs(3));
         let e = read(&[(var::BUDGET_WAIT, "ever")]).unwrap_err().to_string();
         assert!(e.contains("TESTKIT_BUDGET_WAIT=\"ever\""), "{e}");
+    }
+
+    #[test]
+    fn trace_policy_defaults_to_off_and_rejects_other_words() {
+        assert_eq!(read(&[]).unwrap().trace, TracePolicy::Off);
+        assert_eq!(read(&[(var::TRACE, "on")]).unwrap().trace, TracePolicy::On);
+        assert_eq!(
+            read(&[(var::TRACE, "retain-on-failure")]).unwrap().trace,
+            TracePolicy::RetainOnFailure
+        );
+        let e = read(&[(var::TRACE, "always")]).unwrap_err().to_string();
+        assert!(
+            e.contains("TESTKIT_TRACE=\"always\" is invalid: expected `off`"),
+            "{e}"
+        );
     }
 }

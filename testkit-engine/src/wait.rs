@@ -178,9 +178,19 @@ where
 {
     let start = Instant::now();
     cx.wait_log(format!("waiting for {what}"));
+    let mut seen = Vec::new();
     let result = wait
-        .run(what, poll, |o| cx.wait_log(format!("  {what}: {o}")))
+        .run(what, poll, |o| {
+            seen.push(o.to_owned());
+            cx.wait_log(format!("  {what}: {o}"))
+        })
         .await;
+    crate::trace::step::wait(
+        what,
+        start.into_std(),
+        result.as_ref().err().map(|e| e.to_string()),
+        &seen,
+    );
     match &result {
         Ok(_) => cx.wait_log(format!(
             "done waiting for {what} after {}",

@@ -35,7 +35,7 @@ impl Ctxt {
 const SHAPE: &str = "async fn name(cx: &mut testkit::Cx) -> testkit::Result";
 
 pub(crate) const OPTIONS: &str =
-    "`ignore`, `timeout`, `known_issue`, `fails_with`, `intermittent`, `requires`";
+    "`ignore`, `timeout`, `known_issue`, `fails_with`, `intermittent`, `requires`, `trace`";
 
 pub(crate) const UNITS: &str = "`ms`, `s`, `m`, `h`";
 
@@ -48,6 +48,7 @@ pub(crate) fn option_example(name: &str) -> &'static str {
         "fails_with" => r#"fails_with = "text the failure must contain""#,
         "intermittent" => "intermittent = true",
         "requires" => r#"requires = ["capability"]"#,
+        "trace" => r#"trace = "on""#,
         _ => unreachable!("no option named `{name}`"),
     }
 }
@@ -100,6 +101,16 @@ pub(crate) fn empty_ignore(lit: &syn::LitStr) -> syn::Error {
     err(
         lit,
         r#"`ignore` needs a reason: write `ignore = "why this test is skipped"`"#,
+    )
+}
+
+pub(crate) fn unknown_trace_policy(lit: &syn::LitStr) -> syn::Error {
+    err(
+        lit,
+        format!(
+            "`trace` is {:?}: expected one of `off`, `retain-on-failure`, `on` (which this test keeps of its trace, over TESTKIT_TRACE)",
+            lit.value()
+        ),
     )
 }
 

@@ -117,6 +117,7 @@ fn test_options(options: &Options) -> TokenStream {
     let ignore = option(options.ignore.as_ref());
     let known_issue = option(options.known_issue.as_ref());
     let fails_with = option(options.fails_with.as_ref().map(|(_, text)| text));
+    let trace = option(options.trace.as_ref());
     let timeout_ms = match options.timeout_ms {
         Some(ms) => quote!(::core::option::Option::Some(#ms)),
         None => quote!(::core::option::Option::None),
@@ -131,6 +132,7 @@ fn test_options(options: &Options) -> TokenStream {
             fails_with: #fails_with,
             intermittent: #intermittent,
             requires: &[#(#requires),*],
+            trace: #trace,
         }
     }
 }

@@ -26,6 +26,8 @@ pub(crate) struct Options {
     /// is missing.
     pub(crate) intermittent: Option<(Ident, LitBool)>,
     pub(crate) requires: Option<Vec<LitStr>>,
+    /// `trace = "on"`: this test's trace policy, over `TESTKIT_TRACE`.
+    pub(crate) trace: Option<LitStr>,
 }
 
 impl Options {
@@ -37,6 +39,7 @@ impl Options {
             && self.fails_with.is_none()
             && self.intermittent.is_none()
             && self.requires.is_none()
+            && self.trace.is_none()
     }
 
     /// `intermittent = true`.
@@ -79,6 +82,15 @@ impl Options {
             return Err(error::empty_known_issue(&id));
         }
         self.known_issue = Some(id);
+        Ok(())
+    }
+
+    fn set_trace(&mut self, key: &Ident, policy: LitStr) -> syn::Result<()> {
+        check_unset(&self.trace, key)?;
+        if !TRACE_POLICIES.contains(&policy.value().as_str()) {
+            return Err(error::unknown_trace_policy(&policy));
+        }
+        self.trace = Some(policy);
         Ok(())
     }
 
@@ -161,14 +173,18 @@ pub(crate) fn options(args: TokenStream, errors: &mut Ctxt) -> Options {
     options
 }
 
-const NAMES: [&str; 6] = [
+const NAMES: [&str; 7] = [
     "ignore",
     "timeout",
     "known_issue",
     "fails_with",
     "intermittent",
     "requires",
+    "trace",
 ];
+
+/// The values of `trace`, as `TESTKIT_TRACE` takes them.
+const TRACE_POLICIES: [&str; 3] = ["off", "retain-on-failure", "on"];
 
 fn option(options: &mut Options, meta: &Meta) -> syn::Result<()> {
     let path = meta.path();
@@ -195,6 +211,7 @@ fn option(options: &mut Options, meta: &Meta) -> syn::Result<()> {
         "timeout" => options.set_timeout(key, lit),
         "known_issue" => options.set_known_issue(key, lit),
         "fails_with" => options.set_fails_with(key, lit),
+        "trace" => options.set_trace(key, lit),
         _ => unreachable!("`{name}` is in NAMES"),
     }
 }

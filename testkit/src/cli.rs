@@ -145,6 +145,7 @@ impl<'a> CliCommand<'a> {
             "  exit {:?} after {:?}",
             out.exit_code, out.duration
         ));
+        crate::engine::trace::step::cli(&line[2..], start, out.exit_code, &out.stdout, &out.stderr);
         Ok(out)
     }
 }

@@ -123,7 +123,10 @@ impl Cx {
         // with the reason) and nothing to delete from: check before journaling.
         self.pod()?;
         let request = async { request.await.map(|v| (v, None)).map_err(Into::into) };
-        self.resources.create(self.run, kind, name, request).await
+        let started = std::time::Instant::now();
+        let created = self.resources.create(self.run, kind, name, request).await;
+        crate::trace::created(kind, name, started, &created);
+        created
     }
 
     /// [`Cx::create`] for a service that assigns its own ids: `request`
@@ -161,7 +164,10 @@ impl Cx {
                 .map(|(id, v)| (v, Some(id)))
                 .map_err(Into::into)
         };
-        self.resources.create(self.run, kind, name, request).await
+        let started = std::time::Instant::now();
+        let created = self.resources.create(self.run, kind, name, request).await;
+        crate::trace::created(kind, name, started, &created);
+        created
     }
 
     /// A new name for a resource of `kind`, in the kind's alphabet

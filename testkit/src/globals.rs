@@ -294,8 +294,27 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
         ),
         Err(_) => None,
     };
-    connect(handle, config, session_dir.as_deref())
-        .await
+    let started = std::time::Instant::now();
+    let connected = connect(handle, config, session_dir.as_deref()).await;
+    crate::engine::trace::step::record(
+        crate::engine::trace::EntryKind::Auth,
+        started,
+        match &connected {
+            Ok(pod) => format!(
+                "connected to pod {}: credential generation {}",
+                pod.name(),
+                pod.credential_generation()
+            ),
+            Err(_) => "connecting to the pod failed".to_owned(),
+        },
+        connected.is_ok(),
+        connected
+            .as_ref()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default(),
+    );
+    connected
         .map(|pod| match run() {
             Ok(run) => pod.for_run(&run.id),
             Err(_) => pod,

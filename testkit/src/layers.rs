@@ -13,6 +13,7 @@ const LAYERS: Layers<'static> = Layers {
         ("runtime", 0),
         ("log", 1),
         ("leftovers", 1),
+        ("trace", 5),
         // Every process global of a test process.
         ("globals", 2),
         // What a test owns: its reaper, its resources, its CLI runs, its

@@ -86,6 +86,7 @@ mod runtime;
 mod signals;
 mod skip;
 mod sweeper;
+mod trace;
 mod tracker;
 
 use testkit_engine as engine;

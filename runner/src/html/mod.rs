@@ -14,6 +14,7 @@
 mod model;
 mod render;
 pub(crate) mod source;
+mod trace;
 
 use std::path::{Path, PathBuf};
 

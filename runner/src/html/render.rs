@@ -516,6 +516,7 @@ impl Page<'_> {
             .filter(|(_, r)| is_failure(r))
             .collect();
         let _ = write!(out, "<section id=\"failures\"><h2>Failures</h2>");
+        super::trace::timeline_hooks(out);
         if failed.is_empty() {
             let _ = write!(out, "<p class=\"none\">No test failed.</p>");
         }
@@ -541,6 +542,7 @@ impl Page<'_> {
             );
             self.resources(out, &self.parts[*part], r);
             self.screenshots(out, &self.parts[*part], r, &mut shots_left);
+            super::trace::waterfall(out, &self.parts[*part].dir, r);
             log_box(out, &r.output, logs_left, true);
             if !r.attempts.is_empty() {
                 let _ = write!(

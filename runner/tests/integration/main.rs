@@ -15,6 +15,7 @@ mod leftovers;
 mod outputs;
 mod report;
 mod run;
+mod trace;
 mod truth;
 
 use std::path::{Path, PathBuf};

@@ -131,7 +131,14 @@ impl Pod {
         if !expired.contains(&response.status().as_u16()) || self.access.auth.login.is_none() {
             return Ok(response);
         }
-        match session::renew(self, generation).await {
+        let started = std::time::Instant::now();
+        let renewed = session::renew(self, generation).await;
+        self.trace_renewal(
+            started,
+            &format!("the credential expired ({})", response.status().as_u16()),
+            &renewed,
+        );
+        match renewed {
             Ok(()) => build(&self.client()).send().await,
             Err(e) => {
                 eprintln!(
@@ -161,7 +168,31 @@ impl Pod {
     /// do. Another process of the run that already renewed the credential
     /// past the one this process holds is taken at its word.
     pub async fn renew(&self) -> Result<(), ConnectError> {
-        session::renew(self, self.credential_generation()).await
+        let started = std::time::Instant::now();
+        let renewed = session::renew(self, self.credential_generation()).await;
+        self.trace_renewal(started, "asked to renew", &renewed);
+        renewed
+    }
+
+    /// A renewal of the credential, in the running test's trace.
+    fn trace_renewal(
+        &self,
+        started: std::time::Instant,
+        why: &str,
+        renewed: &Result<(), ConnectError>,
+    ) {
+        let (title, ok, detail) = match renewed {
+            Ok(()) => (
+                format!(
+                    "{why}: renewed, generation {}",
+                    self.credential_generation()
+                ),
+                true,
+                String::new(),
+            ),
+            Err(e) => (format!("{why}: renewal failed"), false, e.to_string()),
+        };
+        crate::trace::step::record(crate::trace::EntryKind::Auth, started, title, ok, detail);
     }
 
     /// What the pod advertises (or what its handle declares).

@@ -683,10 +683,12 @@ pub(super) fn client_for(
         .iter()
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
-    let client = reqwest::Client::builder()
+    let builder = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(Duration::from_secs(10))
-        .no_proxy()
+        .no_proxy();
+    // Through the recording proxy when traces are on: see trace::proxy.
+    let client = crate::trace::proxy::route(builder, handle.base_url())
         .build()
         .unwrap_or_else(|_| reqwest::Client::new());
     (client, pairs)

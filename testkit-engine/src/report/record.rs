@@ -240,6 +240,10 @@ pub struct TestRecord {
     /// attempt that left no record (its process crashed) one that says so.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<AttemptRecord>,
+    /// The test's kept trace (`TESTKIT_TRACE`): the absolute path of its
+    /// `trace.json`, absent when none was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// One earlier attempt of a test that nextest retried: what it did.
@@ -363,6 +367,7 @@ impl TestRecord {
             intermittent: false,
             attempt: 1,
             attempts: Vec::new(),
+            trace: None,
         }
     }
 

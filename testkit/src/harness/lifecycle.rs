@@ -43,6 +43,12 @@ pub(super) fn run_test(
     );
     cx.log.start();
     let watch = crate::leftovers::begin(&def.full_name());
+    let trace_policy = def
+        .options
+        .trace
+        .and_then(crate::engine::settings::TracePolicy::parse)
+        .unwrap_or(settings.trace);
+    let trace = crate::trace::begin(&def.full_name(), trace_policy);
 
     let body = match preflight(def, &mut cx) {
         Some(body) => body,
@@ -51,7 +57,9 @@ pub(super) fn run_test(
     let body_failed = matches!(body, Body::Failed { .. });
     #[cfg(feature = "browser")]
     let browsers = block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
+    let cleanup_started = Instant::now();
     let cleanup = block_on(cx.finish(settings.keep, body_failed));
+    crate::trace::cleaned_up(cleanup_started, &cleanup);
     // After cleanup, which may still stop what the test started.
     let keep_processes = match settings.keep_processes {
         Keep::Never => false,
@@ -75,6 +83,9 @@ pub(super) fn run_test(
     #[cfg(feature = "browser")]
     crate::browser::judge(&browsers, &mut record);
     record.output = cx.log.text();
+    let artifacts =
+        crate::engine::run::artifacts_dir(&run.results_dir, &run.binary, &def.full_name());
+    crate::trace::finish(trace, trace_policy, &artifacts, &mut record);
     crate::globals::write_record(run, &record);
 
     let with_log = |message: &str| {

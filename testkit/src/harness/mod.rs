@@ -66,6 +66,9 @@ pub struct TestOptions {
     pub intermittent: bool,
     /// `requires = [..]`: pod capabilities the test needs.
     pub requires: &'static [&'static str],
+    /// `trace = "on"`: which this test keeps of its trace, over
+    /// `TESTKIT_TRACE` (`off`, `retain-on-failure`, `on`).
+    pub trace: Option<&'static str>,
 }
 
 /// The options of a test that sets none.
@@ -76,6 +79,7 @@ pub static NO_OPTIONS: TestOptions = TestOptions {
     fails_with: None,
     intermittent: false,
     requires: &[],
+    trace: None,
 };
 
 inventory::collect!(TestDef);

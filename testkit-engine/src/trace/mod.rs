@@ -1,0 +1,463 @@
+//! Traces: every exchange a test has with its pod, on one time axis.
+//!
+//! A test's [`Recorder`] collects [`Entry`]s (HTTP exchanges, resource
+//! operations, logins, CLI runs, waits, browser actions), each with its
+//! offset from the test's start and its duration. Texts are capped
+//! ([`TEXT_CAP`]) and headers that carry credentials are blanked when an
+//! entry is made; every registered secret is redacted when the trace is
+//! [written](Trace::write), so a secret registered after the exchange (a
+//! renewal) is redacted too. A recorder keeps at most [`MAX_ENTRIES`]
+//! entries and counts those it dropped: a test's memory stays bounded
+//! however many requests it makes.
+//!
+//! Requests sent through a pod's client are seen by the [`proxy`]: see
+//! there why a loopback proxy, and how a request finds its test.
+//!
+//! The file format is the runner's input too (report.html): [`Trace`] is
+//! its schema, `version` 1.
+
+pub mod proxy;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The largest text (a body, a header block, an output tail) kept whole;
+/// the rest is counted: `… N bytes more`.
+pub const TEXT_CAP: usize = 4096;
+
+/// The most entries one test's trace keeps; later ones are counted in
+/// [`Trace::dropped`].
+pub const MAX_ENTRIES: usize = 2000;
+
+/// The trace file's name in a test's artifacts folder.
+pub const FILE_NAME: &str = "trace.json";
+
+/// Headers whose values are credentials, whatever the registry knows.
+const SECRET_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+];
+
+/// What an entry was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// An HTTP request to the pod and its answer.
+    Http,
+    /// A resource kind's create, exists, delete or list, cleanup included.
+    Resource,
+    /// A login or a renewal of the credential.
+    Auth,
+    /// A run of the suite's CLI.
+    Cli,
+    /// A wait: each observation until it held or timed out.
+    Wait,
+    /// A browser navigation or action.
+    Browser,
+    /// The test's failure, last.
+    Failure,
+}
+
+/// An HTTP exchange, redacted and capped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Http {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The URL as sent.
+    pub url: String,
+    /// The answer's status; absent when none came (the error is the entry's `detail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The request's headers, credentials blanked.
+    #[serde(default)]
+    pub request_headers: Vec<(String, String)>,
+    /// The request's body, capped.
+    #[serde(default)]
+    pub request_body: String,
+    /// The answer's headers, credentials blanked.
+    #[serde(default)]
+    pub response_headers: Vec<(String, String)>,
+    /// The answer's body, capped.
+    #[serde(default)]
+    pub response_body: String,
+}
+
+/// One step of a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Microseconds from the test's start (a monotonic clock).
+    pub at_us: u64,
+    /// How long it took, in microseconds.
+    pub duration_us: u64,
+    /// What it was.
+    pub kind: EntryKind,
+    /// One line: `GET /api/sandboxes → 200`, `sandboxctl list → exit 0`.
+    pub title: String,
+    /// Whether it went as asked (a 2xx/3xx, exit 0, a wait that held).
+    pub ok: bool,
+    /// More lines: a CLI run's output tails, a wait's observations, an error.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// The exchange, for HTTP entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<Http>,
+}
+
+/// A test's trace, as written to [`FILE_NAME`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trace {
+    /// The file format: 1.
+    pub version: u32,
+    /// The test's full name.
+    pub test: String,
+    /// Entries in order of their start.
+    pub entries: Vec<Entry>,
+    /// Entries past [`MAX_ENTRIES`], not kept.
+    #[serde(default)]
+    pub dropped: u64,
+}
+
+impl Trace {
+    /// Writes the trace as JSON to `path`, every registered secret redacted.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let mut trace = self.clone();
+        for e in &mut trace.entries {
+            redact_entry(e);
+        }
+        let json = serde_json::to_string(&trace).map_err(std::io::Error::other)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // The whole text once more: a secret split across fields by
+        // serialization cannot be, but one the fields' JSON escaping left
+        // whole is caught here too.
+        std::fs::write(path, crate::redact::redact(&json).as_bytes())
+    }
+
+    /// Reads a trace file.
+    pub fn read(path: &Path) -> Result<Trace, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the trace {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("the trace {} does not parse: {e}", path.display()))
+    }
+}
+
+fn redact_entry(e: &mut Entry) {
+    let r = |s: &mut String| {
+        if let std::borrow::Cow::Owned(o) = crate::redact::redact(s) {
+            *s = o;
+        }
+    };
+    r(&mut e.title);
+    r(&mut e.detail);
+    if let Some(h) = &mut e.http {
+        r(&mut h.url);
+        r(&mut h.request_body);
+        r(&mut h.response_body);
+        for (_, v) in h
+            .request_headers
+            .iter_mut()
+            .chain(h.response_headers.iter_mut())
+        {
+            r(v);
+        }
+    }
+}
+
+/// `text` cut to [`TEXT_CAP`] bytes (at a character boundary), saying how
+/// much more there was.
+pub fn cap(text: &str) -> String {
+    if text.len() <= TEXT_CAP {
+        return text.to_owned();
+    }
+    let mut end = TEXT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… {} bytes more", &text[..end], text.len() - end)
+}
+
+/// The last [`TEXT_CAP`] bytes of `text`, saying how much came before: an
+/// output's tail, where a failure shows.
+pub fn tail(text: &str) -> String {
+    if text.len() <= TEXT_CAP {
+        return text.to_owned();
+    }
+    let mut start = text.len() - TEXT_CAP;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("… {} bytes before\n{}", start, &text[start..])
+}
+
+/// Bytes as capped text: lossy UTF-8, with the length of what was cut.
+pub fn cap_bytes(bytes: &[u8]) -> String {
+    let kept = &bytes[..bytes.len().min(TEXT_CAP)];
+    let mut text = String::from_utf8_lossy(kept).into_owned();
+    if bytes.len() > kept.len() {
+        text.push_str(&format!("… {} bytes more", bytes.len() - kept.len()));
+    }
+    text
+}
+
+/// `(name, value)` pairs, credentials blanked.
+pub fn headers<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<(String, String)> {
+    let mut total = 0;
+    let mut out = Vec::new();
+    for (name, value) in pairs {
+        let lower = name.to_ascii_lowercase();
+        let value = if SECRET_HEADERS.contains(&lower.as_str()) {
+            crate::redact::REDACTED.to_owned()
+        } else {
+            cap_bytes(value)
+        };
+        total += name.len() + value.len();
+        if total > TEXT_CAP {
+            out.push(("…".to_owned(), "more headers not kept".to_owned()));
+            break;
+        }
+        out.push((name.to_owned(), value));
+    }
+    out
+}
+
+/// One test's recording: shared by what records (the harness, the proxy)
+/// and cheap to clone.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: u64,
+    test: String,
+    start: Instant,
+    entries: Mutex<Vec<Entry>>,
+    dropped: AtomicU64,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Recorder {
+    /// A recording of the test `test`, starting now.
+    pub fn start(test: &str) -> Recorder {
+        Recorder {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                test: test.to_owned(),
+                start: Instant::now(),
+                entries: Mutex::new(Vec::new()),
+                dropped: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// This recording's id in the process: how the proxy finds it.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// Microseconds from the test's start to `at`.
+    pub fn offset(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.inner.start).as_micros() as u64
+    }
+
+    /// Adds an entry that started at `started` and took `took`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &self,
+        kind: EntryKind,
+        started: Instant,
+        took: Duration,
+        title: String,
+        ok: bool,
+        detail: String,
+        http: Option<Http>,
+    ) {
+        let entry = Entry {
+            at_us: self.offset(started),
+            duration_us: took.as_micros() as u64,
+            kind,
+            title,
+            ok,
+            detail,
+            http,
+        };
+        let mut entries = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.len() >= MAX_ENTRIES {
+            self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        entries.push(entry);
+    }
+
+    /// What was recorded until now, in order of start.
+    pub fn snapshot(&self) -> Trace {
+        let mut entries = self
+            .inner
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        entries.sort_by_key(|e| e.at_us);
+        Trace {
+            version: 1,
+            test: self.inner.test.clone(),
+            entries,
+            dropped: self.inner.dropped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_are_capped_and_say_how_much_was_cut() {
+        let long = "x".repeat(TEXT_CAP + 10);
+        assert_eq!(
+            cap(&long),
+            format!("{}… 10 bytes more", "x".repeat(TEXT_CAP))
+        );
+        assert_eq!(cap_bytes(long.as_bytes()), cap(&long));
+        assert!(tail(&long).starts_with("… 10 bytes before\n"));
+        assert_eq!(cap("short"), "short");
+    }
+
+    #[test]
+    fn credential_headers_are_blanked() {
+        let h = headers([
+            ("Authorization", b"Bearer abc".as_slice()),
+            ("Set-Cookie", b"s=1".as_slice()),
+            ("content-type", b"text/plain".as_slice()),
+        ]);
+        assert_eq!(h[0].1, crate::redact::REDACTED);
+        assert_eq!(h[1].1, crate::redact::REDACTED);
+        assert_eq!(h[2].1, "text/plain");
+    }
+
+    #[test]
+    fn a_recorder_keeps_at_most_its_cap_and_counts_the_rest() {
+        let r = Recorder::start("t");
+        for i in 0..MAX_ENTRIES + 5 {
+            r.add(
+                EntryKind::Wait,
+                Instant::now(),
+                Duration::ZERO,
+                format!("{i}"),
+                true,
+                String::new(),
+                None,
+            );
+        }
+        let t = r.snapshot();
+        assert_eq!(t.entries.len(), MAX_ENTRIES);
+        assert_eq!(t.dropped, 5);
+    }
+
+    #[test]
+    fn a_written_trace_redacts_registered_secrets_everywhere() {
+        crate::redact::register_secret("trace-secret-4711");
+        let r = Recorder::start("t");
+        r.add(
+            EntryKind::Http,
+            Instant::now(),
+            Duration::ZERO,
+            "POST /login".into(),
+            true,
+            String::new(),
+            Some(Http {
+                method: "POST".into(),
+                url: "http://127.0.0.1:1/?p=trace-secret-4711".into(),
+                response_body: r#"{"password":"trace-secret-4711"}"#.into(),
+                ..Http::default()
+            }),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        r.snapshot().write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("trace-secret-4711"), "{text}");
+        assert_eq!(Trace::read(&path).unwrap().entries.len(), 1);
+    }
+}
+
+/// Entries for the steps of the running test ([`proxy::current`]); each
+/// does nothing when no trace is being recorded.
+pub mod step {
+    use std::time::Instant;
+
+    use super::{cap, tail, EntryKind};
+
+    /// Observations of a wait kept in its entry, the last ones.
+    const WAIT_OBSERVATIONS: usize = 20;
+
+    /// A step of `kind` that began at `started` and ends now.
+    pub fn record(kind: EntryKind, started: Instant, title: String, ok: bool, detail: String) {
+        if let Some(r) = super::proxy::current() {
+            r.add(
+                kind,
+                started,
+                started.elapsed(),
+                title,
+                ok,
+                cap(&detail),
+                None,
+            );
+        }
+    }
+
+    /// A wait for `what` that began at `started`: what it saw, in order, and
+    /// how it ended (`failure`: its error).
+    pub fn wait(what: &str, started: Instant, failure: Option<String>, seen: &[String]) {
+        if super::proxy::current().is_none() {
+            return;
+        }
+        let skipped = seen.len().saturating_sub(WAIT_OBSERVATIONS);
+        let mut detail = String::new();
+        if skipped > 0 {
+            detail.push_str(&format!("… {skipped} observations before\n"));
+        }
+        for o in &seen[skipped..] {
+            detail.push_str(o);
+            detail.push('\n');
+        }
+        let ok = failure.is_none();
+        let title = match &failure {
+            None => format!("wait for {what}: done"),
+            Some(_) => format!("wait for {what}: gave up"),
+        };
+        if let Some(f) = failure {
+            detail.push_str(&f);
+        }
+        record(EntryKind::Wait, started, title, ok, detail);
+    }
+
+    /// A run of the CLI: its command line, exit code and output tails.
+    pub fn cli(line: &str, started: Instant, exit: Option<i32>, stdout: &str, stderr: &str) {
+        if super::proxy::current().is_none() {
+            return;
+        }
+        let code = exit.map_or("no exit code".to_owned(), |c| format!("exit {c}"));
+        let detail = format!("--- stdout\n{}\n--- stderr\n{}", tail(stdout), tail(stderr));
+        if let Some(r) = super::proxy::current() {
+            r.add(
+                EntryKind::Cli,
+                started,
+                started.elapsed(),
+                format!("{line} → {code}"),
+                exit == Some(0),
+                detail,
+                None,
+            );
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! A test's trace: begun with the test, ended after its cleanup, kept by
+//! `TESTKIT_TRACE` (see `testkit_engine::trace` for what is recorded).
+
+use std::path::Path;
+use std::time::Instant;
+
+use crate::engine::report::TestRecord;
+use crate::engine::settings::TracePolicy;
+use crate::engine::trace::{proxy, EntryKind, Recorder, FILE_NAME};
+
+/// Starts recording the test `name` on this thread; `None` when traces are
+/// off.
+pub(crate) fn begin(name: &str, policy: TracePolicy) -> Option<Recorder> {
+    if policy == TracePolicy::Off {
+        return None;
+    }
+    // Before the pod is first connected: its client is built through the
+    // proxy only when this is on.
+    proxy::enable();
+    let recorder = Recorder::start(name);
+    proxy::enter(&recorder);
+    Some(recorder)
+}
+
+/// Ends the recording: the failure (when the test failed) is its last
+/// entry, and the trace is written to the test's artifacts folder and named
+/// in its record when the policy keeps it.
+pub(crate) fn finish(
+    recorder: Option<Recorder>,
+    policy: TracePolicy,
+    artifacts: &Path,
+    record: &mut TestRecord,
+) {
+    let Some(recorder) = recorder else { return };
+    let failed = record.outcome.fails();
+    if failed {
+        let message = record.message.clone().unwrap_or_default();
+        let first = message.lines().next().unwrap_or("failed").to_owned();
+        recorder.add(
+            EntryKind::Failure,
+            Instant::now(),
+            std::time::Duration::ZERO,
+            first,
+            false,
+            crate::engine::trace::cap(&message),
+            None,
+        );
+    }
+    proxy::leave();
+    let keep = match policy {
+        TracePolicy::Off => false,
+        TracePolicy::RetainOnFailure => failed,
+        TracePolicy::On => true,
+    };
+    if !keep {
+        return;
+    }
+    let path = artifacts.join(FILE_NAME);
+    match recorder.snapshot().write(&path) {
+        Ok(()) => record.trace = Some(path.display().to_string()),
+        Err(e) => eprintln!(
+            "testkit: {}: the trace could not be written to {}: {e}",
+            record.name,
+            path.display()
+        ),
+    }
+}
+
+/// A `cx.create` of `kind` `name` that began at `started`: journaled, then
+/// its request, with how it ended.
+pub(crate) fn created<T>(kind: &str, name: &str, started: Instant, result: &crate::Result<T>) {
+    let (ok, detail) = match result {
+        Ok(_) => (true, String::new()),
+        Err(e) => (false, format!("{e:#}")),
+    };
+    let verdict = if ok { "created" } else { "failed" };
+    crate::engine::trace::step::record(
+        EntryKind::Resource,
+        started,
+        format!("create {kind} {name}: {verdict}"),
+        ok,
+        detail,
+    );
+}
+
+/// The test's cleanup, from `started` to now: its resources' fates.
+pub(crate) fn cleaned_up(started: Instant, cleanup: &crate::tracker::CleanupSummary) {
+    let fates: Vec<String> = cleanup
+        .resources
+        .iter()
+        .map(|r| format!("{}/{}: {:?}", r.kind, r.name, r.state))
+        .collect();
+    let ok = !matches!(cleanup.state, crate::engine::report::CleanupState::Failed);
+    crate::engine::trace::step::record(
+        EntryKind::Resource,
+        started,
+        format!("cleanup: {:?}", cleanup.state).to_lowercase(),
+        ok,
+        fates.join("\n"),
+    );
+}
