@@ -30,7 +30,7 @@
 //! Every file is XML 1.0 whatever a test wrote: quick-junit drops ANSI
 //! escape sequences and the C0 controls XML forbids, and on the way out
 //! every other character outside XML's `Char` production (U+FFFE, U+FFFF)
-//! becomes U+FFFD ([`xml_chars`]). Text is escaped, so `]]>` is text too.
+//! becomes U+FFFD (`xml_chars`). Text is escaped, so `]]>` is text too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -345,7 +345,7 @@ pub(crate) fn xml_chars(xml: &str) -> std::borrow::Cow<'_, str> {
 
 /// Writes `report` to `path` atomically (a temporary file renamed over it),
 /// creating the parent folder, every text redacted and every character
-/// XML forbids replaced ([`xml_chars`]).
+/// XML forbids replaced (`xml_chars`).
 pub fn write_junit(report: &Report, path: &Path) -> Result<(), ReportError> {
     let io = |source| ReportError::Io {
         path: path.to_owned(),
@@ -405,10 +405,10 @@ pub fn write_junit_files(
 
 /// Builds the JUnit files of a results folder left by a plain `cargo test`
 /// or `cargo nextest run` (what `testkit-runner report` does) for one run:
-/// `run` (`None`: the latest, see [`crate::runs`]), and returns it with its
+/// `run` (`None`: the latest, see the `runs` module), and returns it with its
 /// records. `junit.xml` is named after the run. A test of the run whose
 /// process was killed before it wrote its record gets one from its journal
-/// ([`crate::killed`]), kept beside the others. A run without records is
+/// (the `killed` module), kept beside the others. A run without records is
 /// left as it is.
 pub fn write_results_junit(
     results_dir: &Path,
