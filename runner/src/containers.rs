@@ -111,43 +111,79 @@ async fn build_image(
             .map_or(0, |d| d.as_nanos())
     ));
     let built = async {
-        copy_dir(&source, &staging).map_err(|e| {
-            format!(
-                "cannot copy the build context {} to {}: {e}",
-                source.display(),
-                staging.display()
-            )
-        })?;
-        for command in &build.prepare {
-            run_logged(
-                &command[0],
-                &command[1..],
-                &staging,
-                path.as_deref(),
-                &log_path,
-            )
-            .await
-            .map_err(|e| format!("[pod.container] build.prepare: {e}"))?;
-        }
+        prepare_context(build, &source, &staging, path.as_deref(), &log_path).await?;
         let hash = hash_dir(&staging).map_err(|e| format!("cannot hash the build context: {e}"))?;
-        let dir = build
-            .context
-            .file_name()
-            .map(|n| n.to_string_lossy().to_lowercase())
-            .unwrap_or_default()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect::<String>();
-        let tag = format!(
-            "testkit-{}-{}:{}",
-            config.suite.name_prefix,
-            dir.trim_matches('-'),
-            &hash[..16]
-        );
+        let tag = image_tag(config, build, &hash);
         if docker.run(&["image", "inspect", &tag]).await.is_ok() {
             return Ok(tag);
         }
-        let dockerfile = staging.join(&build.dockerfile);
+        let image = ImageBuild {
+            dockerfile: staging.join(&build.dockerfile),
+            context: &staging,
+            tag: &tag,
+            hash: &hash,
+        };
+        image.run(docker, &log_path).await?;
+        Ok(tag)
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&staging);
+    built
+}
+
+/// Copies the build context `source` to `staging`, and runs the build's
+/// `prepare` commands in the copy.
+async fn prepare_context(
+    build: &BuildSection,
+    source: &Path,
+    staging: &Path,
+    path: Option<&std::ffi::OsStr>,
+    log_path: &Path,
+) -> Result<(), String> {
+    copy_dir(source, staging).map_err(|e| {
+        format!(
+            "cannot copy the build context {} to {}: {e}",
+            source.display(),
+            staging.display()
+        )
+    })?;
+    for command in &build.prepare {
+        run_logged(&command[0], &command[1..], staging, path, log_path)
+            .await
+            .map_err(|e| format!("[pod.container] build.prepare: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `testkit-<prefix>-<dir>:<hash>`: the tag of the image of a context
+/// whose content hashes to `hash`.
+fn image_tag(config: &SuiteConfig, build: &BuildSection, hash: &str) -> String {
+    let dir = build
+        .context
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>();
+    format!(
+        "testkit-{}-{}:{}",
+        config.suite.name_prefix,
+        dir.trim_matches('-'),
+        &hash[..16]
+    )
+}
+
+/// A `docker build` of a prepared context, labelled with its hash.
+struct ImageBuild<'a> {
+    dockerfile: PathBuf,
+    context: &'a Path,
+    tag: &'a str,
+    hash: &'a str,
+}
+
+impl ImageBuild<'_> {
+    async fn run(&self, docker: &Docker, log_path: &Path) -> Result<(), String> {
         let program = docker.0.display().to_string();
         let args: Vec<String> = vec![
             "build".into(),
@@ -155,21 +191,17 @@ async fn build_image(
             "--label".into(),
             format!("{OWNER_LABEL}=testkit"),
             "--label".into(),
-            format!("testkit.context={hash}"),
+            format!("testkit.context={}", self.hash),
             "--tag".into(),
-            tag.clone(),
+            self.tag.to_owned(),
             "--file".into(),
-            dockerfile.display().to_string(),
-            staging.display().to_string(),
+            self.dockerfile.display().to_string(),
+            self.context.display().to_string(),
         ];
-        run_logged(&program, &args, &staging, None, &log_path)
+        run_logged(&program, &args, self.context, None, log_path)
             .await
-            .map_err(|e| format!("building the pod's image: {e}"))?;
-        Ok(tag)
+            .map_err(|e| format!("building the pod's image: {e}"))
     }
-    .await;
-    let _ = std::fs::remove_dir_all(&staging);
-    built
 }
 
 /// Runs a command to completion, its output appended to `log`.

@@ -648,6 +648,16 @@ impl PodSection {
                 ),
             ));
         }
+        self.validate_protected()?;
+        self.validate_ports()?;
+        self.validate_env_names()?;
+        self.validate_fields()?;
+        commands_not_empty("pod.setup", &self.setup)?;
+        commands_not_empty("pod.bootstrap", &self.bootstrap)?;
+        Ok(())
+    }
+
+    fn validate_protected(&self) -> Result<(), Problem> {
         for endpoint in &self.protected {
             let ok = endpoint
                 .rsplit_once(':')
@@ -659,6 +669,10 @@ impl PodSection {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn validate_ports(&self) -> Result<(), Problem> {
         for name in &self.ports {
             if !crate::template::is_placeholder_name(name)
                 || self.ports.iter().filter(|p| *p == name).count() > 1
@@ -671,6 +685,10 @@ impl PodSection {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn validate_env_names(&self) -> Result<(), Problem> {
         for key in self.env.keys() {
             let valid = !key.is_empty()
                 && !key.starts_with(|c: char| c.is_ascii_digit())
@@ -684,6 +702,10 @@ impl PodSection {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn validate_fields(&self) -> Result<(), Problem> {
         for key in self.fields.keys() {
             let filled = crate::template::FILLED_FIELDS;
             if filled.contains(&key.as_str()) || !crate::template::is_placeholder_name(key) {
@@ -705,28 +727,22 @@ impl PodSection {
                     .to_owned(),
             ));
         }
-        if self
-            .setup
-            .iter()
-            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
-        {
-            return Err((
-                "pod.setup",
-                "has an empty command: expected a program and its arguments".to_owned(),
-            ));
-        }
-        if self
-            .bootstrap
-            .iter()
-            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
-        {
-            return Err((
-                "pod.bootstrap",
-                "has an empty command: expected a program and its arguments".to_owned(),
-            ));
-        }
         Ok(())
     }
+}
+
+/// Fails `key` if one of its commands has no program.
+fn commands_not_empty(key: &'static str, commands: &[Vec<String>]) -> Result<(), Problem> {
+    if commands
+        .iter()
+        .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+    {
+        return Err((
+            key,
+            "has an empty command: expected a program and its arguments".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 impl CliSection {

@@ -560,27 +560,7 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     // run (before the pod exits) that its pod was stopped, not crashed.
     let interrupted = rec.run.as_ref().filter(|r| was_alive && r.is_live());
     if let Some(run) = interrupted {
-        eprintln!(
-            "testkit-runner: pod {name} is in use by run {} (testkit-runner pid {}, results {}): stopping it interrupts that run",
-            run.run_id,
-            run.runner_pid,
-            run.results_dir.display()
-        );
-        let word = StoppedBy {
-            pid: std::process::id(),
-            at: now(),
-        };
-        let file = stopped_by_file(&run.results_dir);
-        let written = serde_json::to_vec(&word)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&file, bytes));
-        if let Err(e) = written {
-            eprintln!(
-                "testkit-runner: cannot tell run {} that its pod was stopped ({}: {e}): it will report a crash",
-                run.run_id,
-                file.display()
-            );
-        }
+        tell_run_its_pod_stops(name, run);
     }
     match pod::stop_recorded(
         rec.pgid,
@@ -592,27 +572,8 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
     .await
     {
         Ok(report) => {
-            let how = if !was_alive {
-                "it was already dead; reclaimed what it left".to_owned()
-            } else if report.drained_after_term {
-                format!("{} process(es) exited after SIGTERM", report.processes)
-            } else {
-                format!("SIGKILL needed for {:?}", report.killed)
-            };
-            // The run whose boot this stopped may have removed it first.
-            let removed = std::fs::remove_dir_all(&dir).or_else(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            });
-            if let Err(e) = removed {
-                return Err(ExpectedError::CheckFailed(format!(
-                    "pod {name} stopped but its state {} could not be removed: {e}",
-                    dir.display()
-                )));
-            }
+            let how = how_it_stopped(was_alive, &report);
+            remove_pod_state(name, &dir)?;
             println!(
                 "pod {name} is down: {how}; no process left; {} deleted ({:?})",
                 report.removed.display(),
@@ -636,4 +597,60 @@ async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
         }
         Err(e) => Err(ExpectedError::Incomplete(format!("pod down {name}: {e}"))),
     }
+}
+
+/// Warns that stopping the pod interrupts `run`, and writes the run the
+/// word that its pod was stopped.
+fn tell_run_its_pod_stops(name: &str, run: &RunOfPod) {
+    eprintln!(
+        "testkit-runner: pod {name} is in use by run {} (testkit-runner pid {}, results {}): stopping it interrupts that run",
+        run.run_id,
+        run.runner_pid,
+        run.results_dir.display()
+    );
+    let word = StoppedBy {
+        pid: std::process::id(),
+        at: now(),
+    };
+    let file = stopped_by_file(&run.results_dir);
+    let written = serde_json::to_vec(&word)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&file, bytes));
+    if let Err(e) = written {
+        eprintln!(
+            "testkit-runner: cannot tell run {} that its pod was stopped ({}: {e}): it will report a crash",
+            run.run_id,
+            file.display()
+        );
+    }
+}
+
+/// How the pod's processes went.
+fn how_it_stopped(was_alive: bool, report: &pod::StopReport) -> String {
+    if !was_alive {
+        "it was already dead; reclaimed what it left".to_owned()
+    } else if report.drained_after_term {
+        format!("{} process(es) exited after SIGTERM", report.processes)
+    } else {
+        format!("SIGKILL needed for {:?}", report.killed)
+    }
+}
+
+/// Removes the state of the stopped pod `name`.
+fn remove_pod_state(name: &str, dir: &std::path::Path) -> Result<(), ExpectedError> {
+    // The run whose boot this stopped may have removed it first.
+    let removed = std::fs::remove_dir_all(dir).or_else(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    });
+    if let Err(e) = removed {
+        return Err(ExpectedError::CheckFailed(format!(
+            "pod {name} stopped but its state {} could not be removed: {e}",
+            dir.display()
+        )));
+    }
+    Ok(())
 }

@@ -96,40 +96,9 @@ fn default_dockerfile() -> String {
 impl ContainerSection {
     /// The section's own check: what is wrong, under which key.
     pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
-        match (&self.image, &self.build) {
-            (Some(_), Some(_)) | (None, None) => {
-                return Err((
-                    "pod.container",
-                    "needs exactly one of `image` (an image the engine holds) and `build` \
-                     (a context dir of the suite)"
-                        .to_owned(),
-                ))
-            }
-            (Some(image), None) if image.trim().is_empty() => {
-                return Err(("pod.container.image", "is empty".to_owned()))
-            }
-            _ => {}
-        }
+        self.validate_image()?;
         if let Some(build) = &self.build {
-            if build.context.as_os_str().is_empty() || build.context.is_absolute() {
-                return Err((
-                    "pod.container.build.context",
-                    format!(
-                        "is {:?}: expected a directory relative to the suite dir",
-                        build.context
-                    ),
-                ));
-            }
-            if build
-                .prepare
-                .iter()
-                .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
-            {
-                return Err((
-                    "pod.container.build.prepare",
-                    "has an empty command: expected a program and its arguments".to_owned(),
-                ));
-            }
+            build.validate()?;
         }
         if self.port == 0 {
             return Err((
@@ -147,6 +116,30 @@ impl ContainerSection {
                 "has an empty command: expected a program and its arguments".to_owned(),
             ));
         }
+        self.validate_env_names()?;
+        for mount in &self.mounts {
+            mount.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Exactly one of `image` and `build`, and an image that names one.
+    fn validate_image(&self) -> Result<(), (&'static str, String)> {
+        match (&self.image, &self.build) {
+            (Some(_), Some(_)) | (None, None) => Err((
+                "pod.container",
+                "needs exactly one of `image` (an image the engine holds) and `build` \
+                 (a context dir of the suite)"
+                    .to_owned(),
+            )),
+            (Some(image), None) if image.trim().is_empty() => {
+                Err(("pod.container.image", "is empty".to_owned()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_env_names(&self) -> Result<(), (&'static str, String)> {
         for key in self.env.keys() {
             let ok = !key.is_empty()
                 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -158,57 +151,80 @@ impl ContainerSection {
                 ));
             }
         }
-        for mount in &self.mounts {
-            if !mount.target.starts_with('/') {
-                return Err((
-                    "pod.container.mounts",
-                    format!(
-                        "has target {:?}: expected an absolute path in the container",
-                        mount.target
-                    ),
-                ));
-            }
-            match (&mount.volume, &mount.source) {
-                (Some(name), None) => {
-                    let ok = !name.is_empty()
-                        && name.len() <= 32
-                        && name
-                            .bytes()
-                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-                    if !ok {
-                        return Err((
-                            "pod.container.mounts",
-                            format!("has volume {name:?}: expected 1 to 32 of a-z, 0-9 and `-`"),
-                        ));
-                    }
-                }
-                (None, Some(source)) if source.is_absolute() => {
-                    return Err((
-                        "pod.container.mounts",
-                        format!(
-                            "has source {source:?}: expected a directory relative to the suite dir"
-                        ),
-                    ))
-                }
-                (None, Some(_)) => {}
-                _ => {
-                    return Err((
-                        "pod.container.mounts",
-                        format!(
-                            "has an entry for {:?} with {}: expected exactly one of `volume` \
-                             (a volume of the pod) and `source` (a directory of the suite)",
-                            mount.target,
-                            if mount.volume.is_some() {
-                                "both"
-                            } else {
-                                "neither"
-                            }
-                        ),
-                    ))
-                }
-            }
+        Ok(())
+    }
+}
+
+impl BuildSection {
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.context.as_os_str().is_empty() || self.context.is_absolute() {
+            return Err((
+                "pod.container.build.context",
+                format!(
+                    "is {:?}: expected a directory relative to the suite dir",
+                    self.context
+                ),
+            ));
+        }
+        if self
+            .prepare
+            .iter()
+            .any(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            return Err((
+                "pod.container.build.prepare",
+                "has an empty command: expected a program and its arguments".to_owned(),
+            ));
         }
         Ok(())
+    }
+}
+
+impl MountSection {
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !self.target.starts_with('/') {
+            return Err((
+                "pod.container.mounts",
+                format!(
+                    "has target {:?}: expected an absolute path in the container",
+                    self.target
+                ),
+            ));
+        }
+        match (&self.volume, &self.source) {
+            (Some(name), None) => {
+                let ok = !name.is_empty()
+                    && name.len() <= 32
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                if !ok {
+                    return Err((
+                        "pod.container.mounts",
+                        format!("has volume {name:?}: expected 1 to 32 of a-z, 0-9 and `-`"),
+                    ));
+                }
+                Ok(())
+            }
+            (None, Some(source)) if source.is_absolute() => Err((
+                "pod.container.mounts",
+                format!("has source {source:?}: expected a directory relative to the suite dir"),
+            )),
+            (None, Some(_)) => Ok(()),
+            _ => Err((
+                "pod.container.mounts",
+                format!(
+                    "has an entry for {:?} with {}: expected exactly one of `volume` \
+                     (a volume of the pod) and `source` (a directory of the suite)",
+                    self.target,
+                    if self.volume.is_some() {
+                        "both"
+                    } else {
+                        "neither"
+                    }
+                ),
+            )),
+        }
     }
 }
 

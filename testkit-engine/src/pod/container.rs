@@ -134,6 +134,69 @@ pub(super) async fn prepare(
     host_port: u16,
     values: &crate::template::Values<'_>,
 ) -> Result<Prepared, String> {
+    let record = record_pod(spec, private_dir)?;
+    let name = record.name.clone();
+    let docker = Docker(spec.docker.clone());
+    require_image(&docker, &spec.image).await?;
+    let fill = |text: &str, key: &str| fill_container(text, values, key);
+    let env_path = write_env_file(spec, private_dir, values)?;
+    let label_args = label_args(spec, &record.pod_id);
+
+    let network = name.clone();
+    let mut create = vec!["network", "create"];
+    create.extend(label_args.iter().map(String::as_str));
+    create.push(&network);
+    docker
+        .run(&create)
+        .await
+        .map_err(|e| format!("cannot create the pod's network {network}: {e}"))?;
+
+    let mut mount_args = Vec::new();
+    for mount in &spec.mounts {
+        mount_args.extend(mount_arg(&docker, mount, &name, &label_args, base_dir).await?);
+    }
+    let run = DockerRun {
+        label_args,
+        network,
+        env_path,
+        mount_args,
+    };
+    let mut setup_args = Vec::new();
+    for (i, command) in spec.setup.iter().enumerate() {
+        let mut args = run.common("setup");
+        args.extend([
+            "--rm".to_owned(),
+            "--name".to_owned(),
+            format!("{name}-setup-{i}"),
+        ]);
+        args.push(spec.image.clone());
+        for arg in command {
+            args.push(fill(arg, "pod.container.setup")?);
+        }
+        setup_args.push(args);
+    }
+    let mut run_args = run.common("pod");
+    run_args.extend([
+        "--name".to_owned(),
+        name.clone(),
+        "--publish".to_owned(),
+        format!("127.0.0.1:{host_port}:{}", spec.port),
+        spec.image.clone(),
+    ]);
+    for arg in &spec.command {
+        run_args.push(fill(arg, "pod.container.command")?);
+    }
+    Ok(Prepared {
+        docker: spec.docker.clone(),
+        run_args,
+        setup_args,
+        client_env: client_env(),
+    })
+}
+
+/// Names the pod's engine objects and writes their record to the private
+/// directory.
+fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecord, String> {
     let pod_id = private_dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -158,26 +221,45 @@ pub(super) async fn prepare(
             private_dir.join(RECORD_FILE).display()
         )
     })?;
-    let docker = Docker(spec.docker.clone());
+    Ok(record)
+}
+
+/// Fails unless the engine already holds `image`.
+async fn require_image(docker: &Docker, image: &str) -> Result<(), String> {
     if docker
-        .run(&["image", "inspect", "--format", "{{.Id}}", &spec.image])
+        .run(&["image", "inspect", "--format", "{{.Id}}", image])
         .await
         .is_err()
     {
         return Err(format!(
             "the Docker Engine holds no image `{}`, and testkit pulls nothing: build it \
              (`docker build -t {} …`), or give `[pod.container] build` a context dir",
-            spec.image, spec.image
+            image, image
         ));
     }
+    Ok(())
+}
 
-    let fill = |text: &str, key: &str| {
-        crate::template::fill(text, values, crate::template::verbatim)
-            .map_err(|p| format!("invalid [pod.container] in testkit.toml: {key}: {p}"))
-    };
+/// `text` of the `[pod.container]` key `key`, its placeholders filled.
+fn fill_container(
+    text: &str,
+    values: &crate::template::Values<'_>,
+    key: &str,
+) -> Result<String, String> {
+    crate::template::fill(text, values, crate::template::verbatim)
+        .map_err(|p| format!("invalid [pod.container] in testkit.toml: {key}: {p}"))
+}
+
+/// Writes the container's environment, filled, to its env file; the
+/// file's path.
+fn write_env_file(
+    spec: &ContainerSpec,
+    private_dir: &Path,
+    values: &crate::template::Values<'_>,
+) -> Result<PathBuf, String> {
     let mut env_file = String::new();
     for (key, value) in &spec.env {
-        let value = fill(value, &format!("pod.container.env.{key}"))?;
+        let value = fill_container(value, values, &format!("pod.container.env.{key}"))?;
         if value.contains('\n') || value.contains('\r') {
             return Err(format!(
                 "pod.container.env.{key}: its value holds a line break, which an env file cannot carry"
@@ -188,7 +270,11 @@ pub(super) async fn prepare(
     let env_path = private_dir.join(ENV_FILE);
     crate::files::write_private(&env_path, env_file.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", env_path.display()))?;
+    Ok(env_path)
+}
 
+/// `--label` arguments for every engine object of the pod.
+fn label_args(spec: &ContainerSpec, pod_id: &str) -> Vec<String> {
     let mut labels = vec![
         format!("{OWNER_LABEL}=testkit"),
         format!("{POD_LABEL}={pod_id}"),
@@ -196,108 +282,83 @@ pub(super) async fn prepare(
     if let Some(run) = &spec.run_id {
         labels.push(format!("{RUN_LABEL}={run}"));
     }
-    let label_args: Vec<String> = labels
+    labels
         .iter()
         .flat_map(|l| ["--label".to_owned(), l.clone()])
-        .collect();
+        .collect()
+}
 
-    let network = name.clone();
-    let mut create = vec!["network", "create"];
-    create.extend(label_args.iter().map(String::as_str));
-    create.push(&network);
-    docker
-        .run(&create)
-        .await
-        .map_err(|e| format!("cannot create the pod's network {network}: {e}"))?;
-
-    let mut mount_args = Vec::new();
-    for mount in &spec.mounts {
-        let (kind, source) = match (&mount.volume, &mount.source) {
-            (Some(volume), _) => {
-                let volume = format!("{name}-{volume}");
-                let mut create = vec!["volume", "create"];
-                create.extend(label_args.iter().map(String::as_str));
-                create.push(&volume);
-                docker
-                    .run(&create)
-                    .await
-                    .map_err(|e| format!("cannot create the pod's volume {volume}: {e}"))?;
-                ("volume", volume)
-            }
-            (None, Some(source)) => {
-                let path = base_dir.map_or_else(|| source.clone(), |b| b.join(source));
-                let path = path
-                    .canonicalize()
-                    .map_err(|e| format!("pod.container.mounts: {}: {e}", path.display()))?;
-                ("bind", path.to_string_lossy().into_owned())
-            }
-            (None, None) => {
-                return Err(format!(
-                    "pod.container.mounts: the entry for {} has neither `volume` nor `source`",
-                    mount.target
-                ))
-            }
-        };
-        if source.contains(',') || mount.target.contains(',') {
-            return Err(format!(
-                "pod.container.mounts: {source} or {} holds a `,`, which `docker --mount` cannot carry",
-                mount.target
-            ));
+/// The `--mount` arguments of one mount, creating its volume (labelled)
+/// if it is one.
+async fn mount_arg(
+    docker: &Docker,
+    mount: &MountSection,
+    name: &str,
+    label_args: &[String],
+    base_dir: Option<&Path>,
+) -> Result<[String; 2], String> {
+    let (kind, source) = match (&mount.volume, &mount.source) {
+        (Some(volume), _) => {
+            let volume = format!("{name}-{volume}");
+            let mut create = vec!["volume", "create"];
+            create.extend(label_args.iter().map(String::as_str));
+            create.push(&volume);
+            docker
+                .run(&create)
+                .await
+                .map_err(|e| format!("cannot create the pod's volume {volume}: {e}"))?;
+            ("volume", volume)
         }
-        let ro = if mount.read_only { ",readonly" } else { "" };
-        mount_args.push("--mount".to_owned());
-        mount_args.push(format!(
-            "type={kind},source={source},target={}{ro}",
+        (None, Some(source)) => {
+            let path = base_dir.map_or_else(|| source.clone(), |b| b.join(source));
+            let path = path
+                .canonicalize()
+                .map_err(|e| format!("pod.container.mounts: {}: {e}", path.display()))?;
+            ("bind", path.to_string_lossy().into_owned())
+        }
+        (None, None) => {
+            return Err(format!(
+                "pod.container.mounts: the entry for {} has neither `volume` nor `source`",
+                mount.target
+            ))
+        }
+    };
+    if source.contains(',') || mount.target.contains(',') {
+        return Err(format!(
+            "pod.container.mounts: {source} or {} holds a `,`, which `docker --mount` cannot carry",
             mount.target
         ));
     }
+    let ro = if mount.read_only { ",readonly" } else { "" };
+    Ok([
+        "--mount".to_owned(),
+        format!("type={kind},source={source},target={}{ro}", mount.target),
+    ])
+}
 
-    // Shared by the pod and its setup containers.
-    let common = |role: &str| -> Vec<String> {
+/// The `docker run` arguments shared by the pod and its setup containers.
+struct DockerRun {
+    label_args: Vec<String>,
+    network: String,
+    env_path: PathBuf,
+    mount_args: Vec<String>,
+}
+
+impl DockerRun {
+    fn common(&self, role: &str) -> Vec<String> {
         let mut args = vec!["run".to_owned(), "--pull".to_owned(), "never".to_owned()];
-        args.extend(label_args.iter().cloned());
+        args.extend(self.label_args.iter().cloned());
         args.extend([
             "--label".to_owned(),
             format!("{ROLE_LABEL}={role}"),
             "--network".to_owned(),
-            network.clone(),
+            self.network.clone(),
             "--env-file".to_owned(),
-            env_path.to_string_lossy().into_owned(),
+            self.env_path.to_string_lossy().into_owned(),
         ]);
-        args.extend(mount_args.iter().cloned());
+        args.extend(self.mount_args.iter().cloned());
         args
-    };
-    let mut setup_args = Vec::new();
-    for (i, command) in spec.setup.iter().enumerate() {
-        let mut args = common("setup");
-        args.extend([
-            "--rm".to_owned(),
-            "--name".to_owned(),
-            format!("{name}-setup-{i}"),
-        ]);
-        args.push(spec.image.clone());
-        for arg in command {
-            args.push(fill(arg, "pod.container.setup")?);
-        }
-        setup_args.push(args);
     }
-    let mut run_args = common("pod");
-    run_args.extend([
-        "--name".to_owned(),
-        name.clone(),
-        "--publish".to_owned(),
-        format!("127.0.0.1:{host_port}:{}", spec.port),
-        spec.image.clone(),
-    ]);
-    for arg in &spec.command {
-        run_args.push(fill(arg, "pod.container.command")?);
-    }
-    Ok(Prepared {
-        docker: spec.docker.clone(),
-        run_args,
-        setup_args,
-        client_env: client_env(),
-    })
 }
 
 /// What the `docker` client of a pod needs from the launcher's environment:
@@ -637,6 +698,50 @@ pub async fn stop_of_private_dir(
 pub async fn fate(private_dir: &Path) -> Option<Result<String, String>> {
     let record = ContainerRecord::read(private_dir)?;
     let docker = Docker(record.docker.clone());
+    let id = match pod_container_id(&docker, &record).await {
+        Ok(Some(id)) => id,
+        Ok(None) => return Some(Ok(removed_from_outside(&record))),
+        Err(e) => return Some(Err(format!("its container could not be inspected: {e}"))),
+    };
+    let (code, oom) = exit_state(&docker, &id).await;
+    let signals = kill_signals(&docker, &record, &id).await;
+    // `docker rm -f` kills first and removes after: its `docker run` may
+    // exit between the two, so a killed container gets a moment to vanish.
+    if !signals.is_empty() && vanishes(&docker, &id, Duration::from_secs(3)).await {
+        return Some(Ok(removed_from_outside(&record)));
+    }
+    if !signals.is_empty() {
+        return Some(Ok(format!(
+            "its container {} was stopped from outside the run (`docker stop` or `docker kill`: \
+             signal {}), exit code {code}",
+            record.name,
+            signals.join(", then ")
+        )));
+    }
+    Some(Err(format!(
+        "its container {} exited with code {code}{}",
+        record.name,
+        if oom {
+            " (killed for running out of memory)"
+        } else {
+            ""
+        }
+    )))
+}
+
+fn removed_from_outside(record: &ContainerRecord) -> String {
+    format!(
+        "its container {} was removed from outside the run (`docker rm -f`)",
+        record.name
+    )
+}
+
+/// The id of the pod's own container (not a setup one's), or `None` when
+/// it is gone.
+async fn pod_container_id(
+    docker: &Docker,
+    record: &ContainerRecord,
+) -> Result<Option<String>, String> {
     let filter = format!("label={POD_LABEL}={}", record.pod_id);
     let listed = docker
         .run(&[
@@ -650,31 +755,31 @@ pub async fn fate(private_dir: &Path) -> Option<Result<String, String>> {
             "--format",
             "{{.ID}}",
         ])
-        .await;
-    let id = match listed {
-        Ok(out) => match out.lines().next() {
-            Some(id) => id.to_owned(),
-            None => {
-                return Some(Ok(format!(
-                    "its container {} was removed from outside the run (`docker rm -f`)",
-                    record.name
-                )))
-            }
-        },
-        Err(e) => return Some(Err(format!("its container could not be inspected: {e}"))),
-    };
+        .await?;
+    Ok(listed.lines().next().map(str::to_owned))
+}
+
+/// A container's exit code (`?` if unknown) and whether it ran out of
+/// memory.
+async fn exit_state(docker: &Docker, id: &str) -> (String, bool) {
     let state = docker
         .run(&[
             "inspect",
             "--format",
             "{{.State.ExitCode}} {{.State.OOMKilled}}",
-            &id,
+            id,
         ])
         .await
         .unwrap_or_default();
     let mut words = state.split_whitespace();
     let code = words.next().unwrap_or("?").to_owned();
     let oom = words.next() == Some("true");
+    (code, oom)
+}
+
+/// The signals sent to a container through the engine since the pod
+/// started, in order.
+async fn kill_signals(docker: &Docker, record: &ContainerRecord, id: &str) -> Vec<String> {
     // The daemon records every signal sent through its API: a container
     // that died of its own accord has none.
     let until = unix_now() + 1;
@@ -694,51 +799,35 @@ pub async fn fate(private_dir: &Path) -> Option<Result<String, String>> {
         ])
         .await
         .unwrap_or_default();
-    let signals: Vec<&str> = events.lines().filter(|l| !l.is_empty()).collect();
-    // `docker rm -f` kills first and removes after: its `docker run` may
-    // exit between the two, so a killed container gets a moment to vanish.
-    if !signals.is_empty() {
-        let deadline = Instant::now() + Duration::from_secs(3);
-        loop {
-            let still = docker
-                .run(&[
-                    "ps",
-                    "-a",
-                    "-q",
-                    "--no-trunc",
-                    "--filter",
-                    &format!("id={id}"),
-                ])
-                .await;
-            if still.as_deref().is_ok_and(str::is_empty) {
-                return Some(Ok(format!(
-                    "its container {} was removed from outside the run (`docker rm -f`)",
-                    record.name
-                )));
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+    events
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the container `id` is gone within `limit`.
+async fn vanishes(docker: &Docker, id: &str, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let still = docker
+            .run(&[
+                "ps",
+                "-a",
+                "-q",
+                "--no-trunc",
+                "--filter",
+                &format!("id={id}"),
+            ])
+            .await;
+        if still.as_deref().is_ok_and(str::is_empty) {
+            return true;
         }
-    }
-    if !signals.is_empty() {
-        return Some(Ok(format!(
-            "its container {} was stopped from outside the run (`docker stop` or `docker kill`: \
-             signal {}), exit code {code}",
-            record.name,
-            signals.join(", then ")
-        )));
-    }
-    Some(Err(format!(
-        "its container {} exited with code {code}{}",
-        record.name,
-        if oom {
-            " (killed for running out of memory)"
-        } else {
-            ""
+        if Instant::now() >= deadline {
+            return false;
         }
-    )))
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn unix_now() -> u64 {

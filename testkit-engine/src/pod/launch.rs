@@ -351,203 +351,64 @@ async fn boot(
     program: &Path,
     private_dir: PathBuf,
 ) -> Result<LaunchedPod, LaunchError> {
-    let io = |what: String| {
-        move |source| LaunchError::Io {
-            what,
-            cause: source,
-        }
-    };
     let home = private_dir.join("home");
-    std::fs::create_dir(&home).map_err(io(format!("create {}", home.display())))?;
-    // `{port}`, and `{port_<name>}` of each of `[pod] ports`: free ports,
-    // held open together while they are found, so that no two are one.
-    let all_ports =
-        free_ports(1 + spec.ports.len()).map_err(io("find a free loopback port".to_owned()))?;
-    let (port, extra_ports) = (all_ports[0], &all_ports[1..]);
-    let listen = format!("127.0.0.1:{port}");
-    let port_keys: Vec<String> = spec.ports.iter().map(|n| format!("port_{n}")).collect();
-    let port_texts: Vec<String> = extra_ports.iter().map(u16::to_string).collect();
-    let ports = || {
-        port_keys
-            .iter()
-            .map(String::as_str)
-            .zip(port_texts.iter().map(String::as_str))
+    std::fs::create_dir(&home).map_err(|source| LaunchError::Io {
+        what: format!("create {}", home.display()),
+        cause: source,
+    })?;
+    let site = PodSite {
+        home: home.to_string_lossy().into_owned(),
+        ports: PodPorts::find(spec)?,
     };
-    // A pod that prints no handle gets one made of `[pod] fields`.
-    let home_text = home.to_string_lossy().into_owned();
-    let port_text = port.to_string();
-    let randoms: Vec<String> = spec
-        .fields
-        .keys()
-        .map(|_| crate::ids::random_id(24))
-        .collect();
-    let mut fields = BTreeMap::new();
-    for ((key, value), random) in spec.fields.iter().zip(&randoms) {
-        let values = crate::template::Values::new()
-            .with("home", &home_text)
-            .with("port", &port_text)
-            .with("listen", &listen)
-            .extend(ports())
-            .with("random", random);
-        let filled = crate::template::fill(value, &values, crate::template::verbatim)
-            .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
-        fields.insert(key.clone(), filled);
-    }
-    let made_handle = if spec.fields.is_empty() {
-        None
-    } else {
-        let mut obj = serde_json::Map::new();
-        obj.insert(
-            "name".into(),
-            format!("pod-{}", crate::ids::random_id(6)).into(),
-        );
-        obj.insert("base_url".into(), format!("http://{listen}").into());
-        obj.insert("port".into(), port.into());
-        for (k, v) in &fields {
-            obj.insert(k.clone(), v.clone().into());
-        }
-        let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
-            .map_err(|source| LaunchError::BadHandle {
-                cause: source,
-                logs: spec.logs_dir.clone(),
-            })?;
-        handle.register_secrets();
-        Some(handle)
-    };
-    let values = crate::template::Values::new()
-        .with("home", &home_text)
-        .with("port", &port_text)
-        .with("listen", &listen)
-        .extend(ports())
+    let port = site.ports.port;
+    let fields = fill_fields(spec, &site)?;
+    let made_handle = made_handle(spec, &site.ports, &fields)?;
+    let values = site
+        .values()
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    // An entry that needs what only the running pod's handle says
-    // (`{base_url}`, a printed handle's `{token}`) is for the bootstrap
-    // commands, filled once the pod is up; the rest is the pod's too.
-    let (env, for_bootstrap): (BTreeMap<&str, String>, Vec<&str>) = {
-        let mut env = BTreeMap::new();
-        let mut later = Vec::new();
-        for (k, v) in &spec.env_templates {
-            match crate::template::fill(v, &values, crate::template::verbatim) {
-                Ok(filled) => {
-                    env.insert(k.as_str(), filled);
-                }
-                Err(_) => later.push(k.as_str()),
-            }
-        }
-        (env, later)
-    };
-    let fill = |arg: &str| {
-        crate::template::fill(arg, &values, crate::template::verbatim)
-            .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
-    };
+    let (env, for_bootstrap) = split_env(spec, &values);
     let container = match &spec.container {
         Some(c) => Some(container_commands(c, spec, &private_dir, port, &fields).await?),
         None => None,
     };
-    let mut args: Vec<String> = match &container {
-        Some(c) => c.run_args.clone(),
-        None => spec.command[1..]
-            .iter()
-            .map(|a| fill(a))
-            .collect::<Result<_, _>>()?,
-    };
-    if container.is_none()
-        && !spec
-            .command
-            .iter()
-            .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
-    {
-        args.extend([
-            "--home".to_owned(),
-            home.to_string_lossy().into_owned(),
-            "--listen".to_owned(),
-            listen.clone(),
-        ]);
-    }
+    let args = pod_args(spec, container.as_ref(), &site, &values)?;
 
     let stdout_raw = private_dir.join("stdout.raw");
     let stderr_log = spec.logs_dir.join("pod.stderr.log");
-    let out = File::create(&stdout_raw).map_err(io(format!("create {}", stdout_raw.display())))?;
-    let err = File::create(&stderr_log).map_err(io(format!("create {}", stderr_log.display())))?;
-    let pod_command = |program: &Path| {
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.env_clear()
-            .envs(
-                INHERITED_ENV
-                    .iter()
-                    .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
-            )
-            .env("HOME", &home)
-            .env("TMPDIR", &private_dir)
-            .env("TESTKIT_POD_PORT", port.to_string())
-            .envs(&spec.env)
-            .envs(&env)
-            .envs(container.iter().flat_map(|c| &c.client_env))
-            .current_dir(&private_dir)
-            .stdin(Stdio::null());
-        cmd
+    let (out, err) = (create_log(&stdout_raw)?, create_log(&stderr_log)?);
+    let pod = PodEnv {
+        spec,
+        home: &home,
+        private_dir: &private_dir,
+        port,
+        env: &env,
+        container: container.as_ref(),
     };
-    if let Some(c) = &container {
-        for args in &c.setup_args {
-            run_setup(pod_command(&c.docker), args, spec, Step::Setup).await?;
-        }
-    }
-    let process_setup = if container.is_some() {
-        &[][..]
-    } else {
-        &spec.setup[..]
-    };
-    for setup in process_setup {
-        let program = resolve_program(
-            &setup[0],
-            spec.base_dir.as_deref(),
-            spec.target_dir.as_deref(),
-        )?;
-        let args: Vec<String> = setup[1..]
-            .iter()
-            .map(|a| {
-                crate::template::fill(a, &values, crate::template::verbatim)
-                    .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
-            })
-            .collect::<Result<_, _>>()?;
-        run_setup(pod_command(&program), &args, spec, Step::Setup).await?;
-    }
-    let mut cmd = pod_command(program);
+    run_setups(spec, container.as_ref(), &values, &pod).await?;
+    let mut cmd = pod.command(program);
     cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
     let started = Instant::now();
-    let (mut child, pgid) =
-        process::spawn_in_group(&mut cmd).map_err(io(format!("start {}", program.display())))?;
-    let pid = pgid as u32;
-    let start_ticks = process::start_ticks(pgid);
-    BootObserver::tell(spec.observer.as_ref(), BootStep::Pod { pgid, start_ticks });
+    let (mut child, pgid, start_ticks) = spawn_pod(spec, cmd, program)?;
 
-    let result = match wait_until_up(
-        spec,
-        &mut child,
-        &stdout_raw,
-        &stderr_log,
-        started,
-        made_handle,
-        spec.container.as_ref().map(|_| port),
-    )
-    .await
-    {
-        Ok((handle, health)) => {
-            // Against the running pod: the handle's own fields too.
-            let port_text = handle.port().to_string();
-            let values = values
-                .clone()
-                .extend(handle.values(&port_text).pairs().iter().copied());
-            bootstrap(spec, &values, &for_bootstrap, &pod_command)
-                .await
-                .map(|()| (handle, health))
-        }
-        Err(e) => Err(e),
-    };
+    let result = async {
+        let (handle, health) = wait_until_up(
+            spec,
+            &mut child,
+            &stdout_raw,
+            &stderr_log,
+            started,
+            made_handle,
+            spec.container.as_ref().map(|_| port),
+        )
+        .await?;
+        bootstrap_running(spec, &handle, &values, &for_bootstrap, &pod).await?;
+        Ok((handle, health))
+    }
+    .await;
     match result {
         Ok((handle, health)) => Ok(LaunchedPod {
             handle,
-            pid,
+            pid: pgid as u32,
             pgid,
             start_ticks,
             private_dir,
@@ -558,16 +419,289 @@ async fn boot(
             child: Some(child),
         }),
         Err(e) => {
-            // Leave nothing running; keep the logs.
-            remove_containers(&private_dir).await;
-            let reaped = tokio::spawn(async move { child.wait().await });
-            let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
-            keep_logs(&stdout_raw, &spec.logs_dir, &stderr_log);
-            let _ = std::fs::remove_dir_all(&private_dir);
+            abandon(spec, child, pgid, &private_dir, &stdout_raw, &stderr_log).await;
             Err(e)
         }
     }
+}
+
+/// Creates a file the pod's output goes to.
+fn create_log(path: &Path) -> Result<File, LaunchError> {
+    File::create(path).map_err(|source| LaunchError::Io {
+        what: format!("create {}", path.display()),
+        cause: source,
+    })
+}
+
+/// Starts the pod's process in a process group of its own, and tells the
+/// observer: its child, group and start time.
+fn spawn_pod(
+    spec: &LaunchSpec,
+    mut cmd: tokio::process::Command,
+    program: &Path,
+) -> Result<(tokio::process::Child, i32, Option<u64>), LaunchError> {
+    let (child, pgid) = process::spawn_in_group(&mut cmd).map_err(|source| LaunchError::Io {
+        what: format!("start {}", program.display()),
+        cause: source,
+    })?;
+    let start_ticks = process::start_ticks(pgid);
+    BootObserver::tell(spec.observer.as_ref(), BootStep::Pod { pgid, start_ticks });
+    Ok((child, pgid, start_ticks))
+}
+
+/// The loopback ports of a pod: `{port}`, and `{port_<name>}` of each of
+/// `[pod] ports`.
+struct PodPorts {
+    port: u16,
+    port_text: String,
+    listen: String,
+    keys: Vec<String>,
+    texts: Vec<String>,
+}
+
+impl PodPorts {
+    fn find(spec: &LaunchSpec) -> Result<PodPorts, LaunchError> {
+        // Free ports, held open together while they are found, so that no
+        // two are one.
+        let all_ports = free_ports(1 + spec.ports.len()).map_err(|source| LaunchError::Io {
+            what: "find a free loopback port".to_owned(),
+            cause: source,
+        })?;
+        let (port, extra_ports) = (all_ports[0], &all_ports[1..]);
+        Ok(PodPorts {
+            port,
+            port_text: port.to_string(),
+            listen: format!("127.0.0.1:{port}"),
+            keys: spec.ports.iter().map(|n| format!("port_{n}")).collect(),
+            texts: extra_ports.iter().map(u16::to_string).collect(),
+        })
+    }
+
+    /// `port_<name>` and its port, for each of `[pod] ports`.
+    fn named(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.keys
+            .iter()
+            .map(String::as_str)
+            .zip(self.texts.iter().map(String::as_str))
+    }
+}
+
+/// What a pod's placeholders are filled from before anything of it runs:
+/// its HOME and its ports.
+struct PodSite {
+    home: String,
+    ports: PodPorts,
+}
+
+impl PodSite {
+    fn values(&self) -> crate::template::Values<'_> {
+        crate::template::Values::new()
+            .with("home", &self.home)
+            .with("port", &self.ports.port_text)
+            .with("listen", &self.ports.listen)
+            .extend(self.ports.named())
+    }
+}
+
+/// `[pod] fields`, filled: each may use the pod's site and a `{random}` of
+/// its own.
+fn fill_fields(spec: &LaunchSpec, site: &PodSite) -> Result<BTreeMap<String, String>, LaunchError> {
+    let randoms: Vec<String> = spec
+        .fields
+        .keys()
+        .map(|_| crate::ids::random_id(24))
+        .collect();
+    let mut fields = BTreeMap::new();
+    for ((key, value), random) in spec.fields.iter().zip(&randoms) {
+        let values = site.values().with("random", random);
+        let filled = crate::template::fill(value, &values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.fields.{key}: {p}")))?;
+        fields.insert(key.clone(), filled);
+    }
+    Ok(fields)
+}
+
+/// A pod that prints no handle gets one made of `[pod] fields`.
+fn made_handle(
+    spec: &LaunchSpec,
+    ports: &PodPorts,
+    fields: &BTreeMap<String, String>,
+) -> Result<Option<PodHandle>, LaunchError> {
+    if spec.fields.is_empty() {
+        return Ok(None);
+    }
+    let mut obj = serde_json::Map::new();
+    obj.insert(
+        "name".into(),
+        format!("pod-{}", crate::ids::random_id(6)).into(),
+    );
+    obj.insert("base_url".into(), format!("http://{}", ports.listen).into());
+    obj.insert("port".into(), ports.port.into());
+    for (k, v) in fields {
+        obj.insert(k.clone(), v.clone().into());
+    }
+    let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
+        .map_err(|source| LaunchError::BadHandle {
+            cause: source,
+            logs: spec.logs_dir.clone(),
+        })?;
+    handle.register_secrets();
+    Ok(Some(handle))
+}
+
+/// `[pod] env` split in two: the entries filled now, for the pod, and the
+/// names of those left for the bootstrap commands.
+fn split_env<'s>(
+    spec: &'s LaunchSpec,
+    values: &crate::template::Values<'_>,
+) -> (BTreeMap<&'s str, String>, Vec<&'s str>) {
+    // An entry that needs what only the running pod's handle says
+    // (`{base_url}`, a printed handle's `{token}`) is for the bootstrap
+    // commands, filled once the pod is up; the rest is the pod's too.
+    let mut env = BTreeMap::new();
+    let mut later = Vec::new();
+    for (k, v) in &spec.env_templates {
+        match crate::template::fill(v, values, crate::template::verbatim) {
+            Ok(filled) => {
+                env.insert(k.as_str(), filled);
+            }
+            Err(_) => later.push(k.as_str()),
+        }
+    }
+    (env, later)
+}
+
+/// The pod's arguments: a container pod's `docker run`, or `[pod] command`
+/// filled, given `--home` and `--listen` when it places neither itself.
+fn pod_args(
+    spec: &LaunchSpec,
+    container: Option<&container::Prepared>,
+    site: &PodSite,
+    values: &crate::template::Values<'_>,
+) -> Result<Vec<String>, LaunchError> {
+    let mut args: Vec<String> = match container {
+        Some(c) => c.run_args.clone(),
+        None => spec.command[1..]
+            .iter()
+            .map(|a| {
+                crate::template::fill(a, values, crate::template::verbatim)
+                    .map_err(|p| LaunchError::Placeholder(format!("pod.command: {p}")))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if container.is_none()
+        && !spec
+            .command
+            .iter()
+            .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
+    {
+        args.extend([
+            "--home".to_owned(),
+            site.home.clone(),
+            "--listen".to_owned(),
+            site.ports.listen.clone(),
+        ]);
+    }
+    Ok(args)
+}
+
+/// The scrubbed environment every command of a pod runs in: the pod's
+/// own, its setup's and its bootstrap's.
+struct PodEnv<'a> {
+    spec: &'a LaunchSpec,
+    home: &'a Path,
+    private_dir: &'a Path,
+    port: u16,
+    /// The `[pod] env` entries filled before the pod runs.
+    env: &'a BTreeMap<&'a str, String>,
+    container: Option<&'a container::Prepared>,
+}
+
+impl PodEnv<'_> {
+    fn command(&self, program: &Path) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.env_clear()
+            .envs(
+                INHERITED_ENV
+                    .iter()
+                    .filter_map(|k| std::env::var_os(k).map(|v| (*k, v))),
+            )
+            .env("HOME", self.home)
+            .env("TMPDIR", self.private_dir)
+            .env("TESTKIT_POD_PORT", self.port.to_string())
+            .envs(&self.spec.env)
+            .envs(self.env)
+            .envs(self.container.iter().flat_map(|c| &c.client_env))
+            .current_dir(self.private_dir)
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
+/// Runs what comes before the pod: a container pod's `docker` setup
+/// commands, or a process pod's `[pod] setup`.
+async fn run_setups(
+    spec: &LaunchSpec,
+    container: Option<&container::Prepared>,
+    values: &crate::template::Values<'_>,
+    pod: &PodEnv<'_>,
+) -> Result<(), LaunchError> {
+    if let Some(c) = container {
+        for args in &c.setup_args {
+            run_setup(pod.command(&c.docker), args, spec, Step::Setup).await?;
+        }
+        return Ok(());
+    }
+    for setup in &spec.setup {
+        let program = resolve_program(
+            &setup[0],
+            spec.base_dir.as_deref(),
+            spec.target_dir.as_deref(),
+        )?;
+        let args: Vec<String> = setup[1..]
+            .iter()
+            .map(|a| {
+                crate::template::fill(a, values, crate::template::verbatim)
+                    .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
+            })
+            .collect::<Result<_, _>>()?;
+        run_setup(pod.command(&program), &args, spec, Step::Setup).await?;
+    }
+    Ok(())
+}
+
+/// Runs the bootstrap commands against the pod that is up.
+async fn bootstrap_running(
+    spec: &LaunchSpec,
+    handle: &PodHandle,
+    values: &crate::template::Values<'_>,
+    later: &[&str],
+    pod: &PodEnv<'_>,
+) -> Result<(), LaunchError> {
+    // Against the running pod: the handle's own fields too.
+    let port_text = handle.port().to_string();
+    let values = values
+        .clone()
+        .extend(handle.values(&port_text).pairs().iter().copied());
+    bootstrap(spec, &values, later, &|program: &Path| pod.command(program)).await
+}
+
+/// Cleans up after a pod that did not come up.
+async fn abandon(
+    spec: &LaunchSpec,
+    mut child: tokio::process::Child,
+    pgid: i32,
+    private_dir: &Path,
+    stdout_raw: &Path,
+    stderr_log: &Path,
+) {
+    // Leave nothing running; keep the logs.
+    remove_containers(private_dir).await;
+    let reaped = tokio::spawn(async move { child.wait().await });
+    let _ = process::kill_group(pgid, Duration::from_secs(5)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), reaped).await;
+    keep_logs(stdout_raw, &spec.logs_dir, stderr_log);
+    let _ = std::fs::remove_dir_all(private_dir);
 }
 
 /// `n` distinct free loopback ports: each bound until all are found.
@@ -759,18 +893,51 @@ async fn wait_until_up(
     made_handle: Option<PodHandle>,
     published_port: Option<u16>,
 ) -> Result<(PodHandle, HealthReport), LaunchError> {
-    let logs = spec.logs_dir.clone();
-    let mut out = Tail::new(stdout_raw);
-    let mut err = Tail::new(stderr_log);
-    let mut last_activity = Instant::now();
-    let mut last_seen = "nothing (the pod printed no output)".to_owned();
-    let mut handle: Option<PodHandle> = made_handle;
-    let mut next_health = Instant::now();
+    let mut watch = BootWatch {
+        out: Tail::new(stdout_raw),
+        err: Tail::new(stderr_log),
+        last_activity: Instant::now(),
+        last_seen: "nothing (the pod printed no output)".to_owned(),
+        handle: made_handle,
+        next_health: Instant::now(),
+    };
     loop {
+        watch.read_output(spec, published_port)?;
+        if let Some(up) = watch.check_health(spec).await {
+            return Ok(up);
+        }
+        if let Some(exited) = watch.exited(spec, child) {
+            return Err(exited);
+        }
+        watch.within_limits(spec, started)?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// What a booting pod has shown so far, and when it last showed anything.
+struct BootWatch {
+    out: Tail,
+    err: Tail,
+    last_activity: Instant,
+    /// The latest sign of life, for the error if the pod never comes up.
+    last_seen: String,
+    handle: Option<PodHandle>,
+    next_health: Instant,
+}
+
+impl BootWatch {
+    /// Reads the new lines the pod printed; a line of stdout that opens a
+    /// JSON object, while there is no handle, is the pod's handle.
+    fn read_output(
+        &mut self,
+        spec: &LaunchSpec,
+        published_port: Option<u16>,
+    ) -> Result<(), LaunchError> {
         let mut progressed = false;
-        for line in out.lines() {
+        for line in self.out.lines() {
             progressed = true;
-            if handle.is_none() && spec.fields.is_empty() && line.trim_start().starts_with('{') {
+            if self.handle.is_none() && spec.fields.is_empty() && line.trim_start().starts_with('{')
+            {
                 // A container's service prints its address inside the
                 // container; the tests reach it at the published port.
                 let line = match published_port {
@@ -780,69 +947,91 @@ async fn wait_until_up(
                 match PodHandle::parse(line.trim(), &spec.policy) {
                     Ok(h) => {
                         h.register_secrets();
-                        last_seen = format!("the handle of pod {} at {}", h.name(), h.base_url());
-                        handle = Some(h);
+                        self.last_seen =
+                            format!("the handle of pod {} at {}", h.name(), h.base_url());
+                        self.handle = Some(h);
                         continue;
                     }
                     Err(source) => {
                         return Err(LaunchError::BadHandle {
                             cause: source,
-                            logs,
+                            logs: spec.logs_dir.clone(),
                         })
                     }
                 }
             }
-            last_seen = format!("stdout: {}", crate::redact(&line));
+            self.last_seen = format!("stdout: {}", crate::redact(&line));
         }
-        for line in err.lines() {
+        for line in self.err.lines() {
             progressed = true;
-            last_seen = format!("stderr: {}", crate::redact(&line));
+            self.last_seen = format!("stderr: {}", crate::redact(&line));
         }
         if progressed {
-            last_activity = Instant::now();
+            self.last_activity = Instant::now();
         }
-        if let Some(h) = &handle {
-            if Instant::now() >= next_health {
-                let path = h.health().unwrap_or(&spec.health_path).to_owned();
-                let report = check_health(h.base_url(), &path, Duration::from_secs(2)).await;
-                if report.ok() {
-                    return Ok((handle.take().expect("checked"), report));
-                }
-                last_seen = format!("health {}", report.summary());
-                next_health = Instant::now() + Duration::from_millis(200);
-            }
+        Ok(())
+    }
+
+    /// The handle and its health once a pod with a handle answers healthy;
+    /// asked at most every 200ms.
+    async fn check_health(&mut self, spec: &LaunchSpec) -> Option<(PodHandle, HealthReport)> {
+        let h = self.handle.as_ref()?;
+        if Instant::now() < self.next_health {
+            return None;
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            // Read what it printed last before reporting.
-            for line in out.lines().into_iter().chain(err.lines()) {
-                last_seen = crate::redact(&line).into_owned();
-            }
-            return Err(LaunchError::ExitedEarly {
-                status: status.to_string(),
-                last_seen,
-                logs,
-            });
+        let path = h.health().unwrap_or(&spec.health_path).to_owned();
+        let report = check_health(h.base_url(), &path, Duration::from_secs(2)).await;
+        if report.ok() {
+            return Some((self.handle.take().expect("checked"), report));
         }
+        self.last_seen = format!("health {}", report.summary());
+        self.next_health = Instant::now() + Duration::from_millis(200);
+        None
+    }
+
+    /// The error of a pod that exited before it was up.
+    fn exited(
+        &mut self,
+        spec: &LaunchSpec,
+        child: &mut tokio::process::Child,
+    ) -> Option<LaunchError> {
+        let Ok(Some(status)) = child.try_wait() else {
+            return None;
+        };
+        // Read what it printed last before reporting.
+        for line in self.out.lines().into_iter().chain(self.err.lines()) {
+            self.last_seen = crate::redact(&line).into_owned();
+        }
+        Some(LaunchError::ExitedEarly {
+            status: status.to_string(),
+            last_seen: self.last_seen.clone(),
+            logs: spec.logs_dir.clone(),
+        })
+    }
+
+    /// Fails a boot past the hard ceiling, or silent for the inactivity
+    /// timeout.
+    fn within_limits(&self, spec: &LaunchSpec, started: Instant) -> Result<(), LaunchError> {
         if started.elapsed() >= spec.ceiling {
             return Err(LaunchError::Timeout {
                 which: format!("hard ceiling {}", humantime::format_duration(spec.ceiling)),
                 waited: started.elapsed(),
-                last_seen,
-                logs,
+                last_seen: self.last_seen.clone(),
+                logs: spec.logs_dir.clone(),
             });
         }
-        if last_activity.elapsed() >= spec.inactivity_timeout {
+        if self.last_activity.elapsed() >= spec.inactivity_timeout {
             return Err(LaunchError::Timeout {
                 which: format!(
                     "no progress for {}",
                     humantime::format_duration(spec.inactivity_timeout)
                 ),
                 waited: started.elapsed(),
-                last_seen,
-                logs,
+                last_seen: self.last_seen.clone(),
+                logs: spec.logs_dir.clone(),
             });
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(())
     }
 }
 

@@ -624,39 +624,8 @@ impl<'a> Run<'a> {
         keep_note: Option<String>,
     ) -> Result<(), ExpectedError> {
         let interrupted = self.interrupt.requested();
-        // Whatever is written from here on is redacted of every credential
-        // the run's processes obtained, which the ledger going with the
-        // secrets dir below still names.
-        testkit_engine::redact::register_recorded(&self.secrets_dir);
-        // Live credentials go with the run, unless a kept pod still needs
-        // them to be reached.
-        if keep_note.is_none() {
-            if let Err(e) = std::fs::remove_dir_all(&self.secrets_dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    eprintln!(
-                        "testkit-runner: failed to remove the run's credentials in {}: {e}",
-                        self.secrets_dir.display()
-                    );
-                }
-            }
-        }
-        // Without a session the run never got to test the pod.
-        // Nor did it when the pod crashed under the tests.
-        // Nor did it complete when what the tests left on the pod is unknown.
-        let incomplete = !authenticated
-            || self.crash.is_some()
-            || self.residue_unknown
-            || tests.as_ref().is_some_and(|t| t.incomplete);
-        let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
-        let result = if interrupted {
-            Err(ExpectedError::Run(RunFailure::Interrupted))
-        } else if incomplete {
-            Err(ExpectedError::Run(RunFailure::Incomplete))
-        } else if failed {
-            Err(ExpectedError::Run(RunFailure::Failed))
-        } else {
-            Ok(())
-        };
+        self.put_away_credentials(keep_note.is_some());
+        let result = self.run_result(interrupted, authenticated, tests.as_ref());
         let code = crate::errors::exit_code(&result);
         let verdict = if result.is_ok() {
             Verdict::Pass
@@ -684,43 +653,119 @@ impl<'a> Run<'a> {
             took: self.started.elapsed(),
             flaky: plan.config.suite.flaky,
         };
-        let md = plan.results_dir.join("summary.md");
-        let write_md = |code: u8| {
-            let markdown = testkit_engine::redact(&summary(code).markdown()).into_owned();
-            std::fs::write(&md, markdown.as_bytes())
-                .map(|()| markdown)
-                .map_err(|e| format!("{}: {e}", md.display()))
-        };
-        // An output the run promised and could not write fails it: the run
-        // could not complete, whatever its tests said.
-        let mut unwritten: Vec<String> = self
-            .log
-            .unwritten()
-            .map(str::to_owned)
-            .into_iter()
-            .collect();
-        let markdown = write_md(code).map_err(|e| unwritten.push(e)).ok();
-        let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
-            .map_err(|e| unwritten.push(e))
-            .ok();
-        let (result, code, markdown) = if unwritten.is_empty() {
-            (result, code, markdown)
-        } else {
-            let result = Err(ExpectedError::Run(RunFailure::Incomplete));
-            let code = crate::errors::exit_code(&result);
-            // The last `run` line of verdict.jsonl is the run's verdict.
-            self.log.finish(Verdict::Fail, code);
-            (result, code, write_md(code).ok())
-        };
-        if let Some(markdown) = &markdown {
+        let outputs = write_outputs(&mut self.log, plan, result, code, &summary);
+        if let Some(markdown) = &outputs.markdown {
             crate::summary::to_github_step_summary(markdown);
         }
-        print!("{}", testkit_engine::redact(&summary(code).text()));
-        for problem in &unwritten {
+        print!("{}", testkit_engine::redact(&summary(outputs.code).text()));
+        for problem in &outputs.unwritten {
             println!("  NOT WRITTEN: {problem}");
         }
-        crate::summary::print_where_to_look(&plan.results_dir, report.as_deref());
-        result
+        crate::summary::print_where_to_look(&plan.results_dir, outputs.report.as_deref());
+        outputs.result
+    }
+
+    /// Redacts what is written from here on of the run's credentials, and
+    /// removes them unless a kept pod needs them.
+    fn put_away_credentials(&self, keeping_pod: bool) {
+        // Whatever is written from here on is redacted of every credential
+        // the run's processes obtained, which the ledger going with the
+        // secrets dir below still names.
+        testkit_engine::redact::register_recorded(&self.secrets_dir);
+        // Live credentials go with the run, unless a kept pod still needs
+        // them to be reached.
+        if !keeping_pod {
+            if let Err(e) = std::fs::remove_dir_all(&self.secrets_dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!(
+                        "testkit-runner: failed to remove the run's credentials in {}: {e}",
+                        self.secrets_dir.display()
+                    );
+                }
+            }
+        }
+    }
+
+    /// The run's result from its phases, before its outputs are written.
+    fn run_result(
+        &self,
+        interrupted: bool,
+        authenticated: bool,
+        tests: Option<&TestsOutcome>,
+    ) -> Result<(), ExpectedError> {
+        // Without a session the run never got to test the pod.
+        // Nor did it when the pod crashed under the tests.
+        // Nor did it complete when what the tests left on the pod is unknown.
+        let incomplete = !authenticated
+            || self.crash.is_some()
+            || self.residue_unknown
+            || tests.is_some_and(|t| t.incomplete);
+        let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);
+        if interrupted {
+            Err(ExpectedError::Run(RunFailure::Interrupted))
+        } else if incomplete {
+            Err(ExpectedError::Run(RunFailure::Incomplete))
+        } else if failed {
+            Err(ExpectedError::Run(RunFailure::Failed))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// What writing a run's outputs came to: its result and exit code, which
+/// an output not written makes incomplete, `summary.md`'s text and the
+/// HTML report, each if written, and what was not.
+struct Outputs {
+    result: Result<(), ExpectedError>,
+    code: u8,
+    markdown: Option<String>,
+    report: Option<PathBuf>,
+    unwritten: Vec<String>,
+}
+
+/// Writes `summary.md` and the HTML report of a run whose verdict is
+/// `result` (exit code `code`).
+fn write_outputs<'s>(
+    log: &mut VerdictLog,
+    plan: &Plan,
+    result: Result<(), ExpectedError>,
+    code: u8,
+    summary: &dyn Fn(u8) -> RunSummary<'s>,
+) -> Outputs {
+    let md = plan.results_dir.join("summary.md");
+    let write_md = |code: u8| {
+        let markdown = testkit_engine::redact(&summary(code).markdown()).into_owned();
+        std::fs::write(&md, markdown.as_bytes())
+            .map(|()| markdown)
+            .map_err(|e| format!("{}: {e}", md.display()))
+    };
+    // An output the run promised and could not write fails it: the run
+    // could not complete, whatever its tests said.
+    let mut unwritten: Vec<String> = log.unwritten().map(str::to_owned).into_iter().collect();
+    let markdown = write_md(code).map_err(|e| unwritten.push(e)).ok();
+    let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
+        .map_err(|e| unwritten.push(e))
+        .ok();
+    if unwritten.is_empty() {
+        return Outputs {
+            result,
+            code,
+            markdown,
+            report,
+            unwritten,
+        };
+    }
+    let result = Err(ExpectedError::Run(RunFailure::Incomplete));
+    let code = crate::errors::exit_code(&result);
+    // The last `run` line of verdict.jsonl is the run's verdict.
+    log.finish(Verdict::Fail, code);
+    Outputs {
+        result,
+        code,
+        markdown: write_md(code).ok(),
+        report,
+        unwritten,
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
-use testkit_engine::resource::{Kinds, SweepBounds};
+use testkit_engine::resource::{Kinds, SweepBounds, SweepReport};
 
 use super::verdict::Verdict;
 
@@ -224,54 +224,15 @@ async fn residue_of_kinds(
     // Rust kinds first: the runner links no suite code, a test binary sweeps
     // them. They are often what lives inside a templated kind (records in a
     // collection): swept after it, they would vanish with it unreported.
-    let delegated: Vec<String> = kinds
-        .iter()
-        .filter(|k| k.is_elsewhere())
-        .map(|k| k.name().to_owned())
-        .collect();
-    let mut report = testkit_engine::resource::SweepReport::default();
-    if !delegated.is_empty() {
-        match &sweeper {
-            Some((binary, env)) => {
-                report.merge(
-                    testkit_engine::resource::sweep_in_binary(binary, env, &delegated).await,
-                );
-            }
-            None => report.errors.push(format!(
-                "kinds {} are Rust code, swept by a test binary of the suite, and this run \
-                 knows none (run the suite with the nextest engine from its sources)",
-                delegated.join(", ")
-            )),
-        }
-    }
+    let mut report = sweep_rust_kinds(kinds, sweeper.as_ref()).await;
     // Then the journal's exact names and the listing of every other kind,
     // bounded.
     report.merge(
         testkit_engine::resource::sweep_run(pod, kinds, prefix, run_id, Some(results_dir), bounds)
             .await,
     );
-    let mut leaks = Vec::new();
-    for item in &report.found {
-        let fate = if report.deleted.contains(item) {
-            "deleted, verified gone".to_owned()
-        } else if let Some((_, why)) = report.leaked.iter().find(|(l, _)| l == item) {
-            format!("could not be deleted: {why}")
-        } else {
-            "not deleted".to_owned()
-        };
-        leaks.push(format!("{} `{}`: {fate}", item.kind, item.name));
-    }
-    let listed = match &report.cut_short {
-        Some(why) => format!(
-            "cut short ({why}) with {} not done; the journal's names and the listing of {} by the run id `{run_id}`",
-            report.leaked.len(),
-            names.join(", ")
-        ),
-        None => format!(
-            "the journal's names and the listing of {} by the run id `{run_id}`",
-            names.join(", ")
-        ),
-    };
+    let leaks = leaks_of(&report);
+    let listed = what_was_swept(&report, &names, run_id);
     if report.found.is_empty() && report.is_clean() {
         return (
             Verdict::Pass,
@@ -297,6 +258,66 @@ async fn residue_of_kinds(
         leaks,
         unknown,
     )
+}
+
+/// Sweeps the kinds that are Rust code in the suite's test binary
+/// `sweeper`, or says why they could not be.
+async fn sweep_rust_kinds(
+    kinds: &Kinds,
+    sweeper: Option<&(&Path, Vec<(String, OsString)>)>,
+) -> SweepReport {
+    let delegated: Vec<String> = kinds
+        .iter()
+        .filter(|k| k.is_elsewhere())
+        .map(|k| k.name().to_owned())
+        .collect();
+    let mut report = SweepReport::default();
+    if !delegated.is_empty() {
+        match sweeper {
+            Some((binary, env)) => {
+                report.merge(
+                    testkit_engine::resource::sweep_in_binary(binary, env, &delegated).await,
+                );
+            }
+            None => report.errors.push(format!(
+                "kinds {} are Rust code, swept by a test binary of the suite, and this run \
+                 knows none (run the suite with the nextest engine from its sources)",
+                delegated.join(", ")
+            )),
+        }
+    }
+    report
+}
+
+/// Each resource the sweep found, `kind name: what became of it`.
+fn leaks_of(report: &SweepReport) -> Vec<String> {
+    let mut leaks = Vec::new();
+    for item in &report.found {
+        let fate = if report.deleted.contains(item) {
+            "deleted, verified gone".to_owned()
+        } else if let Some((_, why)) = report.leaked.iter().find(|(l, _)| l == item) {
+            format!("could not be deleted: {why}")
+        } else {
+            "not deleted".to_owned()
+        };
+        leaks.push(format!("{} `{}`: {fate}", item.kind, item.name));
+    }
+    leaks
+}
+
+/// What the sweep went through, and whether its deadline cut it short.
+fn what_was_swept(report: &SweepReport, names: &[&str], run_id: &str) -> String {
+    match &report.cut_short {
+        Some(why) => format!(
+            "cut short ({why}) with {} not done; the journal's names and the listing of {} by the run id `{run_id}`",
+            report.leaked.len(),
+            names.join(", ")
+        ),
+        None => format!(
+            "the journal's names and the listing of {} by the run id `{run_id}`",
+            names.join(", ")
+        ),
+    }
 }
 
 /// Stops a pod the runner started, and verifies its processes and HOME gone.

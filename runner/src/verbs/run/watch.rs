@@ -125,58 +125,67 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
         if let Some(dir) = &args.secrets_dir {
             testkit_engine::redact::register_recorded(dir);
         }
-        let stopped = match (told.pod, &told.private_dir) {
-            (Some((pgid, ticks)), Some(private_dir)) => {
-                eprintln!("watchdog: the runner is gone; stopping pod group {pgid}");
-                match testkit_engine::pod::stop_recorded(
-                    pgid,
-                    ticks,
-                    private_dir,
-                    Some(&args.logs_dir),
-                    WATCHDOG_GRACE,
-                )
-                .await
-                {
-                    Ok(r) => {
-                        eprintln!(
-                            "watchdog: {} processes ended; {} deleted",
-                            r.processes,
-                            r.removed.display()
-                        );
-                        true
-                    }
-                    Err(e) => {
-                        eprintln!("watchdog: {e}");
-                        false
-                    }
-                }
-            }
-            (None, Some(private_dir)) => {
-                eprintln!("watchdog: the runner is gone before its pod started");
-                end_containers_of_boot(private_dir).await && remove_dir(private_dir)
-            }
-            _ => true,
-        };
-        if !stopped {
+        if !stop_pod(&told, &args).await {
             return 1;
         }
-        // A runner that took the run id over once the dead one's claim
-        // lapsed owns the secrets dir now: leave it.
-        let secrets = args
-            .secrets_dir
-            .as_ref()
-            .filter(|dir| testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner));
-        let removed = told
-            .records
-            .iter()
-            .chain(secrets)
-            .all(|dir| remove_dir(dir));
-        if removed {
+        if remove_run_dirs(&told, &args, runner) {
             0
         } else {
             1
         }
     })
+}
+
+/// Stops the pod the runner left, or cleans up after the boot it left
+/// unfinished; whether all of it went.
+async fn stop_pod(told: &Told, args: &WatchArgs) -> bool {
+    match (told.pod, &told.private_dir) {
+        (Some((pgid, ticks)), Some(private_dir)) => {
+            eprintln!("watchdog: the runner is gone; stopping pod group {pgid}");
+            match testkit_engine::pod::stop_recorded(
+                pgid,
+                ticks,
+                private_dir,
+                Some(&args.logs_dir),
+                WATCHDOG_GRACE,
+            )
+            .await
+            {
+                Ok(r) => {
+                    eprintln!(
+                        "watchdog: {} processes ended; {} deleted",
+                        r.processes,
+                        r.removed.display()
+                    );
+                    true
+                }
+                Err(e) => {
+                    eprintln!("watchdog: {e}");
+                    false
+                }
+            }
+        }
+        (None, Some(private_dir)) => {
+            eprintln!("watchdog: the runner is gone before its pod started");
+            end_containers_of_boot(private_dir).await && remove_dir(private_dir)
+        }
+        _ => true,
+    }
+}
+
+/// Removes the run's record dirs and its secrets dir, unless `runner` no
+/// longer owns that; whether all of them went.
+fn remove_run_dirs(told: &Told, args: &WatchArgs, runner: u32) -> bool {
+    // A runner that took the run id over once the dead one's claim
+    // lapsed owns the secrets dir now: leave it.
+    let secrets = args
+        .secrets_dir
+        .as_ref()
+        .filter(|dir| testkit_engine::run::read_claim(dir).is_none_or(|c| c.pid == runner));
+    told.records
+        .iter()
+        .chain(secrets)
+        .all(|dir| remove_dir(dir))
 }
 
 /// Removes what a container pod's boot made in the engine before its pod

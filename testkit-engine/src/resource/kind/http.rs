@@ -172,43 +172,8 @@ impl KindSpec {
                     http.list
                 ))
             })?;
-            let (array, field) = &http.list_names;
-            let none = Vec::new();
-            let items = match json.pointer(array) {
-                Some(serde_json::Value::Array(items)) => items,
-                None | Some(serde_json::Value::Null) if http.list_absent_is_empty => &none,
-                _ => {
-                    return Err(OpError::Permanent(format!(
-                        "{} answered JSON without an array at {array:?} (`list_names`){}",
-                        http.list,
-                        if http.list_absent_is_empty {
-                            ""
-                        } else {
-                            "; if the service leaves it out when there is none, set `list_absent_is_empty = true`"
-                        }
-                    )))
-                }
-            };
-            for item in items {
-                let Some(name) = item.pointer(field).and_then(|n| n.as_str()) else {
-                    return Err(OpError::Permanent(format!(
-                        "{} answered an item without a string at {field:?} (`list_names`)",
-                        http.list
-                    )));
-                };
-                let id = match &http.list_ids {
-                    None => None,
-                    Some((_, id_field)) => match item.pointer(id_field) {
-                        Some(serde_json::Value::String(s)) => Some(s.clone()),
-                        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-                        _ => {
-                            return Err(OpError::Permanent(format!(
-                                "{} answered an item without an id at {id_field:?} (`list_ids`)",
-                                http.list
-                            )))
-                        }
-                    },
-                };
+            for item in http.listed_items(&json)? {
+                let (name, id) = http.listed_resource(item)?;
                 // A listing by prefix may be loose (a `LIKE`, a substring):
                 // keep what really starts with it.
                 if name.starts_with(prefix) {
@@ -218,13 +183,7 @@ impl KindSpec {
                     });
                 }
             }
-            token = http
-                .next_page
-                .as_deref()
-                .and_then(|p| json.pointer(p))
-                .and_then(|t| t.as_str())
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned);
+            token = http.next_page_token(&json);
             if token.is_none() {
                 return Ok(found);
             }
@@ -233,6 +192,67 @@ impl KindSpec {
             "{} kept answering with a next page after {MAX_PAGES} pages",
             http.list
         )))
+    }
+}
+
+impl Http {
+    /// The items of one page of a listing, at `list_names`' array.
+    fn listed_items<'j>(
+        &self,
+        json: &'j serde_json::Value,
+    ) -> Result<&'j [serde_json::Value], OpError> {
+        let (array, _) = &self.list_names;
+        match json.pointer(array) {
+            Some(serde_json::Value::Array(items)) => Ok(items),
+            None | Some(serde_json::Value::Null) if self.list_absent_is_empty => Ok(&[]),
+            _ => Err(OpError::Permanent(format!(
+                "{} answered JSON without an array at {array:?} (`list_names`){}",
+                self.list,
+                if self.list_absent_is_empty {
+                    ""
+                } else {
+                    "; if the service leaves it out when there is none, set `list_absent_is_empty = true`"
+                }
+            ))),
+        }
+    }
+
+    /// The name of a listed item, and its id for a kind with ids.
+    fn listed_resource<'j>(
+        &self,
+        item: &'j serde_json::Value,
+    ) -> Result<(&'j str, Option<String>), OpError> {
+        let (_, field) = &self.list_names;
+        let Some(name) = item.pointer(field).and_then(|n| n.as_str()) else {
+            return Err(OpError::Permanent(format!(
+                "{} answered an item without a string at {field:?} (`list_names`)",
+                self.list
+            )));
+        };
+        let id = match &self.list_ids {
+            None => None,
+            Some((_, id_field)) => match item.pointer(id_field) {
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                _ => {
+                    return Err(OpError::Permanent(format!(
+                        "{} answered an item without an id at {id_field:?} (`list_ids`)",
+                        self.list
+                    )))
+                }
+            },
+        };
+        Ok((name, id))
+    }
+
+    /// The token of the listing's next page, if it has one.
+    fn next_page_token(&self, json: &serde_json::Value) -> Option<String> {
+        self.next_page
+            .as_deref()
+            .and_then(|p| json.pointer(p))
+            .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
     }
 }
 

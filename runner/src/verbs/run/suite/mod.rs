@@ -28,7 +28,7 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use testkit_engine::config::FlakyPolicy;
-use testkit_engine::report::{KnownIssues, Summary};
+use testkit_engine::report::{KnownIssues, Summary, TestRecord};
 
 use super::signal::Interrupt;
 use super::verdict::{PhaseResult, Verdict};
@@ -196,61 +196,10 @@ fn outcome(
     if let Err(e) = crate::junit::write_junit_files(spec.results_dir, spec.run_id, records) {
         unfinished.push(e.to_string());
     }
-    let failures: Vec<(String, String)> = records
-        .iter()
-        .filter(|r| r.outcome.fails())
-        .map(|r| {
-            let why = r
-                .message
-                .as_deref()
-                .and_then(|m| m.lines().next())
-                .unwrap_or("failed")
-                .to_owned();
-            (format!("{}::{}", r.binary, r.name), why)
-        })
-        .collect();
-
-    let counts = summary.counts();
-    let engine = match (spec.engine, spec.archive) {
-        (Engine::Nextest, Some(_)) => "nextest archive",
-        (Engine::Nextest, None) => "nextest",
-        (Engine::CargoTest, _) => "cargo test",
-    };
-    let known_bad: Vec<String> = summary
-        .known_issues
-        .iter()
-        .filter(|k| k.state.fails_run())
-        .map(|k| format!("{} {}", k.id, k.state.describe()))
-        .collect();
-    let mut problems = Vec::new();
-    if interrupted {
-        problems.push("interrupted".to_owned());
-    }
-    if !crashed.is_empty() {
-        problems.push(format!(
-            "no record (its process exited early, crashed or was killed): {}",
-            crashed.join(", ")
-        ));
-    }
-    if !known_bad.is_empty() {
-        problems.push(format!("known issues: {}", known_bad.join("; ")));
-    }
-    if summary.total() == 0 && !interrupted {
-        problems.push("no test ran".to_owned());
-    }
-    let flaky: Vec<String> = summary
-        .flaky
-        .iter()
-        .map(|f| format!("{} ({})", f.test, f.describe()))
-        .collect();
-    let flaky_fails = spec.flaky == FlakyPolicy::Fail && !flaky.is_empty();
-    if flaky_fails {
-        problems.push(format!(
-            "flaky tests fail the run ([suite] flaky = \"fail\"): {}",
-            flaky.join(", ")
-        ));
-    }
-    let green = summary.is_green() && known_bad.is_empty() && !flaky_fails;
+    let findings = Findings::of(spec, &summary, crashed, interrupted);
+    let engine = engine_name(spec);
+    let mut problems = findings.problems(summary.total() == 0);
+    let green = summary.is_green() && findings.known_bad.is_empty() && !findings.flaky_fails;
     if !status.success() && green && crashed.is_empty() && !interrupted {
         problems.push(format!(
             "{engine} {} though every test record is green: a test binary crashed or the command failed; see {}",
@@ -260,13 +209,17 @@ fn outcome(
     }
     problems.extend(unfinished.iter().cloned());
     let ok = green && problems.is_empty();
-    let mut evidence = format!("{counts} ({engine}, {})", describe_status(status));
-    if !flaky.is_empty() && !flaky_fails {
+    let mut evidence = format!(
+        "{} ({engine}, {})",
+        summary.counts(),
+        describe_status(status)
+    );
+    if !findings.flaky.is_empty() && !findings.flaky_fails {
         // A pass, loudly: which tests needed a retry, and that the suite
         // lets them pass.
         evidence.push_str(&format!(
             "; flaky, passed on a retry: {} (the run passes with them: [suite] flaky = \"pass\")",
-            flaky.join(", ")
+            findings.flaky.join(", ")
         ));
     }
     if !problems.is_empty() {
@@ -278,8 +231,103 @@ fn outcome(
         result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
         incomplete: !unfinished.is_empty(),
         summary: Some(summary),
-        failures,
+        failures: failures(records),
         binaries: Vec::new(),
+    }
+}
+
+/// Each failing test, `binary::name`, with the first line of its message.
+fn failures(records: &[TestRecord]) -> Vec<(String, String)> {
+    records
+        .iter()
+        .filter(|r| r.outcome.fails())
+        .map(|r| {
+            let why = r
+                .message
+                .as_deref()
+                .and_then(|m| m.lines().next())
+                .unwrap_or("failed")
+                .to_owned();
+            (format!("{}::{}", r.binary, r.name), why)
+        })
+        .collect()
+}
+
+/// The engine that ran the tests, as the evidence names it.
+fn engine_name(spec: &TestsSpec<'_>) -> &'static str {
+    match (spec.engine, spec.archive) {
+        (Engine::Nextest, Some(_)) => "nextest archive",
+        (Engine::Nextest, None) => "nextest",
+        (Engine::CargoTest, _) => "cargo test",
+    }
+}
+
+/// What the records say besides the counts, each a reason the run may fail.
+struct Findings<'a> {
+    interrupted: bool,
+    crashed: &'a [String],
+    /// Known issues in a state that fails the run, each described.
+    known_bad: Vec<String>,
+    /// Tests that passed on a retry, each described.
+    flaky: Vec<String>,
+    /// Whether the suite lets no flaky test pass.
+    flaky_fails: bool,
+}
+
+impl<'a> Findings<'a> {
+    fn of(
+        spec: &TestsSpec<'_>,
+        summary: &Summary,
+        crashed: &'a [String],
+        interrupted: bool,
+    ) -> Findings<'a> {
+        let known_bad: Vec<String> = summary
+            .known_issues
+            .iter()
+            .filter(|k| k.state.fails_run())
+            .map(|k| format!("{} {}", k.id, k.state.describe()))
+            .collect();
+        let flaky: Vec<String> = summary
+            .flaky
+            .iter()
+            .map(|f| format!("{} ({})", f.test, f.describe()))
+            .collect();
+        let flaky_fails = spec.flaky == FlakyPolicy::Fail && !flaky.is_empty();
+        Findings {
+            interrupted,
+            crashed,
+            known_bad,
+            flaky,
+            flaky_fails,
+        }
+    }
+
+    /// The reasons found in the records not to pass, in the order the
+    /// evidence gives them.
+    fn problems(&self, no_test_ran: bool) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.interrupted {
+            problems.push("interrupted".to_owned());
+        }
+        if !self.crashed.is_empty() {
+            problems.push(format!(
+                "no record (its process exited early, crashed or was killed): {}",
+                self.crashed.join(", ")
+            ));
+        }
+        if !self.known_bad.is_empty() {
+            problems.push(format!("known issues: {}", self.known_bad.join("; ")));
+        }
+        if no_test_ran && !self.interrupted {
+            problems.push("no test ran".to_owned());
+        }
+        if self.flaky_fails {
+            problems.push(format!(
+                "flaky tests fail the run ([suite] flaky = \"fail\"): {}",
+                self.flaky.join(", ")
+            ));
+        }
+        problems
     }
 }
 
