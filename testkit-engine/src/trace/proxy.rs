@@ -221,15 +221,7 @@ async fn forward(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::i
     let recorder = recorder_of(&req);
     let (parts, body) = req.into_parts();
     let url = parts.uri.to_string();
-    let origin = match (parts.uri.scheme_str(), parts.uri.authority()) {
-        (Some(scheme), Some(authority)) => format!("{scheme}://{authority}"),
-        _ => String::new(),
-    };
-    let origin_allowed = ORIGINS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&origin);
-    if !origin_allowed {
+    if !origin_allowed(&parts.uri) {
         return Ok(Response::builder()
             .status(403)
             .body(Full::new(Bytes::from_static(
@@ -242,9 +234,105 @@ async fn forward(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::i
         .await
         .map_err(std::io::Error::other)?
         .to_bytes();
-    let mut exchange = Http {
+    let mut exchange = request_of(&parts, &url, &body);
+    let outgoing = with_headers(
+        Request::builder()
+            .method(parts.method.clone())
+            .uri(parts.uri.clone()),
+        &parts.headers,
+        |b, k, v| b.header(k, v),
+    )
+    .body(Full::new(body))
+    .map_err(std::io::Error::other)?;
+    let answer = match upstream().request(outgoing).await {
+        Ok(answer) => answer,
+        // An error, not an answer: the client sees its request fail, as it
+        // would have without the proxy.
+        Err(e) => return Err(no_answer(recorder.as_ref(), started, exchange, &url, &e)),
+    };
+    let status = answer.status();
+    let (answer_parts, answer_body) = answer.into_parts();
+    let bytes = answer_body
+        .collect()
+        .await
+        .map_err(std::io::Error::other)?
+        .to_bytes();
+    if let Some(r) = &recorder {
+        answered(
+            &mut exchange,
+            status.as_u16(),
+            &answer_parts.headers,
+            &bytes,
+        );
+        let what = format!(
+            "{} {} → {}",
+            exchange.method,
+            path_of(&url),
+            status.as_u16()
+        );
+        let ok = status.as_u16() < 400;
+        r.add(
+            EntryKind::Http,
+            started,
+            started.elapsed(),
+            what,
+            ok,
+            String::new(),
+            Some(exchange),
+        );
+    }
+    with_headers(
+        Response::builder().status(status),
+        &answer_parts.headers,
+        |b, k, v| b.header(k, v),
+    )
+    .body(Full::new(bytes))
+    .map_err(std::io::Error::other)
+}
+
+/// Records a request the pod never answered; the error to fail it with.
+fn no_answer(
+    recorder: Option<&Recorder>,
+    started: Instant,
+    exchange: Http,
+    url: &str,
+    e: &dyn std::fmt::Display,
+) -> std::io::Error {
+    let message = format!("{e:#}");
+    if let Some(r) = recorder {
+        let what = format!("{} {} → no answer", exchange.method, path_of(url));
+        r.add(
+            EntryKind::Http,
+            started,
+            started.elapsed(),
+            what,
+            false,
+            message.clone(),
+            Some(exchange),
+        );
+    }
+    std::io::Error::other(message)
+}
+
+/// Whether `uri` goes to one of the pods of this process: nothing else is
+/// forwarded.
+fn origin_allowed(uri: &hyper::Uri) -> bool {
+    let origin = match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme), Some(authority)) => format!("{scheme}://{authority}"),
+        _ => String::new(),
+    };
+    ORIGINS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&origin)
+}
+
+/// The request half of an exchange, as recorded (the proxy's own
+/// credential left out).
+fn request_of(parts: &hyper::http::request::Parts, url: &str, body: &Bytes) -> Http {
+    Http {
         method: parts.method.to_string(),
-        url: url.clone(),
+        url: url.to_owned(),
         request_headers: headers(
             parts
                 .headers
@@ -252,80 +340,34 @@ async fn forward(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::i
                 .filter(|(k, _)| *k != hyper::header::PROXY_AUTHORIZATION)
                 .map(|(k, v)| (k.as_str(), v.as_bytes())),
         ),
-        request_body: cap_bytes(&body),
+        request_body: cap_bytes(body),
         ..Http::default()
-    };
-    let mut outgoing = Request::builder()
-        .method(parts.method.clone())
-        .uri(parts.uri.clone());
-    for (k, v) in &parts.headers {
+    }
+}
+
+/// The answer half of an exchange, as recorded.
+fn answered(exchange: &mut Http, status: u16, answer_headers: &hyper::HeaderMap, body: &Bytes) {
+    exchange.status = Some(status);
+    exchange.response_headers = headers(
+        answer_headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_bytes())),
+    );
+    exchange.response_body = cap_bytes(body);
+}
+
+/// `builder` with every header of `from` a hop may pass on.
+fn with_headers<B>(
+    mut builder: B,
+    from: &hyper::HeaderMap,
+    add: impl Fn(B, &hyper::header::HeaderName, &hyper::header::HeaderValue) -> B,
+) -> B {
+    for (k, v) in from {
         if !NOT_FORWARDED.contains(&k.as_str()) {
-            outgoing = outgoing.header(k, v);
+            builder = add(builder, k, v);
         }
     }
-    let outgoing = outgoing
-        .body(Full::new(body))
-        .map_err(std::io::Error::other)?;
-    let answer = match upstream().request(outgoing).await {
-        Ok(answer) => answer,
-        Err(e) => {
-            let message = format!("{e:#}");
-            if let Some(r) = &recorder {
-                r.add(
-                    EntryKind::Http,
-                    started,
-                    started.elapsed(),
-                    format!("{} {} → no answer", exchange.method, path_of(&url)),
-                    false,
-                    message.clone(),
-                    Some(exchange),
-                );
-            }
-            // An error, not an answer: the client sees its request fail, as
-            // it would have without the proxy.
-            return Err(std::io::Error::other(message));
-        }
-    };
-    let status = answer.status();
-    let (answer_parts, answer_body) = answer.into_parts();
-    let answer_headers = answer_parts.headers;
-    let bytes = answer_body
-        .collect()
-        .await
-        .map_err(std::io::Error::other)?
-        .to_bytes();
-    if let Some(r) = &recorder {
-        exchange.status = Some(status.as_u16());
-        exchange.response_headers = headers(
-            answer_headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_bytes())),
-        );
-        exchange.response_body = cap_bytes(&bytes);
-        r.add(
-            EntryKind::Http,
-            started,
-            started.elapsed(),
-            format!(
-                "{} {} → {}",
-                exchange.method,
-                path_of(&url),
-                status.as_u16()
-            ),
-            status.as_u16() < 400,
-            String::new(),
-            Some(exchange),
-        );
-    }
-    let mut response = Response::builder().status(status);
-    for (k, v) in &answer_headers {
-        if !NOT_FORWARDED.contains(&k.as_str()) {
-            response = response.header(k, v);
-        }
-    }
-    response
-        .body(Full::new(bytes))
-        .map_err(std::io::Error::other)
+    builder
 }
 
 fn path_of(url: &str) -> &str {

@@ -43,11 +43,7 @@ pub(super) fn run_test(
     );
     cx.log.start();
     let watch = crate::leftovers::begin(&def.full_name());
-    let trace_policy = def
-        .options
-        .trace
-        .and_then(crate::engine::settings::TracePolicy::parse)
-        .unwrap_or(settings.trace);
+    let trace_policy = trace_policy(def, settings);
     let trace = crate::trace::begin(&def.full_name(), trace_policy);
 
     let body = match preflight(def, &mut cx) {
@@ -70,10 +66,7 @@ pub(super) fn run_test(
 
     let mut record = def.record(run);
     record.attempt = settings.nextest_attempt.unwrap_or(1).max(1);
-    record.started_at_ms = started_at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    record.started_at_ms = millis_since_epoch(started_at);
     record.duration_ms = start.elapsed().as_millis() as u64;
     record.resources = cleanup.resources.clone();
     record.cleanup = cleanup.state;
@@ -88,6 +81,12 @@ pub(super) fn run_test(
     crate::trace::finish(trace, trace_policy, &artifacts, &mut record);
     crate::globals::write_record(run, &record);
 
+    completion(def, &record)
+}
+
+/// What libtest-mimic is told of a test its record says the fate of: a
+/// failure carries the test's log.
+fn completion(def: &TestDef, record: &TestRecord) -> Result<Completion, Failed> {
     let with_log = |message: &str| {
         let log = &record.output;
         if log.is_empty() {
@@ -109,6 +108,20 @@ pub(super) fn run_test(
             Err(with_log(record.message.as_deref().unwrap_or("failed")))
         }
     }
+}
+
+/// The test's own `trace = "…"`, else `TESTKIT_TRACE`.
+fn trace_policy(def: &TestDef, settings: &Settings) -> crate::engine::settings::TracePolicy {
+    def.options
+        .trace
+        .and_then(crate::engine::settings::TracePolicy::parse)
+        .unwrap_or(settings.trace)
+}
+
+fn millis_since_epoch(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Checks that decide a test's fate before its body runs: a known issue that
