@@ -272,10 +272,7 @@ fn with_env_entry(since: u64, matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, u64)
     all_procs()
         .into_iter()
         .filter(|p| p.0 != me && p.4 >= since)
-        .filter(|p| {
-            std::fs::read(format!("/proc/{}/environ", p.0))
-                .is_ok_and(|env| env.split(|&b| b == 0).any(&matches))
-        })
+        .filter(|p| environ_of(p.0).is_some_and(|env| env.split(|&b| b == 0).any(&matches)))
         .map(|p| (p.0, p.4))
         .collect()
 }
@@ -331,13 +328,59 @@ pub fn any_with_env_between(var: &str, value: &str, after: i32, upto: i32) -> Op
     }
     let needle = format!("{var}={value}");
     let me = std::process::id() as i32;
-    Some((after + 1..=upto).filter(|&pid| pid != me).any(|pid| {
-        // A thread of a tagged process (this one's included) shows that
-        // process's environment: only a thread group's leader counts.
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == needle.as_bytes()))
-            && is_thread_group_leader(pid)
-    }))
+    // This process's threads show its environment, tag included: they are
+    // most of the pids a test's window holds (a thread per test), and one
+    // listing of them costs less than reading each one's environment.
+    let own: Vec<i32> = std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(
+        (after + 1..=upto)
+            .filter(|pid| *pid != me && !own.contains(pid))
+            .any(|pid| {
+                // A thread of another tagged process shows that process's
+                // environment: only a thread group's leader counts.
+                environ_of(pid)
+                    .is_some_and(|env| env.split(|&b| b == 0).any(|e| e == needle.as_bytes()))
+                    && is_thread_group_leader(pid)
+            }),
+    )
+}
+
+/// The environment of `pid` (`VAR=value` entries, NUL-separated). A
+/// process in the middle of an `execve` shows none for a moment (its
+/// memory is being replaced): one that is alive, no kernel thread, and
+/// shows an empty environment is read again, for up to 20 ms, so that a
+/// `setsid cmd &` caught while it becomes `cmd` is not taken for a process
+/// without the tag.
+fn environ_of(pid: i32) -> Option<Vec<u8>> {
+    /// A kernel thread's flag in `/proc/<pid>/stat` (field 9): its
+    /// environment is empty for good.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let path = format!("/proc/{pid}/environ");
+    for _ in 0..20 {
+        match std::fs::read(&path) {
+            Ok(env) if !env.is_empty() => return Some(env),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            _ => {}
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let state = fields.first()?;
+        let flags: u64 = fields.get(6)?.parse().ok()?;
+        if flags & PF_KTHREAD != 0 || *state == "Z" || *state == "X" {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A process whose environment is really empty (started with
+    // `env -i`): it carries no tag.
+    None
 }
 
 fn is_thread_group_leader(pid: i32) -> bool {

@@ -118,7 +118,7 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
     let now = process::now_ticks().unwrap_or(u64::MAX);
     // After the clock, so that what started before `now` is counted.
     let last_pid = process::last_pid();
-    let Some((mine, shared)) = close_window(&watch, now) else {
+    let Some(mine) = close_window(&watch, now) else {
         return Leftovers::default();
     };
     // The common case, nothing started since the test began carries the
@@ -129,6 +129,7 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
             return Leftovers::default();
         }
     }
+    let shared = windows_during(&mine);
     let Found { left, also } = left_running(&tag, &mine, &shared, last_pid);
     if left.is_empty() {
         return Leftovers::default();
@@ -158,22 +159,28 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
     }
 }
 
-/// Closes the window of the test `watch` watches at `now`, and returns it
-/// with the windows of the other tests that ran while it did; `None` when
-/// the test has no window.
-fn close_window(watch: &Watch, now: u64) -> Option<(Window, Vec<Window>)> {
+/// Closes the window of the test `watch` watches at `now`, and returns it;
+/// `None` when the test has no window.
+fn close_window(watch: &Watch, now: u64) -> Option<Window> {
     let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = windows.iter_mut().find(|w| w.id == watch.id) {
-        // A tick later: a process started in this very tick is inside.
-        w.end = Some(now.saturating_add(1));
-    }
-    let mine = windows.iter().find(|w| w.id == watch.id).cloned()?;
-    let others: Vec<Window> = windows
+    // A window's id is its index: windows are only ever added.
+    let w = windows.get_mut(watch.id)?;
+    // A tick later: a process started in this very tick is inside.
+    w.end = Some(now.saturating_add(1));
+    Some(w.clone())
+}
+
+/// The windows of the other tests that ran while `mine` did: read only
+/// when something is to be judged, since under `cargo test` a process
+/// holds a window per test it ran.
+fn windows_during(mine: &Window) -> Vec<Window> {
+    WINDOWS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|w| w.id != watch.id && w.end.is_none_or(|e| e >= mine.start))
+        .filter(|w| w.id != mine.id && w.end.is_none_or(|e| e >= mine.start))
         .cloned()
-        .collect();
-    Some((mine, others))
+        .collect()
 }
 
 /// What a test is charged with: processes it may have left running.
