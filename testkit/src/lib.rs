@@ -43,9 +43,10 @@
 //! - A resource kind is HTTP templates or Rust code (`resource_kind!`); a
 //!   kind in Rust is swept by the suite's own test binaries, since the
 //!   runner links no suite code.
-//! - The check for processes a test left running reads `/proc` after every
-//!   test, about a millisecond each: a binary of a thousand trivial tests
-//!   runs many times slower than plain `#[test]` (see `bench/`).
+//! - The check for processes a test left running opens an entry of `/proc`
+//!   for each pid the machine gave out while the test ran: on a busy
+//!   machine, a binary of a thousand trivial tests runs a few times slower
+//!   than plain `#[test]` (see `bench/`).
 //! - UI tests (`browser` feature) need Chromium on the machine, and drive the
 //!   page with JavaScript: `click` and `fill` dispatch DOM events, not input
 //!   devices' events.
