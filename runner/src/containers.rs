@@ -32,8 +32,27 @@ pub(crate) enum PodMode {
 /// `testkit.pod`), so that the residue sweep leaves it to the down phase.
 static OWN_POD: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
-/// The mode's mistakes, found with the run's other arguments.
-pub(crate) fn check_mode(mode: PodMode, config: &SuiteConfig) -> Result<(), String> {
+/// The mode `--pod` asked for, or else the suite's own: a container for a
+/// pod of several nodes (which only containers can be), a process
+/// otherwise; and the mode's mistakes, found with the run's other arguments.
+pub(crate) fn check_mode(mode: Option<PodMode>, config: &SuiteConfig) -> Result<PodMode, String> {
+    let nodes = config
+        .pod
+        .container
+        .as_ref()
+        .is_some_and(|c| !c.nodes.is_empty());
+    let mode = mode.unwrap_or(if nodes {
+        PodMode::Container
+    } else {
+        PodMode::Process
+    });
+    if mode == PodMode::Process && nodes {
+        return Err(
+            "--pod process: the suite's pod is several nodes ([pod.container.nodes]), which run \
+             only as containers: leave out --pod, or say --pod container"
+                .to_owned(),
+        );
+    }
     if mode == PodMode::Container && config.pod.container.is_none() {
         return Err(
             "--pod container: the suite's testkit.toml has no [pod.container] (the image, \
@@ -41,7 +60,7 @@ pub(crate) fn check_mode(mode: PodMode, config: &SuiteConfig) -> Result<(), Stri
                 .to_owned(),
         );
     }
-    Ok(())
+    Ok(mode)
 }
 
 /// The `docker` CLI, and a daemon that answers it.
@@ -586,15 +605,14 @@ pub(crate) fn stopped(
 /// The container of `pod up --pod KIND`: none for a process pod. A pod up
 /// belongs to no run: its engine objects carry the pod's label only.
 pub(crate) async fn for_pod_up(
-    mode: PodMode,
+    mode: Option<PodMode>,
     config: &SuiteConfig,
     suite_dir: &Path,
     logs_dir: &Path,
 ) -> Result<Option<ContainerSpec>, String> {
-    if mode == PodMode::Process {
+    if check_mode(mode, config)? == PodMode::Process {
         return Ok(None);
     }
-    check_mode(mode, config)?;
     // The prepare step finds the programs built with the runner, as the
     // pod's command does.
     let exe_dir = std::env::current_exe()

@@ -114,6 +114,7 @@ pub fn failure_type(kind: FailureKind) -> &'static str {
         FailureKind::KnownIssueMismatch => "known_issue_mismatch",
         FailureKind::KnownIssueFixed => "known_issue_fixed",
         FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
+        FailureKind::FaultNotUndone => "fault_not_undone",
         FailureKind::Config => "config",
         FailureKind::BrowserTeardown => "browser_teardown",
         FailureKind::NoScreenshot => "no_screenshot",

@@ -61,7 +61,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod container;
-pub use container::{BuildSection, ContainerSection, MountSection};
+pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
 
 /// The name of a suite's config file, at its workspace root.
 pub const CONFIG_FILE: &str = "testkit.toml";

@@ -182,6 +182,18 @@ impl Cx {
         self.resources.forget(kind, name)
     }
 
+    /// The faults this test injects into the nodes of its pod (a pod of
+    /// several, `[pod.container.nodes]`): each undone at the end of the
+    /// test, whatever happens, and proven undone. Only a test marked
+    /// `#[testkit::test(exclusive)]` may inject them.
+    pub fn faults(&self) -> crate::Faults<'_> {
+        crate::Faults {
+            tracker: &self.resources,
+            run: self.run,
+            exclusive: self.is_exclusive(),
+        }
+    }
+
     /// Runs the suite's CLI with `args` against the pod (default timeout 60 s).
     pub async fn cli(&self, args: &[&str]) -> crate::Result<CliOutput> {
         self.cli_command(args).run().await
@@ -234,6 +246,11 @@ impl Cx {
     /// or keeps it when `keep` says so.
     pub(crate) async fn finish(&self, keep: Keep, body_failed: bool) -> CleanupSummary {
         self.resources.finish(keep, body_failed).await
+    }
+
+    // TEMPORARY until the exclusive lock lands.
+    pub(crate) fn is_exclusive(&self) -> bool {
+        true
     }
 }
 

@@ -23,6 +23,7 @@ const LAYERS: Layers<'static> = Layers {
         ("tracker", 4),
         ("signals", 5),
         ("cli", 5),
+        ("faults", 5),
         ("browser", 6),
         // What a test sees.
         ("cx", 7),
@@ -52,6 +53,7 @@ const LAYERS: Layers<'static> = Layers {
         ("Cx", 7),
         ("CliCommand", 5),
         ("CliOutput", 5),
+        ("Faults", 5),
     ],
 };
 

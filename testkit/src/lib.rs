@@ -76,6 +76,7 @@ pub mod __private;
 pub mod browser;
 mod cli;
 mod cx;
+mod faults;
 mod globals;
 mod harness;
 #[cfg(test)]
@@ -94,6 +95,7 @@ use testkit_engine as engine;
 
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
+pub use faults::Faults;
 pub use engine::redact::{redact, register_secret, REDACTED};
 pub use skip::Skip;
 pub use testkit_macros::test;
@@ -128,7 +130,7 @@ pub mod template {
 
 /// The pod a test drives: [`Cx::pod`] hands it out.
 pub mod pod {
-    pub use crate::engine::pod::Pod;
+    pub use crate::engine::pod::{Node, Pod};
 }
 
 /// Resource kinds in Rust, for what `testkit.toml`'s HTTP templates cannot

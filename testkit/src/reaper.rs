@@ -15,6 +15,7 @@ use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::engine::pod::fault::{self, Fault};
 use crate::engine::pod::Pod;
 use crate::engine::resource::delete::{delete_and_verify, Leak};
 use crate::engine::resource::{journal, Event, Gone, Journal, JournalEntry, Kinds, ResourceRef};
@@ -166,6 +167,17 @@ async fn reap(path: PathBuf) -> ExitCode {
     };
     let journal: &'static Journal = Box::leak(Box::new(Journal::at(path)));
     let prefix = crate::globals::name_prefix();
+    // Faults first, newest first, one at a time: the nodes come back
+    // before anything is deleted from them, in the order they went.
+    let (faults, todo): (Vec<_>, Vec<_>) = todo
+        .into_iter()
+        .partition(|o| o.kind == fault::JOURNAL_KIND);
+    let mut leaks = 0;
+    for fault in faults.into_iter().rev() {
+        if !undo_fault(pod, &fault, journal).await {
+            leaks += 1;
+        }
+    }
     // Newest first, concurrently: each resource stands alone.
     let mut tasks = tokio::task::JoinSet::new();
     for resource in todo.into_iter().rev() {
@@ -176,7 +188,6 @@ async fn reap(path: PathBuf) -> ExitCode {
         };
         tasks.spawn(leftover.reap(pod, kinds, prefix));
     }
-    let mut leaks = 0;
     while let Some(result) = tasks.join_next().await {
         if !matches!(result, Ok(true)) {
             leaks += 1;
@@ -212,6 +223,39 @@ async fn pod_and_kinds(outstanding: usize) -> Option<(&'static Pod, &'static Kin
         }
     };
     Some((pod, kinds))
+}
+
+/// Undoes a fault the dead test process injected, and proves it undone;
+/// whether it is.
+async fn undo_fault(pod: &Pod, fault: &journal::Outstanding, journal: &Journal) -> bool {
+    let started = std::time::Instant::now();
+    let undone = async {
+        let cluster = pod.cluster()?;
+        let planned = Fault::from_json(fault.id.as_deref().unwrap_or_default())?;
+        fault::undo(cluster, &planned, fault::UNDO_LIMIT)
+            .await
+            .map(|()| planned.describe())
+    }
+    .await;
+    let (event, detail) = match &undone {
+        Ok(what) => {
+            eprintln!(
+                "testkit reaper: fault undone: {what} (proven in {} ms: the node answers its \
+                 health check, its peers reach it)",
+                started.elapsed().as_millis()
+            );
+            (Event::Reaped, None)
+        }
+        Err(why) => {
+            eprintln!("testkit reaper: FAULT NOT UNDONE: `{}`: {why}", fault.name);
+            (Event::Leaked, Some(why.clone()))
+        }
+    };
+    let entry = JournalEntry::new(event, &fault.kind, &fault.name, &fault.run, "", detail);
+    if let Err(e) = journal.append(&entry) {
+        eprintln!("testkit reaper: could not journal the undo of `{}`: {e}", fault.name);
+    }
+    undone.is_ok()
 }
 
 /// Whether a resource that turns out gone was deleted by something else.

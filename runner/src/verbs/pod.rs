@@ -63,8 +63,10 @@ pub(crate) struct UpArgs {
     json: bool,
     /// The pod to start: a process (`[pod] command`) or a container
     /// (`[pod.container]`).
-    #[arg(long, value_enum, default_value = "process", value_name = "KIND")]
-    pod: crate::containers::PodMode,
+    /// Default: a container for a pod of several nodes
+    /// (`[pod.container.nodes]`), else a process.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pod: Option<crate::containers::PodMode>,
 }
 
 /// What `pod.json` records about a pod.

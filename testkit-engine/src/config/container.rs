@@ -14,6 +14,23 @@
 //! setup = [["myservice", "adduser", "{user}", "{password}"]] # one-off containers, before `command`
 //! ```
 //!
+//! A pod of several nodes (a gateway and its workers, a replicated store)
+//! names them; each is a container of the same image on the pod's network,
+//! reached by the others at its name, and by the tests at a port of its own:
+//!
+//! ```toml
+//! [pod.container]
+//! build = { context = "container" }
+//! port = 8080
+//! entry = "gateway"                  # the node whose API is the pod's base URL
+//! reach = ["wget", "-q", "-O", "/dev/null", "http://{node}:{port}/api/health"]
+//!                                    # run in a node: proves it reaches node `{node}`
+//! [pod.container.nodes.gateway]
+//! command = ["svc", "gateway", "--listen", "{listen}", "--worker", "http://worker-1:{port}"]
+//! [pod.container.nodes.worker-1]
+//! command = ["svc", "worker", "--listen", "{listen}"]
+//! ```
+//!
 //! `[pod]` `ready`, `health_path`, the boot timeouts, `fields` and
 //! `public_fields` hold for the container as for the process; `[pod]
 //! command` and `setup` are the process's only.
@@ -51,6 +68,36 @@ pub struct ContainerSection {
     /// the same mounts and environment, before `command`.
     #[serde(default)]
     pub setup: Vec<Vec<String>>,
+    /// The nodes of a pod of several, by name (`[pod.container.nodes.NAME]`);
+    /// empty for a pod of one container.
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeSection>,
+    /// The node whose API is the pod's base URL, and whose output carries
+    /// the handle a service prints.
+    #[serde(default)]
+    pub entry: Option<String>,
+    /// A command run in one node (`docker exec`) that succeeds when it
+    /// reaches the node `{node}` (placeholders `{node}`, `{port}`): how an
+    /// undone fault is proven undone between peers.
+    #[serde(default)]
+    pub reach: Vec<String>,
+}
+
+/// `[pod.container.nodes.NAME]`: one node of a pod of several.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct NodeSection {
+    /// The node's command, else `[pod.container] command`; placeholders as
+    /// there, and `{node}` (its name).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// More environment, over `[pod.container] env`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its unauthenticated health path, else `[pod] health_path`.
+    #[serde(default)]
+    pub health_path: Option<String>,
 }
 
 /// `[pod.container] build`: an image made from a directory of the suite.
@@ -120,7 +167,64 @@ impl ContainerSection {
         for mount in &self.mounts {
             mount.validate()?;
         }
-        Ok(())
+        self.validate_nodes()
+    }
+
+    /// Node names that are host names on the pod's network, an entry that
+    /// is one of them, and nodes only with an entry.
+    fn validate_nodes(&self) -> Result<(), (&'static str, String)> {
+        for (name, node) in &self.nodes {
+            let ok = !name.is_empty()
+                && name.len() <= 32
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !name.starts_with('-');
+            if !ok {
+                return Err((
+                    "pod.container.nodes",
+                    format!("has node {name:?}: expected 1 to 32 of a-z, 0-9 and `-` (it is the node's host name)"),
+                ));
+            }
+            if node.command.is_empty() && self.command.is_empty() {
+                return Err((
+                    "pod.container.nodes",
+                    format!("has node {name:?} without a command: give it `command`, or give [pod.container] one"),
+                ));
+            }
+            if node.health_path.as_deref().is_some_and(|p| !p.starts_with('/')) {
+                return Err((
+                    "pod.container.nodes",
+                    format!("has node {name:?} whose health_path does not start with `/`"),
+                ));
+            }
+        }
+        match (&self.entry, self.nodes.is_empty()) {
+            (None, false) => Err((
+                "pod.container.entry",
+                format!(
+                    "is missing: a pod of several nodes names the one whose API is the pod's (one of {})",
+                    self.node_names()
+                ),
+            )),
+            (Some(entry), false) if !self.nodes.contains_key(entry) => Err((
+                "pod.container.entry",
+                format!("is {entry:?}, which is not a node: expected one of {}", self.node_names()),
+            )),
+            (Some(_), true) => Err((
+                "pod.container.entry",
+                "names a node, but there is no [pod.container.nodes.NAME]: add the nodes, or remove `entry`".to_owned(),
+            )),
+            _ if !self.reach.is_empty() && self.nodes.is_empty() => Err((
+                "pod.container.reach",
+                "is for a pod of several nodes: add [pod.container.nodes.NAME], or remove `reach`".to_owned(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn node_names(&self) -> String {
+        self.nodes.keys().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
     }
 
     /// Exactly one of `image` and `build`, and an image that names one.

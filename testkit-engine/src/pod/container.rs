@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ContainerSection, MountSection};
+use crate::config::{ContainerSection, MountSection, NodeSection};
 
 /// The label every engine object testkit creates carries, with value `testkit`.
 pub const OWNER_LABEL: &str = "testkit.owner";
@@ -39,6 +39,8 @@ pub const RUN_LABEL: &str = "testkit.run";
 pub const POD_LABEL: &str = "testkit.pod";
 /// The label saying what a container is to its pod: `pod` or `setup`.
 pub const ROLE_LABEL: &str = "testkit.role";
+/// The label naming the node a container is, in a pod of several.
+pub const NODE_LABEL: &str = "testkit.node";
 
 /// The file in a pod's private directory that makes it a container pod.
 const RECORD_FILE: &str = "container.json";
@@ -68,6 +70,12 @@ pub struct ContainerSpec {
     pub run_id: Option<String>,
     /// The `docker` program.
     pub docker: PathBuf,
+    /// The nodes of a pod of several, by name; empty for one container.
+    pub nodes: BTreeMap<String, NodeSection>,
+    /// The node whose API is the pod's (with `nodes`).
+    pub entry: Option<String>,
+    /// How one node proves it reaches another (`[pod.container] reach`).
+    pub reach: Vec<String>,
 }
 
 impl ContainerSpec {
@@ -82,7 +90,17 @@ impl ContainerSpec {
             setup: section.setup.clone(),
             run_id: None,
             docker,
+            nodes: section.nodes.clone(),
+            entry: section.entry.clone(),
+            reach: section.reach.clone(),
         }
+    }
+
+    /// The nodes other than the entry, which start first, detached.
+    pub(super) fn other_nodes(&self) -> impl Iterator<Item = (&String, &NodeSection)> {
+        self.nodes
+            .iter()
+            .filter(|(name, _)| Some(*name) != self.entry.as_ref())
     }
 }
 
@@ -102,6 +120,10 @@ pub struct ContainerRecord {
     pub docker: PathBuf,
     /// When the container was started, in seconds since the Unix epoch.
     pub started_at: u64,
+    /// The entry node of a pod of several: the container whose `docker
+    /// run` is the pod's process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
 }
 
 impl ContainerRecord {
@@ -121,6 +143,12 @@ pub(super) struct Prepared {
     pub(super) setup_args: Vec<Vec<String>>,
     /// Environment the `docker` client needs (its daemon, its config).
     pub(super) client_env: BTreeMap<String, String>,
+    /// The `docker run --detach` of each node but the entry, in start order.
+    pub(super) node_args: Vec<(String, Vec<String>)>,
+    /// The network the pod's containers share.
+    pub(super) network: String,
+    /// The pod's id: the value of [`POD_LABEL`].
+    pub(super) pod_id: String,
 }
 
 /// Records the pod, creates its network and volumes (labelled), writes the
@@ -131,7 +159,7 @@ pub(super) async fn prepare(
     spec: &ContainerSpec,
     private_dir: &Path,
     base_dir: Option<&Path>,
-    host_port: u16,
+    host_ports: &BTreeMap<String, u16>,
     values: &crate::template::Values<'_>,
 ) -> Result<Prepared, String> {
     let record = record_pod(spec, private_dir)?;
@@ -139,7 +167,6 @@ pub(super) async fn prepare(
     let docker = Docker(spec.docker.clone());
     require_image(&docker, &spec.image).await?;
     let fill = |text: &str, key: &str| fill_container(text, values, key);
-    let env_path = write_env_file(spec, private_dir, values)?;
     let label_args = label_args(spec, &record.pod_id);
 
     let network = name.clone();
@@ -157,8 +184,8 @@ pub(super) async fn prepare(
     }
     let run = DockerRun {
         label_args,
-        network,
-        env_path,
+        network: network.clone(),
+        env_path: write_env_file(spec, None, private_dir, values)?,
         mount_args,
     };
     let mut setup_args = Vec::new();
@@ -175,23 +202,89 @@ pub(super) async fn prepare(
         }
         setup_args.push(args);
     }
-    let mut run_args = run.common("pod");
-    run_args.extend([
-        "--name".to_owned(),
-        name.clone(),
-        "--publish".to_owned(),
-        format!("127.0.0.1:{host_port}:{}", spec.port),
-        spec.image.clone(),
-    ]);
-    for arg in &spec.command {
-        run_args.push(fill(arg, "pod.container.command")?);
+    let node_run = NodeRun {
+        spec,
+        run: &run,
+        private_dir,
+        pod_name: &name,
+        host_ports,
+        values,
+    };
+    let mut node_args = Vec::new();
+    for (node, section) in spec.other_nodes() {
+        node_args.push((node.clone(), node_run.args(Some((node, section)), true)?));
     }
+    let entry = spec.entry.as_ref().map(|e| (e, &spec.nodes[e]));
     Ok(Prepared {
         docker: spec.docker.clone(),
-        run_args,
+        run_args: node_run.args(entry, false)?,
         setup_args,
         client_env: client_env(),
+        node_args,
+        network,
+        pod_id: record.pod_id,
     })
+}
+
+/// What the `docker run` of each of a pod's nodes is made of.
+struct NodeRun<'a> {
+    spec: &'a ContainerSpec,
+    run: &'a DockerRun,
+    private_dir: &'a Path,
+    pod_name: &'a str,
+    host_ports: &'a BTreeMap<String, u16>,
+    values: &'a crate::template::Values<'a>,
+}
+
+impl NodeRun<'_> {
+    /// The `docker run` of `node` (the only container when `None`),
+    /// detached or not: its name, alias on the network, published port,
+    /// environment and command.
+    fn args(&self, node: Option<(&String, &NodeSection)>, detach: bool) -> Result<Vec<String>, String> {
+        let spec = self.spec;
+        let node_name = node.map_or("", |(n, _)| n.as_str());
+        let values = self.values.clone().with("node", node_name);
+        let mut args = self.run.common("pod");
+        let (name, host_port) = match node {
+            Some((n, section)) => {
+                let env_path = write_env_file(spec, Some((n, section)), self.private_dir, &values)?;
+                args.extend([
+                    "--env-file".to_owned(),
+                    env_path.to_string_lossy().into_owned(),
+                    "--label".to_owned(),
+                    format!("{NODE_LABEL}={n}"),
+                    "--network-alias".to_owned(),
+                    n.clone(),
+                    "--hostname".to_owned(),
+                    n.clone(),
+                ]);
+                (format!("{}-{n}", self.pod_name), self.host_ports[n.as_str()])
+            }
+            None => (self.pod_name.to_owned(), self.host_ports[""]),
+        };
+        if detach {
+            args.push("--detach".to_owned());
+        }
+        args.extend([
+            "--name".to_owned(),
+            name,
+            "--publish".to_owned(),
+            format!("127.0.0.1:{host_port}:{}", spec.port),
+            spec.image.clone(),
+        ]);
+        let command = match node {
+            Some((_, section)) if !section.command.is_empty() => &section.command,
+            _ => &spec.command,
+        };
+        let key = match node {
+            Some((n, _)) => format!("pod.container.nodes.{n}.command"),
+            None => "pod.container.command".to_owned(),
+        };
+        for arg in command {
+            args.push(fill_container(arg, &values, &key)?);
+        }
+        Ok(args)
+    }
 }
 
 /// Names the pod's engine objects and writes their record to the private
@@ -211,6 +304,7 @@ fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecor
         image: spec.image.clone(),
         docker: spec.docker.clone(),
         started_at: unix_now(),
+        entry: spec.entry.clone(),
     };
     // Recorded before anything exists in the engine: a stop after a failed
     // boot finds it all by these labels.
@@ -250,24 +344,42 @@ fn fill_container(
         .map_err(|p| format!("invalid [pod.container] in testkit.toml: {key}: {p}"))
 }
 
-/// Writes the container's environment, filled, to its env file; the
-/// file's path.
+/// Writes the container's environment (a node's: `[pod.container] env`
+/// and the node's own over it), filled, to its env file; the file's path.
 fn write_env_file(
     spec: &ContainerSpec,
+    node: Option<(&String, &NodeSection)>,
     private_dir: &Path,
     values: &crate::template::Values<'_>,
 ) -> Result<PathBuf, String> {
     let mut env_file = String::new();
-    for (key, value) in &spec.env {
-        let value = fill_container(value, values, &format!("pod.container.env.{key}"))?;
+    let (file, entries): (String, Vec<(String, &String)>) = match node {
+        None => (
+            ENV_FILE.to_owned(),
+            spec.env.iter().map(|(k, v)| (format!("pod.container.env.{k}"), v)).collect(),
+        ),
+        // The pod's env file comes first on the command line; a node's
+        // entries, read after it, win.
+        Some((n, section)) => (
+            format!("container-{n}.env"),
+            section
+                .env
+                .iter()
+                .map(|(k, v)| (format!("pod.container.nodes.{n}.env.{k}"), v))
+                .collect(),
+        ),
+    };
+    for (key, value) in entries {
+        let value = fill_container(value, values, &key)?;
         if value.contains('\n') || value.contains('\r') {
             return Err(format!(
-                "pod.container.env.{key}: its value holds a line break, which an env file cannot carry"
+                "{key}: its value holds a line break, which an env file cannot carry"
             ));
         }
-        env_file.push_str(&format!("{key}={value}\n"));
+        let name = key.rsplit('.').next().unwrap_or_default();
+        env_file.push_str(&format!("{name}={value}\n"));
     }
-    let env_path = private_dir.join(ENV_FILE);
+    let env_path = private_dir.join(file);
     crate::files::write_private(&env_path, env_file.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", env_path.display()))?;
     Ok(env_path)
@@ -596,6 +708,18 @@ impl Docker {
         Ok(left)
     }
 
+    /// Thaws every paused container of the pod `pod_id`.
+    async fn unpause_all(&self, pod_id: &str) -> Result<(), String> {
+        let filter = format!("label={POD_LABEL}={pod_id}");
+        let paused = self
+            .run(&["ps", "--quiet", "--filter", &filter, "--filter", "status=paused"])
+            .await?;
+        for id in paused.split_whitespace() {
+            self.run(&["unpause", id]).await?;
+        }
+        Ok(())
+    }
+
     async fn running(&self, key: &str, value: &str) -> Result<Vec<(String, String)>, String> {
         let out = self
             .run(&[
@@ -639,6 +763,8 @@ pub struct ContainerStop {
 pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<ContainerStop, String> {
     let began = Instant::now();
     let docker = Docker(record.docker.clone());
+    // A frozen node takes no signal until it thaws.
+    docker.unpause_all(&record.pod_id).await?;
     let running = docker.running(POD_LABEL, &record.pod_id).await?;
     let ids: Vec<&str> = running.iter().map(|(id, _)| id.as_str()).collect();
     if !ids.is_empty() {
@@ -669,11 +795,17 @@ pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<Conta
             left.describe().join(", ")
         ));
     }
+    // A cut whose undo never ran (its process killed, its reaper too)
+    // would outlive the containers whose addresses it names.
+    let mut removed = found.describe();
+    for rule in super::fault::remove_pod_rules(&record.pod_id).await? {
+        removed.push(format!("packet-filter rule {rule}"));
+    }
     Ok(ContainerStop {
         pod_id: record.pod_id.clone(),
         running: running.into_iter().map(|(_, name)| name).collect(),
         killed_after_grace,
-        removed: found.describe(),
+        removed,
         duration: began.elapsed(),
     })
 }
@@ -743,19 +875,14 @@ async fn pod_container_id(
     record: &ContainerRecord,
 ) -> Result<Option<String>, String> {
     let filter = format!("label={POD_LABEL}={}", record.pod_id);
-    let listed = docker
-        .run(&[
-            "ps",
-            "-a",
-            "--no-trunc",
-            "--filter",
-            &filter,
-            "--filter",
-            &format!("label={ROLE_LABEL}=pod"),
-            "--format",
-            "{{.ID}}",
-        ])
-        .await?;
+    let role = format!("label={ROLE_LABEL}=pod");
+    let mut args = vec!["ps", "-a", "--no-trunc", "--filter", &filter, "--filter", &role];
+    let entry = record.entry.as_ref().map(|e| format!("label={NODE_LABEL}={e}"));
+    if let Some(entry) = &entry {
+        args.extend(["--filter", entry]);
+    }
+    args.extend(["--format", "{{.ID}}"]);
+    let listed = docker.run(&args).await?;
     Ok(listed.lines().next().map(str::to_owned))
 }
 

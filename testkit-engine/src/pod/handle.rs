@@ -65,7 +65,7 @@ impl HandlePolicy {
 /// and the token); any other string field is an extra (`user`,
 /// `password`, a second endpoint…).
 fn is_known_field(key: &str) -> bool {
-    key == "token" || crate::template::FILLED_FIELDS.contains(&key)
+    key == "token" || key == "cluster" || crate::template::FILLED_FIELDS.contains(&key)
 }
 
 /// A handle that cannot be used: which field, and what is wrong with it.
@@ -109,6 +109,8 @@ pub struct PodHandle {
     health: Option<String>,
     /// Extra string fields, with whether each is public.
     extras: BTreeMap<String, (String, bool)>,
+    /// The nodes of a pod of several.
+    cluster: Option<super::cluster::ClusterInfo>,
 }
 
 impl PodHandle {
@@ -139,6 +141,7 @@ impl PodHandle {
         let extras = extra_fields(obj, policy)?;
         let capabilities = capabilities_field(obj)?;
         let health = health_field(obj)?;
+        let cluster = cluster_field(obj, policy)?;
         Ok(PodHandle {
             name,
             scheme: url.scheme,
@@ -149,7 +152,19 @@ impl PodHandle {
             capabilities,
             health,
             extras,
+            cluster,
         })
+    }
+
+    /// The same handle, of a pod made of the nodes `cluster` names.
+    pub fn with_cluster(mut self, cluster: super::cluster::ClusterInfo) -> PodHandle {
+        self.cluster = Some(cluster);
+        self
+    }
+
+    /// The nodes, when the pod is made of several.
+    pub fn cluster(&self) -> Option<&super::cluster::ClusterInfo> {
+        self.cluster.as_ref()
     }
 
     /// An extra field (`user`, `password`…), or a known one by name.
@@ -255,6 +270,9 @@ impl PodHandle {
         }
         if let Some(h) = &self.health {
             obj.insert("health".into(), Value::from(h.clone()));
+        }
+        if let Some(c) = &self.cluster {
+            obj.insert("cluster".into(), serde_json::to_value(c).expect("plain data"));
         }
         Value::Object(obj).to_string()
     }
@@ -441,6 +459,32 @@ fn extra_fields(
         }
     }
     Ok(extras)
+}
+
+/// `cluster`, when given: the nodes of a pod of several, each base URL
+/// held to the policy as the pod's own is.
+fn cluster_field(
+    obj: &Map<String, Value>,
+    policy: &HandlePolicy,
+) -> Result<Option<super::cluster::ClusterInfo>, HandleError> {
+    let Some(value) = obj.get("cluster").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let mut info: super::cluster::ClusterInfo = serde_json::from_value(value.clone())
+        .map_err(|e| HandleError::field("cluster", format!("is not a cluster's description: {e}")))?;
+    for (name, node) in &mut info.nodes {
+        let url = parse_base_url(&node.base_url, policy).map_err(|e| {
+            HandleError::field("cluster", format!("node `{name}`: base_url {}", e.problem()))
+        })?;
+        node.base_url = format!("{}://{}:{}", url.scheme, url.host, url.port);
+    }
+    if !info.nodes.contains_key(&info.entry) {
+        return Err(HandleError::field(
+            "cluster",
+            format!("names entry `{}`, which is not one of its nodes", info.entry),
+        ));
+    }
+    Ok(Some(info))
 }
 
 /// `capabilities`, when given: an array of non-empty strings without

@@ -367,10 +367,14 @@ async fn boot(
         .values()
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (env, for_bootstrap) = split_env(spec, &values);
+    let host_ports = node_ports(spec, port)?;
     let container = match &spec.container {
-        Some(c) => Some(container_commands(c, spec, &private_dir, port, &fields).await?),
+        Some(c) => Some(container_commands(c, spec, &private_dir, &host_ports, &fields).await?),
         None => None,
     };
+    let cluster = spec.container.as_ref().zip(container.as_ref()).and_then(|(c, p)| {
+        super::cluster::describe(c, p, &host_ports, &spec.health_path)
+    });
     let args = pod_args(spec, container.as_ref(), &site, &values)?;
 
     let stdout_raw = private_dir.join("stdout.raw");
@@ -385,6 +389,11 @@ async fn boot(
         container: container.as_ref(),
     };
     run_setups(spec, container.as_ref(), &values, &pod).await?;
+    if let Some(c) = &container {
+        super::cluster::start_nodes(&c.node_args, &spec.logs_dir, || pod.command(&c.docker))
+            .await
+            .map_err(LaunchError::Container)?;
+    }
     let mut cmd = pod.command(program);
     cmd.args(&args).stdout(out).stderr(err).kill_on_drop(false);
     let started = Instant::now();
@@ -401,6 +410,15 @@ async fn boot(
             spec.container.as_ref().map(|_| port),
         )
         .await?;
+        let handle = match cluster {
+            Some(info) => {
+                info.wait_healthy(started + spec.ceiling)
+                    .await
+                    .map_err(LaunchError::Container)?;
+                handle.with_cluster(info)
+            }
+            None => handle,
+        };
         bootstrap_running(spec, &handle, &values, &for_bootstrap, &pod).await?;
         Ok((handle, health))
     }
@@ -1172,13 +1190,41 @@ async fn remove_containers(private_dir: &Path) {
     }
 }
 
+/// The loopback port each node of a container pod is published on, by
+/// name: the pod's `port` for the entry (or, for a pod of one container,
+/// for the name `""`), a free one for each other node.
+fn node_ports(spec: &LaunchSpec, port: u16) -> Result<BTreeMap<String, u16>, LaunchError> {
+    let mut ports = BTreeMap::from([(String::new(), port)]);
+    let Some(c) = &spec.container else {
+        return Ok(ports);
+    };
+    if let Some(entry) = &c.entry {
+        ports.insert(entry.clone(), port);
+    }
+    let others: Vec<&String> = c.other_nodes().map(|(n, _)| n).collect();
+    let free = free_ports(others.len() + 1).map_err(|source| LaunchError::Io {
+        what: "find free loopback ports for the pod's nodes".to_owned(),
+        cause: source,
+    })?;
+    // The pod's own port was free a moment ago, and may be again: skip it.
+    let mut free = free.into_iter().filter(|p| *p != port);
+    for name in others {
+        let p = free.next().ok_or_else(|| LaunchError::Io {
+            what: "find free loopback ports for the pod's nodes".to_owned(),
+            cause: std::io::Error::other("too few"),
+        })?;
+        ports.insert(name.clone(), p);
+    }
+    Ok(ports)
+}
+
 /// The `docker` commands of a container pod: its placeholders are the
 /// container's (`{port}` and `{listen}` inside it) and the handle's fields.
 async fn container_commands(
     c: &ContainerSpec,
     spec: &LaunchSpec,
     private_dir: &Path,
-    host_port: u16,
+    host_ports: &BTreeMap<String, u16>,
     fields: &BTreeMap<String, String>,
 ) -> Result<container::Prepared, LaunchError> {
     let port = c.port.to_string();
@@ -1187,7 +1233,7 @@ async fn container_commands(
         .with("port", &port)
         .with("listen", &listen)
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    container::prepare(c, private_dir, spec.base_dir.as_deref(), host_port, &values)
+    container::prepare(c, private_dir, spec.base_dir.as_deref(), host_ports, &values)
         .await
         .map_err(LaunchError::Container)
 }

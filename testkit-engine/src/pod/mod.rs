@@ -32,7 +32,9 @@
 //!   and removes the secrets dir when the run ends.
 
 pub mod check;
+pub mod cluster;
 pub mod container;
+pub mod fault;
 pub mod handle;
 pub mod launch;
 mod session;
@@ -205,6 +207,47 @@ impl Pod {
         self.capabilities.iter().any(|c| c == cap)
     }
 
+    /// The node `name` of a pod of several (`[pod.container.nodes]`): its
+    /// own base URL, reached with this pod's client.
+    ///
+    /// ```no_run
+    /// # async fn f(pod: &testkit_engine::pod::Pod) -> Result<(), String> {
+    /// let worker = pod.node("worker-2")?;
+    /// let health = pod.client().get(worker.url("/api/health")).send().await;
+    /// # Ok(()) }
+    /// ```
+    pub fn node(&self, name: &str) -> Result<Node<'_>, String> {
+        let cluster = self.handle.cluster().ok_or_else(|| {
+            format!(
+                "the pod has no node `{name}`: it is one service, not several nodes \
+                 (a pod of nodes is [pod.container.nodes] in testkit.toml, run as containers)"
+            )
+        })?;
+        let info = cluster.node(name)?;
+        Ok(Node {
+            pod: self,
+            name: cluster.nodes.get_key_value(name).expect("found").0,
+            base_url: &info.base_url,
+        })
+    }
+
+    /// The pod's nodes, or why there are none (to inject faults into).
+    pub fn cluster(&self) -> Result<&cluster::ClusterInfo, String> {
+        self.handle.cluster().ok_or_else(|| {
+            "the pod is one service, not several nodes: faults are injected into the nodes \
+             of a pod of several ([pod.container.nodes] in testkit.toml)"
+                .to_owned()
+        })
+    }
+
+    /// The names of the pod's nodes; empty for a pod of one service.
+    pub fn nodes(&self) -> Vec<&str> {
+        self.handle
+            .cluster()
+            .map(|c| c.nodes.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
     /// The validated handle (its token included: a registered secret).
     pub fn handle(&self) -> &PodHandle {
         &self.handle
@@ -230,6 +273,45 @@ impl fmt::Debug for Pod {
             .field("base_url", &self.base_url())
             .field("capabilities", &self.capabilities)
             .finish_non_exhaustive()
+    }
+}
+
+/// One node of a pod of several, reached through its own port on
+/// 127.0.0.1 with the pod's authenticated client.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'a> {
+    pod: &'a Pod,
+    name: &'a str,
+    base_url: &'a str,
+}
+
+impl<'a> Node<'a> {
+    /// The node's name.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// `http://127.0.0.1:<its port>`.
+    pub fn base_url(&self) -> &'a str {
+        self.base_url
+    }
+
+    /// `base_url` followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base_url)
+    }
+
+    /// The pod's client, carrying its credential.
+    pub fn client(&self) -> reqwest::Client {
+        self.pod.client()
+    }
+
+    /// [`Pod::send`], to this node.
+    pub async fn send(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> reqwest::Result<reqwest::Response> {
+        self.pod.send(build).await
     }
 }
 

@@ -84,7 +84,8 @@ pub use known_issues::{
     KNOWN_ISSUES_FILE,
 };
 pub use record::{
-    AttemptRecord, CleanupState, FailureKind, LeftoverProcess, Outcome, ProcessFate,
+    AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, Outcome,
+    ProcessFate,
     ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
 };
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};

@@ -43,6 +43,9 @@ pub enum FailureKind {
     KnownIssueFixed,
     /// The known issue's id is not listed in `KNOWN-ISSUES.md`.
     KnownIssueUnlisted,
+    /// A fault the test injected into a node could not be undone, or its
+    /// undo not proven: the pod is not what the next test expects.
+    FaultNotUndone,
     /// The suite's config (`testkit.toml`, its kinds) cannot be used: the
     /// test never ran, and a known issue does not excuse it.
     Config,
@@ -244,6 +247,61 @@ pub struct TestRecord {
     /// `trace.json`, absent when none was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The faults the test injected into the pod's nodes, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultRecord>,
+}
+
+/// A fault a test injected into a node, and its undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FaultRecord {
+    /// The node.
+    pub node: String,
+    /// What was done: `pause worker-2`.
+    pub fault: String,
+    /// When it was injected, in milliseconds since the Unix epoch.
+    pub injected_at_ms: u64,
+    /// When its undo was proven, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_at_ms: Option<u64>,
+    /// What became of it.
+    pub state: FaultState,
+    /// Why it is not undone, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl FaultRecord {
+    /// A fault on `node`, `fault` describing it, injected now and in effect.
+    pub fn injected(node: &str, fault: String) -> FaultRecord {
+        FaultRecord {
+            node: node.to_owned(),
+            fault,
+            injected_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            undone_at_ms: None,
+            state: FaultState::InEffect,
+            problem: None,
+        }
+    }
+}
+
+/// What became of a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FaultState {
+    /// In effect: the test has not ended, or its injection failed half-way
+    /// and is still to be undone.
+    InEffect,
+    /// Undone, and proven so (the node healthy, its peers reaching it).
+    Undone,
+    /// The undo failed or could not be proven.
+    NotUndone,
+    /// `TESTKIT_KEEP` kept it, with the test's resources.
+    Kept,
 }
 
 /// One earlier attempt of a test that nextest retried: what it did.
@@ -368,6 +426,7 @@ impl TestRecord {
             attempt: 1,
             attempts: Vec::new(),
             trace: None,
+            faults: Vec::new(),
         }
     }
 

@@ -70,6 +70,7 @@ pub(super) fn run_test(
     record.duration_ms = start.elapsed().as_millis() as u64;
     record.resources = cleanup.resources.clone();
     record.cleanup = cleanup.state;
+    record.faults = cleanup.faults.clone();
     record.capabilities_missing = cx.capabilities_missing.clone();
     record.leftover_processes = leftovers.processes;
     classify(def, body, &cleanup, leftovers.failure, &mut record);
@@ -314,6 +315,17 @@ fn classify(
             _ => problem,
         };
         record.fail(FailureKind::Cleanup, message);
+    }
+    if let Some(problem) = &cleanup.fault_failure {
+        // Its own kind, whatever else failed: the pod is not what the next
+        // test expects, and the node says where to look.
+        let message = match record.message.take() {
+            Some(other) if record.outcome != Outcome::ExpectedFailure => {
+                format!("{problem}\n\n{other}")
+            }
+            _ => problem.clone(),
+        };
+        record.fail(FailureKind::FaultNotUndone, message);
     }
     if let Some(message) = record.message.take() {
         record.message = Some(redact(&message).into_owned());

@@ -56,8 +56,10 @@ pub(crate) struct RunArgs {
     keep: bool,
     /// The pod to start: the suite's service as a process (`[pod] command`)
     /// or as a container of the local Docker Engine (`[pod.container]`).
-    #[arg(long, value_enum, default_value = "process", value_name = "KIND")]
-    pod: crate::containers::PodMode,
+    /// Default: a container for a pod of several nodes
+    /// (`[pod.container.nodes]`), else a process.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pod: Option<crate::containers::PodMode>,
     /// Use this run id (1-16 of a-z0-9) instead of a fresh one. Refused
     /// (exit 64) while another runner with this id is live; the secrets dir
     /// of a run whose runner is gone is taken over, saying so.

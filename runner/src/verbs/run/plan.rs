@@ -60,7 +60,8 @@ impl Plan {
             ),
             None => None,
         };
-        crate::containers::check_mode(args.pod, &config).map_err(ExpectedError::BadArgs)?;
+        let pod_mode =
+            crate::containers::check_mode(args.pod, &config).map_err(ExpectedError::BadArgs)?;
         if args.keep && caller_handle.is_some() {
             return Err(ExpectedError::bad_args(
                 "--keep applies to a pod the runner starts, not to --handle-json",
@@ -82,7 +83,7 @@ impl Plan {
             partition,
             caller_handle,
             keep: args.keep,
-            pod_mode: args.pod,
+            pod_mode,
             run_id,
             results_dir,
             show_output: args.show_output,

@@ -11,11 +11,13 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::engine::report::{CleanupState, ResourceRecord, ResourceState};
+use crate::engine::report::{CleanupState, FaultRecord, FaultState, ResourceRecord, ResourceState};
 use crate::engine::resource::{budget, groups, names, Event, Gone, JournalEntry, KindSpec};
 use crate::engine::settings::Keep;
 use crate::log::Log;
 use crate::reaper;
+
+mod faults;
 
 /// Resources journaled by this process and not yet settled (verified gone,
 /// kept or forgotten). The signal handler tells the reaper it is done only
@@ -37,6 +39,8 @@ pub(crate) static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 /// Every live test's tracker, for the signal handler.
 static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
+use crate::engine::pod::fault::JOURNAL_KIND as FAULT_KIND;
+
 /// What a test's cleanup did.
 #[derive(Debug, Default)]
 pub(crate) struct CleanupSummary {
@@ -44,6 +48,10 @@ pub(crate) struct CleanupSummary {
     pub(crate) resources: Vec<ResourceRecord>,
     /// Set when something leaked: names what and why.
     pub(crate) failure: Option<String>,
+    /// The faults the test injected, and their undo.
+    pub(crate) faults: Vec<FaultRecord>,
+    /// Set when a fault is not undone: names the node, the fault and why.
+    pub(crate) fault_failure: Option<String>,
 }
 
 /// The resources of one test.
@@ -60,6 +68,8 @@ struct Inner {
     live: Mutex<Vec<Tracked>>,
     /// Every resource the test created, in creation order, with its state.
     records: Mutex<Vec<ResourceRecord>>,
+    /// Every fault the test injected, in order, by journal name.
+    faults: Mutex<Vec<(String, FaultRecord)>>,
 }
 
 struct Tracked {
@@ -81,6 +91,7 @@ impl Tracker {
             log,
             live: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
+            faults: Mutex::new(Vec::new()),
         });
         let mut live = lock(&LIVE);
         live.retain(|w| w.strong_count() > 0);
@@ -223,6 +234,9 @@ impl Inner {
     }
 
     async fn clean_up_one(&self, t: &Tracked) -> Option<String> {
+        if t.kind == FAULT_KIND {
+            return self.undo_fault(t).await;
+        }
         let pod = match crate::globals::pod() {
             Ok(pod) => pod,
             Err(e) => return Some(self.leaked(t, format!("no pod to delete it from: {e}"))),
@@ -441,6 +455,14 @@ impl Tracker {
         let mut kept = Vec::new();
         if keep {
             while let Some(t) = inner.claim() {
+                // A fault left in place would break the next test, not
+                // help anyone look at this one: it is undone all the same.
+                if t.kind == FAULT_KIND {
+                    if let Some(why) = inner.undo_fault(&t).await {
+                        leaks.push((t.kind.clone(), t.name.clone(), why));
+                    }
+                    continue;
+                }
                 inner.journal(Event::Kept, &t.kind, &t.name, None);
                 inner.set_state(&t.kind, &t.name, ResourceState::Kept);
                 settled();
@@ -450,6 +472,9 @@ impl Tracker {
             leaks = inner.clean_up_all().await;
         }
         let resources = lock(&inner.records).clone();
+        let faults: Vec<FaultRecord> = lock(&inner.faults).iter().map(|(_, f)| f.clone()).collect();
+        let fault_failure = fault_failure(&faults);
+        leaks.retain(|(kind, _, _)| kind != FAULT_KIND);
         if !kept.is_empty() {
             kept.reverse();
             let (id, dir) = crate::globals::run()
@@ -488,8 +513,27 @@ impl Tracker {
             state,
             resources,
             failure,
+            faults,
+            fault_failure,
         }
     }
+}
+
+/// The failure of faults that are not undone, naming each node.
+fn fault_failure(faults: &[FaultRecord]) -> Option<String> {
+    let not_undone: Vec<String> = faults
+        .iter()
+        .filter(|f| f.state != FaultState::Undone)
+        .map(|f| {
+            format!(
+                "node `{}`: {} ({})",
+                f.node,
+                f.fault,
+                f.problem.as_deref().unwrap_or("not undone")
+            )
+        })
+        .collect();
+    (!not_undone.is_empty()).then(|| format!("fault not undone: {}", not_undone.join("; ")))
 }
 
 /// Deletes every live test's unclaimed resources, then waits for cleanups

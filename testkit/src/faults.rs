@@ -1,0 +1,94 @@
+//! Faults a test injects into the nodes of its pod, owned like resources:
+//! journaled before they are injected, undone at the end of the test
+//! whatever happened (newest first, with its resources), each undo proven,
+//! and undone by the reaper when the test process is killed.
+
+use crate::engine::pod::fault::FaultAction;
+use crate::engine::run::Run;
+use crate::tracker::Tracker;
+
+/// The faults of one test: [`Cx::faults`](crate::Cx::faults).
+///
+/// Each method injects one fault into a node of the pod and returns once
+/// it took. A test that injects faults must have the pod to itself:
+/// `#[testkit::test(exclusive)]`.
+///
+/// ```no_run
+/// # use testkit::prelude::*;
+/// # async fn t(cx: &mut Cx) -> testkit::Result {
+/// cx.faults().pause("worker-2").await?;
+/// // ... the gateway must notice ...
+/// cx.faults().heal().await?; // or leave it to the end of the test
+/// # Ok(()) }
+/// ```
+pub struct Faults<'a> {
+    pub(crate) tracker: &'a Tracker,
+    pub(crate) run: &'static Run,
+    /// Whether the test has the pod to itself.
+    pub(crate) exclusive: bool,
+}
+
+impl Faults<'_> {
+    /// Stops the node (`docker stop`: SIGTERM, SIGKILL after 5 s); undone
+    /// by starting it again.
+    pub async fn stop(&self, node: &str) -> crate::Result {
+        self.inject(node, FaultAction::Stop).await
+    }
+
+    /// Kills the node (SIGKILL); undone by starting it again.
+    pub async fn kill(&self, node: &str) -> crate::Result {
+        self.inject(node, FaultAction::Kill).await
+    }
+
+    /// Freezes the node (`docker pause`): its connections stay open and
+    /// nothing answers; undone by thawing it.
+    pub async fn pause(&self, node: &str) -> crate::Result {
+        self.inject(node, FaultAction::Pause).await
+    }
+
+    /// Restarts the node; its undo proves it back.
+    pub async fn restart(&self, node: &str) -> crate::Result {
+        self.inject(node, FaultAction::Restart).await
+    }
+
+    /// Cuts the node off from the peers `from` (their packets to and from
+    /// it dropped); the tests still reach it. Undone by reconnecting it.
+    pub async fn cut_off(&self, node: &str, from: &[&str]) -> crate::Result {
+        if from.is_empty() {
+            crate::bail!(
+                "cut_off(\"{node}\", &[]): name the peers to cut it off from, or use isolate(\"{node}\")"
+            );
+        }
+        let from = from.iter().map(|p| (*p).to_owned()).collect();
+        self.inject(node, FaultAction::Cut { from, tests: false })
+            .await
+    }
+
+    /// Cuts the node off from every peer and from the tests.
+    pub async fn isolate(&self, node: &str) -> crate::Result {
+        let action = FaultAction::Cut {
+            from: Vec::new(),
+            tests: true,
+        };
+        self.inject(node, action).await
+    }
+
+    /// Undoes every fault of the test now, newest first, proving each: the
+    /// node healthy, its peers reaching it. A fault that cannot be undone
+    /// fails the test however it ends.
+    pub async fn heal(&self) -> crate::Result {
+        self.tracker.heal_faults().await
+    }
+
+    async fn inject(&self, node: &str, action: FaultAction) -> crate::Result {
+        if !self.exclusive {
+            crate::bail!(
+                "refusing to inject a fault into `{node}`: a test that injects faults must have \
+                 the pod to itself, or it breaks the tests that run beside it; mark it \
+                 #[testkit::test(exclusive)]"
+            );
+        }
+        let pod = crate::globals::require_pod()?;
+        self.tracker.inject_fault(self.run, pod, node, action).await
+    }
+}
