@@ -59,18 +59,32 @@ async fn relay(
     let w = &gw.cluster.workers[i];
     let pq = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
     let headers = outgoing(gw, headers);
-    forward(w, method, pq, &headers, body, timeout)
-        .await
-        .map_err(|u| {
-            if u.refused && gw.cluster.mark_down(i) {
-                eprintln!(
-                    "sandboxd: gateway: worker {} ({}) is down: {}",
-                    w.name, w.url, u.cause
-                );
-            }
-            let msg = format!("worker {} ({}) is unavailable: {}", w.name, w.url, u.cause);
-            unavailable(w, "worker_unavailable", msg)
-        })
+    let sent = forward(w, method, pq, &headers, body, timeout);
+    let answer = tokio::select! {
+        answer = sent => answer,
+        () = went_down(gw, i) => {
+            let msg = format!("worker {} ({}) went down while the request was in flight", w.name, w.url);
+            return Err(unavailable(w, "worker_down", msg));
+        }
+    };
+    answer.map_err(|u| {
+        if u.refused && gw.cluster.mark_down(i) {
+            eprintln!(
+                "sandboxd: gateway: worker {} ({}) is down: {}",
+                w.name, w.url, u.cause
+            );
+        }
+        let msg = format!("worker {} ({}) is unavailable: {}", w.name, w.url, u.cause);
+        unavailable(w, "worker_unavailable", msg)
+    })
+}
+
+/// Resolves once worker `i` is reported down: a frozen worker's requests
+/// fail within the heartbeat's bound instead of at their timeout.
+async fn went_down(gw: &Gateway, i: usize) {
+    while gw.cluster.live(i) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 pub(super) async fn health(State(gw): GatewayState) -> Json<Health> {
@@ -202,7 +216,8 @@ pub(super) async fn sandbox(
             _ => worker_down(w, &name),
         };
     }
-    let answer = match relay(
+    let get = method == Method::GET;
+    let sent = relay(
         &gw,
         loc.worker,
         method,
@@ -210,11 +225,14 @@ pub(super) async fn sandbox(
         &headers,
         Bytes::new(),
         FORWARD_TIMEOUT,
-    )
-    .await
-    {
-        Ok(a) => a,
-        Err(r) => return r,
+    );
+    let answer = match (sent.await, loc.sandbox) {
+        (Ok(a), _) => a,
+        // It went down meanwhile: a read shows what is known.
+        (Err(_), Some(sb)) if get && !gw.cluster.live(loc.worker) => {
+            return Json(sandbox_json(&sb, w, true)).into_response();
+        }
+        (Err(r), _) => return r,
     };
     if answer.status == StatusCode::NOT_FOUND {
         gw.cluster.forget(&name, loc.worker);

@@ -47,16 +47,27 @@ async fn run(gw: Arc<Gateway>, i: usize) {
 /// One probe of worker `i`, and what follows from it.
 async fn beat(gw: &Gateway, i: usize) {
     let w = &gw.cluster.workers[i];
+    let sent = std::time::Instant::now();
     match probe(w).await {
-        Ok(()) => {
-            if gw.cluster.heartbeat_ok(i) {
+        Ok(health) => {
+            if gw
+                .cluster
+                .heartbeat_ok(i, &health.name, health.uptime_ms, sent)
+            {
                 take_back(gw, i).await;
             }
         }
-        Err(cause) => {
-            if gw.cluster.heartbeat_failed(i) {
+        Err((cause, refused)) => {
+            // A refused connection is an answer: nothing listens there.
+            let newly = if refused {
+                gw.cluster.heartbeat_failed(i);
+                gw.cluster.mark_down(i)
+            } else {
+                gw.cluster.heartbeat_failed(i)
+            };
+            if newly {
                 eprintln!(
-                    "sandboxd: gateway: worker {} ({}) is down: no heartbeat for {}; last: {cause}",
+                    "sandboxd: gateway: worker {} ({}) is down: no heartbeat for {} at most; last: {cause}",
                     w.name,
                     w.url,
                     humantime::format_duration(DOWN_AFTER)
@@ -67,25 +78,24 @@ async fn beat(gw: &Gateway, i: usize) {
 }
 
 /// `GET /api/health`: 200 and `status: ok` within [`HEARTBEAT_TIMEOUT`].
-async fn probe(w: &Worker) -> Result<(), String> {
+/// Fails with the cause and whether the connection was refused.
+async fn probe(w: &Worker) -> Result<Health, (String, bool)> {
+    let failed = |e: reqwest::Error| (short(&e, HEARTBEAT_TIMEOUT), e.is_connect());
     let resp = w
         .client
         .get(format!("{}/api/health", w.url))
         .timeout(HEARTBEAT_TIMEOUT)
         .send()
         .await
-        .map_err(|e| short(&e, HEARTBEAT_TIMEOUT))?;
+        .map_err(failed)?;
     if !resp.status().is_success() {
-        return Err(format!("/api/health answered {}", resp.status()));
+        return Err((format!("/api/health answered {}", resp.status()), false));
     }
-    let health: Health = resp
-        .json()
-        .await
-        .map_err(|e| short(&e, HEARTBEAT_TIMEOUT))?;
+    let health: Health = resp.json().await.map_err(failed)?;
     if health.status != "ok" {
-        return Err(format!("/api/health says {:?}", health.status));
+        return Err((format!("/api/health says {:?}", health.status), false));
     }
-    Ok(())
+    Ok(health)
 }
 
 /// The innermost cause of `e` (reqwest repeats the URL at every level).

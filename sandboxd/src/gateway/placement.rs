@@ -37,6 +37,11 @@ struct Health {
     member: bool,
     /// The first heartbeat (and re-read) finished, whatever its outcome.
     probed: bool,
+    /// The instance name its heartbeats answer, and the latest moment its
+    /// process can have started (receipt of an answer minus the uptime it
+    /// gave). A restart between two heartbeats shows as another name (another
+    /// HOME) or as an answer whose earliest possible start is after that.
+    boot: Option<(String, Instant)>,
 }
 
 /// A sandbox name's worker, and the sandbox as last seen there.
@@ -125,14 +130,35 @@ impl Cluster {
         self.lock().health.iter().all(|h| h.probed)
     }
 
-    /// Records a successful heartbeat; answers whether the worker must be
-    /// taken back (it was down, or never seen), in which case it stays
-    /// reported down until [`Cluster::taken_back`].
-    pub(crate) fn heartbeat_ok(&self, i: usize) -> bool {
+    /// Whether worker `i` is live now.
+    pub(crate) fn live(&self, i: usize) -> bool {
+        is_live(&self.lock().health[i], Instant::now())
+    }
+
+    /// Records a successful heartbeat sent at `sent` and answered by the
+    /// instance `name` up for `uptime_ms`; answers whether the worker must be
+    /// taken back (it was down, never seen, or restarted since the last
+    /// heartbeat), in which case it stays reported down until
+    /// [`Cluster::taken_back`].
+    pub(crate) fn heartbeat_ok(&self, i: usize, name: &str, uptime_ms: u64, sent: Instant) -> bool {
         let mut inner = self.lock();
         let now = Instant::now();
-        let back = !is_live(&inner.health[i], now);
         let h = &mut inner.health[i];
+        let up = Duration::from_millis(uptime_ms);
+        // The process started between `sent - up - 1ms` and `now - up`.
+        let earliest = sent.checked_sub(up + Duration::from_millis(1));
+        let latest = now.checked_sub(up);
+        let restarted = match &h.boot {
+            Some((n, _)) if n != name => true,
+            Some((_, l)) => earliest.is_some_and(|e| e > *l),
+            None => false,
+        };
+        let back = !is_live(h, now) || restarted;
+        match (&mut h.boot, latest) {
+            (Some((_, l)), Some(latest)) if !restarted => *l = (*l).min(latest),
+            (_, Some(latest)) => h.boot = Some((name.to_string(), latest)),
+            (_, None) => h.boot = None,
+        }
         h.member &= !back;
         h.last_ok = Some(now);
         back
