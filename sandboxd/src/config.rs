@@ -18,7 +18,19 @@ Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
                          on stderr, as a careless service does
   drop-record-answer=N   the first N record creations are made, but their answer is lost
                          (the connection closes before it): the client cannot know the id
-Durations use humantime syntax: 250ms, 2s, 5m.";
+Durations use humantime syntax: 250ms, 2s, 5m.
+
+Cluster (see --role):
+  sandboxd serve --home W1 --listen 127.0.0.1:8081 --token-env SANDBOXD_TOKEN
+  sandboxd serve --home G --role gateway --token-env SANDBOXD_TOKEN \\
+      --worker worker-1=http://127.0.0.1:8081 --worker worker-2=http://127.0.0.1:8082
+A gateway holds no sandboxes: it places each create on the live worker with the
+fewest sandboxes and forwards every request about a sandbox to its worker. It
+probes each worker's /api/health every 200ms (300ms timeout); a worker without a
+successful probe for 600ms is `down` (reported within 1s of being stopped,
+killed, frozen or cut off) and its sandboxes show `state: lost` until a probe
+succeeds again and the gateway re-reads its listing. GET /api/cluster shows the
+workers.";
 
 /// `sandboxd`: the reference sandbox gateway.
 #[derive(Debug, Parser)]
@@ -66,9 +78,63 @@ pub struct ServeArgs {
     /// namespace of its own).
     #[arg(long)]
     pub no_cgroup: bool,
+    /// Take the bearer token from the environment variable NAME instead of the
+    /// random one kept in HOME, so that every node of a cluster accepts the
+    /// same token; the variable must be set and non-empty.
+    #[arg(long, value_name = "NAME")]
+    pub token_env: Option<String>,
+    /// `worker` holds sandboxes; `gateway` holds none and forwards to its
+    /// `--worker`s (see below).
+    #[arg(long, value_enum, default_value_t = Role::Worker)]
+    pub role: Role,
+    /// A worker of this gateway, `NAME=URL` (repeatable; gateway only), e.g.
+    /// `worker-1=http://127.0.0.1:8081`.
+    #[arg(long = "worker", value_name = "NAME=URL", value_parser = parse_worker)]
+    pub workers: Vec<WorkerSpec>,
     /// Enable a fault switch (see below).
     #[arg(long = "fault", value_name = "NAME[=VALUE]", value_parser = parse_fault)]
     pub faults: Vec<Fault>,
+}
+
+/// What a `sandboxd serve` instance does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Holds sandboxes (the default).
+    Worker,
+    /// Holds none: places and forwards to its workers.
+    Gateway,
+}
+
+/// One `--worker NAME=URL` of a gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerSpec {
+    /// A DNS label naming the worker in answers (`"worker": NAME`).
+    pub name: String,
+    /// Its base URL, `http://HOST:PORT`, without a trailing slash.
+    pub url: String,
+}
+
+/// Parses `NAME=URL`.
+pub fn parse_worker(s: &str) -> Result<WorkerSpec, String> {
+    let (name, url) = s
+        .split_once('=')
+        .ok_or_else(|| format!("invalid worker {s:?}: expected NAME=URL"))?;
+    if !crate::api::is_dns_label(name) {
+        return Err(format!(
+            "invalid worker name {name:?}: expected a DNS label (a-z, 0-9, '-')"
+        ));
+    }
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("invalid worker URL {url:?}: {e}"))?;
+    if parsed.scheme() != "http" && parsed.scheme() != "https" || parsed.host().is_none() {
+        return Err(format!(
+            "invalid worker URL {url:?}: expected http://HOST:PORT"
+        ));
+    }
+    Ok(WorkerSpec {
+        name: name.to_string(),
+        url: url.trim_end_matches('/').to_string(),
+    })
 }
 
 /// One `--fault` switch.
@@ -198,5 +264,20 @@ mod tests {
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
         assert!(parse_fault("nope").unwrap_err().contains("expected one of"));
+    }
+
+    #[test]
+    fn workers_parse() {
+        assert_eq!(
+            parse_worker("w-1=http://127.0.0.1:8081/"),
+            Ok(WorkerSpec {
+                name: "w-1".into(),
+                url: "http://127.0.0.1:8081".into()
+            })
+        );
+        assert!(parse_worker("http://x").is_err());
+        assert!(parse_worker("W=http://x").is_err());
+        assert!(parse_worker("w=ftp://x").is_err());
+        assert!(parse_worker("w=nope").is_err());
     }
 }

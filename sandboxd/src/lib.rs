@@ -33,6 +33,7 @@ pub mod api;
 pub mod config;
 pub mod ctl;
 mod error;
+mod gateway;
 mod owner;
 mod proc_table;
 mod procs;

@@ -3,14 +3,15 @@
 use std::time::Instant;
 
 use clap::Parser;
-use sandboxd::config::{Cli, Command};
+use sandboxd::config::{Cli, Command, Role};
 
 fn main() {
     let started = Instant::now();
     let cli = Cli::parse();
     let Command::Serve(args) = cli.command;
     // Before the runtime's threads exist: see `mount_cgroup2_privately`.
-    if !args.no_cgroup && nix::unistd::geteuid().is_root() {
+    // A gateway runs no sandbox processes: it needs no cgroup.
+    if args.role == Role::Worker && !args.no_cgroup && nix::unistd::geteuid().is_root() {
         match sandboxd::mount_cgroup2_privately(&args.home) {
             Ok(Some(at)) => eprintln!(
                 "sandboxd: no cgroup v2 hierarchy was mounted: mounted one at {} in a mount namespace of its own",

@@ -86,9 +86,12 @@ pub(crate) struct Store {
 
 impl Store {
     /// Opens (or initialises) HOME. Returns the store and the names of sandboxes left in `deleting`.
+    /// `token`, when given (`--token-env`), replaces the identity's token for
+    /// this run only: the one kept in HOME stays as it was.
     pub(crate) fn open(
         home: &Path,
         list_lag: Option<Duration>,
+        token: Option<String>,
     ) -> std::io::Result<(Arc<Self>, Vec<String>)> {
         std::fs::create_dir_all(home.join("sandboxes"))?;
         let home = home.canonicalize()?;
@@ -149,7 +152,7 @@ impl Store {
         let store = Store {
             home,
             name: identity.name,
-            token: identity.token,
+            token: token.unwrap_or(identity.token),
             sessions: Mutex::new(sessions),
             inner: Mutex::new(Inner {
                 map,

@@ -16,7 +16,8 @@
 //!   however `CARGO_TARGET_DIR` is set, run the binaries of this checkout.
 //! - [`Sandboxd::start`] runs it in a temporary home, [`Sandboxd::start_in`]
 //!   on a home the caller keeps across restarts; both take extra `serve`
-//!   arguments (faults, `--token-window`, ...). A start waits, within
+//!   arguments (faults, `--token-window`, ...), and
+//!   [`Sandboxd::start_in_env`] extra environment variables. A start waits, within
 //!   bounds, for the handle and then for `GET /api/health`; a failure panics
 //!   with what happened and the tail of the server's log.
 //! - Dropping (or [`Sandboxd::stop`]) sends SIGTERM to its process group,

@@ -81,14 +81,20 @@ impl Sandboxd {
     pub fn start(args: &[&str]) -> Sandboxd {
         let dir = private_dir();
         let home = dir.path().join("home");
-        launch(dir, home, args)
+        launch(dir, home, args, &[])
     }
 
     /// Starts `sandboxd serve` on an existing home, which the caller owns
     /// and which outlives the server: a restart keeps identity, token,
     /// sessions and sandboxes.
     pub fn start_in(home: &Path, args: &[&str]) -> Sandboxd {
-        launch(private_dir(), home.to_owned(), args)
+        launch(private_dir(), home.to_owned(), args, &[])
+    }
+
+    /// [`start_in`](Self::start_in) with `env` added to its scrubbed
+    /// environment (for example the variable `--token-env` names).
+    pub fn start_in_env(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Sandboxd {
+        launch(private_dir(), home.to_owned(), args, env)
     }
 
     /// The instance name, stable across restarts on one home.
@@ -231,12 +237,13 @@ fn private_dir() -> TempDir {
         .unwrap_or_else(|e| panic!("failed to create a temporary folder for sandboxd: {e}"))
 }
 
-fn launch(dir: TempDir, home: PathBuf, args: &[&str]) -> Sandboxd {
+fn launch(dir: TempDir, home: PathBuf, args: &[&str], env: &[(&str, &str)]) -> Sandboxd {
     let bin = sandboxd_bin();
     let log = dir.path().join("sandboxd.log");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap_or_else(|e| panic!("failed to create {}: {e}", tmp.display()));
     let mut child = serve_command(bin, &home, &tmp, &log, args)
+        .envs(env.iter().copied())
         .spawn()
         .unwrap_or_else(|e| panic!("failed to start {}: {e}", bin.display()));
     let pid = child.id() as i32;
@@ -299,15 +306,19 @@ fn append_to(log: &Path) -> File {
         .unwrap_or_else(|e| panic!("failed to open {}: {e}", log.display()))
 }
 
-/// `sandboxd serve` on a free loopback port, in a process group of its
+/// `sandboxd serve` on a free loopback port (unless `args` has a `--listen`
+/// of its own, e.g. to restart on the same port), in a process group of its
 /// own, with a clean environment: stdout piped, stderr to `log`.
 fn serve_command(bin: &Path, home: &Path, tmp: &Path, log: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(bin);
-    cmd.arg("serve")
-        .arg("--home")
-        .arg(home)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
+    cmd.arg("serve").arg("--home").arg(home);
+    if !args
+        .iter()
+        .any(|a| *a == "--listen" || a.starts_with("--listen="))
+    {
+        cmd.args(["--listen", "127.0.0.1:0"]);
+    }
+    cmd.args(args)
         .env_clear()
         .env("HOME", home)
         .env("TMPDIR", tmp)

@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 
 /// Serves `router` on `listener` until `stop` resolves, then waits for the
 /// open connections to finish their current request.
-pub(super) async fn serve_connections(
+pub(crate) async fn serve_connections(
     listener: TcpListener,
     router: Router,
     header_timeout: Duration,

@@ -107,7 +107,7 @@ pub(super) async fn create_sandbox(
     Ok((StatusCode::CREATED, Json(sb)))
 }
 
-fn hex(s: &str) -> String {
+pub(crate) fn hex(s: &str) -> String {
     s.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -122,18 +122,44 @@ fn unhex(s: &str) -> Option<String> {
     String::from_utf8(bytes?).ok()
 }
 
-pub(super) async fn list_sandboxes(State(app): AppState, uri: Uri) -> ApiResult<Json<SandboxList>> {
-    let pairs = Query::<Vec<(String, String)>>::try_from_uri(&uri)
+/// The query of `GET /api/sandboxes`, checked: a gateway reads it the same way.
+pub(crate) struct ListQuery {
+    /// Page size, 1 to 1000.
+    pub(crate) limit: usize,
+    /// Names after this one (from `page_token`).
+    pub(crate) after: Option<String>,
+    /// `label=key=value` filters, all of which must match.
+    pub(crate) labels: Vec<(String, String)>,
+    /// Names starting with this.
+    pub(crate) prefix: String,
+}
+
+impl ListQuery {
+    /// Whether `sb` belongs in the listing (page position aside from `after`).
+    pub(crate) fn matches(&self, sb: &Sandbox) -> bool {
+        sb.name.starts_with(&self.prefix)
+            && self
+                .after
+                .as_ref()
+                .is_none_or(|a| sb.name.as_str() > a.as_str())
+            && self.labels.iter().all(|(k, v)| sb.labels.get(k) == Some(v))
+    }
+}
+
+pub(crate) fn parse_list_query(uri: &Uri) -> ApiResult<ListQuery> {
+    let pairs = Query::<Vec<(String, String)>>::try_from_uri(uri)
         .map_err(|e| ApiError::bad_request(format!("invalid query string: {}", e.body_text())))?
         .0;
-    let mut limit = DEFAULT_LIMIT;
-    let mut after: Option<String> = None;
-    let mut labels: Vec<(String, String)> = Vec::new();
-    let mut prefix = String::new();
+    let mut q = ListQuery {
+        limit: DEFAULT_LIMIT,
+        after: None,
+        labels: Vec::new(),
+        prefix: String::new(),
+    };
     for (k, v) in pairs {
         match k.as_str() {
             "limit" => {
-                limit = v
+                q.limit = v
                     .parse::<usize>()
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
@@ -143,15 +169,15 @@ pub(super) async fn list_sandboxes(State(app): AppState, uri: Uri) -> ApiResult<
                 let name = unhex(&v)
                     .filter(|n| is_dns_label(n))
                     .ok_or_else(|| ApiError::bad_request(format!("invalid page_token {v:?}: pass the next_page_token of a previous answer")))?;
-                after = Some(name);
+                q.after = Some(name);
             }
             "label" => {
                 let (lk, lv) = v
                     .split_once('=')
                     .ok_or_else(|| ApiError::bad_request(format!("invalid label filter {v:?}: expected key=value")))?;
-                labels.push((lk.to_string(), lv.to_string()));
+                q.labels.push((lk.to_string(), lv.to_string()));
             }
-            "prefix" => prefix = v,
+            "prefix" => q.prefix = v,
             "token" => {}
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -160,13 +186,14 @@ pub(super) async fn list_sandboxes(State(app): AppState, uri: Uri) -> ApiResult<
             }
         }
     }
+    Ok(q)
+}
+
+pub(super) async fn list_sandboxes(State(app): AppState, uri: Uri) -> ApiResult<Json<SandboxList>> {
+    let q = parse_list_query(&uri)?;
     let view = app.store.list_view();
-    let mut matching = view.iter().filter(|sb| {
-        sb.name.starts_with(&prefix)
-            && after.as_ref().is_none_or(|a| sb.name.as_str() > a.as_str())
-            && labels.iter().all(|(k, v)| sb.labels.get(k) == Some(v))
-    });
-    let items: Vec<Sandbox> = matching.by_ref().take(limit).cloned().collect();
+    let mut matching = view.iter().filter(|sb| q.matches(sb));
+    let items: Vec<Sandbox> = matching.by_ref().take(q.limit).cloned().collect();
     let next_page_token = match (items.last(), matching.next()) {
         (Some(last), Some(_)) => Some(hex(&last.name)),
         _ => None,

@@ -3,11 +3,11 @@
 //! [`extract`], the JSON endpoints are [`handlers`], the file endpoints
 //! [`files`] and the web UI [`ui`].
 
-mod conn;
+pub(crate) mod conn;
 mod extract;
 mod files;
-mod handlers;
-mod middleware;
+pub(crate) mod handlers;
+pub(crate) mod middleware;
 mod records;
 mod ui;
 
@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::api::Handle;
-use crate::config::{Faults, ServeArgs};
+use crate::config::{Faults, Role, ServeArgs};
 use crate::error::ApiError;
 use crate::procs::Procs;
 use crate::state::Store;
@@ -70,6 +70,62 @@ pub enum ServeError {
     /// Installing signal handlers failed.
     #[error("failed to install signal handlers")]
     Signals(#[source] std::io::Error),
+    /// `--token-env NAME` names a variable that holds no usable token.
+    #[error("--token-env {var}: the environment variable {var} {problem}")]
+    TokenEnv {
+        /// The variable's name (never its value).
+        var: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// `--role` and `--worker` do not fit together.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// The token `--token-env` names, if given: `None` keeps HOME's own.
+pub(crate) fn token_from_env(args: &ServeArgs) -> Result<Option<String>, ServeError> {
+    let Some(var) = &args.token_env else {
+        return Ok(None);
+    };
+    let problem = match std::env::var_os(var) {
+        None => "is not set",
+        Some(v) if v.is_empty() => "is empty",
+        Some(v) => match v.into_string() {
+            // It travels in `Authorization: Bearer ...` headers.
+            Ok(t) if t.bytes().all(|b| b.is_ascii_graphic()) => return Ok(Some(t)),
+            _ => "holds characters other than printable ASCII without spaces",
+        },
+    };
+    Err(ServeError::TokenEnv {
+        var: var.clone(),
+        problem,
+    })
+}
+
+/// SIGTERM and SIGINT, installed before the server is ready.
+pub(crate) struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers.
+    pub(crate) fn install() -> Result<Self, ServeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
+            int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+        })
+    }
+
+    /// Waits for either; answers its name.
+    pub(crate) async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }
 
 /// Shared by every request: the state, the process registry and the counters of the faults.
@@ -89,10 +145,15 @@ type AppState = State<Arc<App>>;
 
 /// Runs `sandboxd serve` until SIGTERM/SIGINT. `started` is when the process started.
 pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
-
+    if args.role == Role::Gateway {
+        return crate::gateway::serve(args, started).await;
+    }
+    if !args.workers.is_empty() {
+        return Err(ServeError::Usage(
+            "--worker is for --role gateway; a worker holds its own sandboxes".into(),
+        ));
+    }
+    let mut stop = StopSignals::install()?;
     let faults = Faults::from_list(&args.faults);
     let (store, deleting, procs) = open_home(&args, &faults).await?;
     let (listener, addr) = bind(args.listen).await?;
@@ -122,10 +183,7 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
             let _ = stop_rx.await;
         },
     ));
-    let which = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
+    let which = stop.recv().await;
     eprintln!("sandboxd: {which}: shutting down");
     let _ = stop_tx.send(());
     shut_down(&procs, server).await;
@@ -143,7 +201,8 @@ async fn open_home(
         path: args.home.clone(),
         source,
     };
-    let (store, deleting) = Store::open(&args.home, faults.list_lag).map_err(home_err)?;
+    let token = token_from_env(args)?;
+    let (store, deleting) = Store::open(&args.home, faults.list_lag, token).map_err(home_err)?;
     let procs = Procs::new(&args.home, &store.name, !args.no_cgroup).map_err(home_err)?;
     eprintln!(
         "sandboxd: sandbox processes are tracked by {}",
@@ -158,7 +217,7 @@ async fn open_home(
 }
 
 /// Listens on `listen`: the listener and the address it got.
-async fn bind(
+pub(crate) async fn bind(
     listen: std::net::SocketAddr,
 ) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), ServeError> {
     let listener = tokio::net::TcpListener::bind(listen)
@@ -176,7 +235,7 @@ async fn bind(
 
 /// Prints the handle line on stdout (what a launcher waits for), then
 /// where the server listens on stderr.
-fn print_handle(
+pub(crate) fn print_handle(
     store: &Store,
     addr: std::net::SocketAddr,
     args: &ServeArgs,

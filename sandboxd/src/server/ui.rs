@@ -38,7 +38,7 @@ fn page(app: &App, signed_in: bool, error: Option<&str>) -> Html<String> {
 
 /// `GET /`: the app for a signed-in visitor, the sign-in form for anyone else.
 pub(super) async fn index(State(app): AppState, headers: HeaderMap) -> Response {
-    let mut resp = page(&app, has_session(&app, &headers), None).into_response();
+    let mut resp = page(&app, has_session(&*app, &headers), None).into_response();
     // The page shows live state: never from a cache.
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -84,10 +84,10 @@ pub(super) async fn sign_in(
             )
         }
     };
-    if let Err(e) = check_token(&app, form.token.trim()) {
+    if let Err(e) = check_token(&*app, form.token.trim()) {
         return failed(e.status, &e.message);
     }
-    let Some(cookie) = open_session(&app) else {
+    let Some(cookie) = open_session(&*app) else {
         return failed(StatusCode::INTERNAL_SERVER_ERROR, "cannot open a session");
     };
     (

@@ -8,6 +8,7 @@ mod connections;
 mod escape;
 mod faults;
 mod files;
+mod gateway;
 mod lifecycle;
 mod processes;
 mod records;
@@ -44,7 +45,12 @@ impl Server {
     }
 
     pub fn start_in(home: Arc<TempDir>, args: &[&str]) -> Server {
-        let pod = Sandboxd::start_in(home.path(), args);
+        Self::start_in_env(home, args, &[])
+    }
+
+    /// [`Server::start_in`] with extra environment variables.
+    pub fn start_in_env(home: Arc<TempDir>, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let pod = Sandboxd::start_in_env(home.path(), args, env);
         let handle: Handle = serde_json::from_str(pod.handle_json()).expect("handle JSON");
         let client = authed_client(&handle.token);
         Server {
@@ -58,6 +64,10 @@ impl Server {
 
     pub fn pid(&self) -> i32 {
         self.pod.pid()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.handle.port
     }
 
     pub fn url(&self, path: &str) -> String {
