@@ -582,6 +582,7 @@ impl SuiteConfig {
                 .container
                 .as_ref()
                 .map_or(Ok(()), ContainerSection::validate),
+            self.pod.validate_nodes_handle(),
             self.cli.validate(),
             self.auth.validate(),
             self.capabilities.validate(),
@@ -632,6 +633,22 @@ impl SuiteSection {
 }
 
 impl PodSection {
+    /// A pod of several nodes prints no one handle: testkit makes it, of
+    /// `fields` (a credential every node is given, as `{random}`).
+    fn validate_nodes_handle(&self) -> Result<(), (&'static str, String)> {
+        let nodes = self.container.as_ref().is_some_and(|c| !c.nodes.is_empty());
+        if nodes && self.fields.is_empty() {
+            return Err((
+                "pod.fields",
+                "is empty, but the pod is several nodes, which print no one handle: give the \
+                 fields testkit makes the handle of, such as `fields = { token = \"{random}\" }`, \
+                 and hand them to every node in [pod.container] env"
+                    .to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), Problem> {
         if self.command.first().is_none_or(|p| p.trim().is_empty()) {
             return Err((

@@ -130,7 +130,7 @@ pub mod template {
 
 /// The pod a test drives: [`Cx::pod`] hands it out.
 pub mod pod {
-    pub use crate::engine::pod::{Node, Pod};
+    pub use crate::engine::pod::{Node, NoSuchNode, Pod};
 }
 
 /// Resource kinds in Rust, for what `testkit.toml`'s HTTP templates cannot

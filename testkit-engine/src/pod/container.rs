@@ -143,7 +143,8 @@ pub(super) struct Prepared {
     pub(super) setup_args: Vec<Vec<String>>,
     /// Environment the `docker` client needs (its daemon, its config).
     pub(super) client_env: BTreeMap<String, String>,
-    /// The `docker run --detach` of each node but the entry, in start order.
+    /// The `docker run --detach` of each node of a pod of several, in start
+    /// order: the entry last.
     pub(super) node_args: Vec<(String, Vec<String>)>,
     /// The network the pod's containers share.
     pub(super) network: String,
@@ -214,16 +215,45 @@ pub(super) async fn prepare(
     for (node, section) in spec.other_nodes() {
         node_args.push((node.clone(), node_run.args(Some((node, section)), true)?));
     }
-    let entry = spec.entry.as_ref().map(|e| (e, &spec.nodes[e]));
+    let run_args = match &spec.entry {
+        // A pod of several: every node detached, the entry last, and the
+        // pod's process the engine's events of its containers. It lives as
+        // long as the pod, whatever a fault does to a node (a `docker run`
+        // attached to the entry would end with a restart of it), and its
+        // output is the nodes' lifecycle, in order.
+        Some(entry) => {
+            let args = node_run.args(Some((entry, &spec.nodes[entry])), true)?;
+            node_args.push((entry.clone(), args));
+            events_args(&record.pod_id)
+        }
+        None => node_run.args(None, false)?,
+    };
     Ok(Prepared {
         docker: spec.docker.clone(),
-        run_args: node_run.args(entry, false)?,
+        run_args,
         setup_args,
         client_env: client_env(),
         node_args,
         network,
         pod_id: record.pod_id,
     })
+}
+
+/// `docker events` of the containers of the pod `pod_id`: one line each,
+/// time, node and what happened.
+fn events_args(pod_id: &str) -> Vec<String> {
+    [
+        "events",
+        "--filter",
+        &format!("label={POD_LABEL}={pod_id}"),
+        "--filter",
+        "type=container",
+        "--format",
+        &format!("{{{{.Time}}}} {{{{index .Actor.Attributes \"{NODE_LABEL}\"}}}} {{{{.Action}}}}"),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
 }
 
 /// What the `docker run` of each of a pod's nodes is made of.
@@ -808,6 +838,39 @@ pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<Conta
         removed,
         duration: began.elapsed(),
     })
+}
+
+/// Writes what each node of the pod `record` names printed, every run of
+/// its container (a restarted node's output included), to
+/// `<logs>/node-<name>.log`, redacted. Best effort: the stop goes on.
+pub async fn save_node_logs(record: &ContainerRecord, logs: &Path) {
+    let docker = Docker(record.docker.clone());
+    let filter = format!("label={POD_LABEL}={}", record.pod_id);
+    let format = format!("{{{{.ID}}}} {{{{.Label \"{NODE_LABEL}\"}}}}");
+    let Ok(listed) = docker
+        .run(&["ps", "--all", "--filter", &filter, "--format", &format])
+        .await
+    else {
+        return;
+    };
+    for (id, node) in listed.lines().filter_map(|l| l.split_once(' ')) {
+        if node.is_empty() {
+            continue;
+        }
+        let out = tokio::process::Command::new(&docker.0)
+            .args(["logs", "--timestamps", id])
+            .kill_on_drop(true)
+            .output();
+        let Ok(Ok(out)) = tokio::time::timeout(DOCKER_TIMEOUT, out).await else {
+            continue;
+        };
+        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&out.stderr));
+        let _ = std::fs::write(
+            logs.join(format!("node-{node}.log")),
+            crate::redact(&text).as_bytes(),
+        );
+    }
 }
 
 /// Stops and removes what the container pod whose private directory is

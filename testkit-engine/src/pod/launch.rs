@@ -1098,7 +1098,7 @@ impl LaunchedPod {
         let result = stop_group(
             self.pgid,
             self.start_ticks,
-            &self.private_dir,
+            (&self.private_dir, Some(&self.logs_dir)),
             grace,
             || keep_logs(&stdout_raw, &self.logs_dir, &stderr_log),
         )
@@ -1122,7 +1122,7 @@ pub async fn stop_recorded(
     grace: Duration,
 ) -> Result<StopReport, StopError> {
     let stdout_raw = private_dir.join("stdout.raw");
-    stop_group(pgid, start_ticks, private_dir, grace, || {
+    stop_group(pgid, start_ticks, (private_dir, logs_dir), grace, || {
         if let Some(logs) = logs_dir {
             keep_logs(&stdout_raw, logs, &logs.join("pod.stderr.log"))
         }
@@ -1133,7 +1133,7 @@ pub async fn stop_recorded(
 async fn stop_group(
     pgid: i32,
     start_ticks: Option<u64>,
-    private_dir: &Path,
+    (private_dir, logs_dir): (&Path, Option<&Path>),
     grace: Duration,
     save_logs: impl FnOnce(),
 ) -> Result<StopReport, StopError> {
@@ -1141,7 +1141,7 @@ async fn stop_group(
     // The container first: its `docker run` waits for it, and the daemon
     // keeps it whatever becomes of that process.
     let containers = match ContainerRecord::read(private_dir) {
-        Some(record) => match container::stop_pod(&record, grace).await {
+        Some(record) => match stop_containers(&record, logs_dir, grace).await {
             Ok(stop) => Some(stop),
             Err(problem) => {
                 let _ = process::terminate_group(pgid, start_ticks, grace).await;
@@ -1181,6 +1181,19 @@ async fn stop_group(
         duration: began.elapsed(),
         containers,
     })
+}
+
+/// Stops a container pod's containers, after keeping what each node of a
+/// pod of several printed (`node-<name>.log`, redacted), every start of it.
+async fn stop_containers(
+    record: &ContainerRecord,
+    logs_dir: Option<&Path>,
+    grace: Duration,
+) -> Result<ContainerStop, String> {
+    if let (Some(logs), Some(_)) = (logs_dir, &record.entry) {
+        container::save_node_logs(record, logs).await;
+    }
+    container::stop_pod(record, grace).await
 }
 
 /// Removes what a container pod that failed to boot left in the engine.

@@ -216,14 +216,14 @@ impl Pod {
     /// let health = pod.client().get(worker.url("/api/health")).send().await;
     /// # Ok(()) }
     /// ```
-    pub fn node(&self, name: &str) -> Result<Node<'_>, String> {
+    pub fn node(&self, name: &str) -> Result<Node<'_>, NoSuchNode> {
         let cluster = self.handle.cluster().ok_or_else(|| {
-            format!(
+            NoSuchNode(format!(
                 "the pod has no node `{name}`: it is one service, not several nodes \
                  (a pod of nodes is [pod.container.nodes] in testkit.toml, run as containers)"
-            )
+            ))
         })?;
-        let info = cluster.node(name)?;
+        let info = cluster.node(name).map_err(NoSuchNode)?;
         Ok(Node {
             pod: self,
             name: cluster.nodes.get_key_value(name).expect("found").0,
@@ -275,6 +275,11 @@ impl fmt::Debug for Pod {
             .finish_non_exhaustive()
     }
 }
+
+/// [`Pod::node`] of a name that is not one of the pod's nodes.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct NoSuchNode(String);
 
 /// One node of a pod of several, reached through its own port on
 /// 127.0.0.1 with the pod's authenticated client.

@@ -1,0 +1,1 @@
+//! The cluster suite has tests only: see `tests/`.

@@ -1,0 +1,105 @@
+//! Faults: a worker stopped, frozen or cut off, and the gateway restarted.
+//! Each test has the pod to itself (`exclusive`), and every fault it
+//! injects is undone, and proven undone, when it ends.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{create_sandbox, get, wait_worker_state, worker_of, DETECTION, REQUEST_TIMEOUT};
+use testkit::prelude::*;
+use testkit::wait::{Check, Wait};
+
+/// Sandboxes until one lands on `worker`; all of them are the test's.
+async fn sandbox_on(cx: &Cx, worker: &str) -> testkit::Result<String> {
+    for _ in 0..6 {
+        let sandbox = create_sandbox(cx).await?;
+        if worker_of(&sandbox)? == worker {
+            return Ok(sandbox["name"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    bail!("six sandboxes and none placed on {worker}")
+}
+
+/// Waits until the gateway reports the sandbox `name` in `state`.
+async fn wait_sandbox_state(cx: &Cx, name: &str, state: &str) -> testkit::Result<Duration> {
+    let started = Instant::now();
+    let what = format!("sandbox {name} {state} on the gateway");
+    let wait = Wait::new()
+        .ceiling(DETECTION)
+        .inactivity(DETECTION)
+        .interval(Duration::from_millis(50));
+    testkit::wait::until(cx, &what, wait, || async {
+        let (status, body) = get(cx, &format!("/api/sandboxes/{name}")).await?;
+        Ok(match body["state"].as_str() {
+            Some(s) if s == state && status == 200 => Check::Done(()),
+            _ => Check::pending(format!("{status} {body}")),
+        })
+    })
+    .await?;
+    Ok(started.elapsed())
+}
+
+/// A stopped worker's sandboxes are reported lost within the gateway's
+/// bound, and new sandboxes all go to the other worker.
+#[testkit::test]
+async fn a_stopped_workers_sandboxes_are_lost_and_new_ones_go_elsewhere(cx: &mut Cx) -> testkit::Result {
+    let on_worker_1 = sandbox_on(cx, "worker-1").await?;
+    cx.faults().stop("worker-1").await?;
+    let took = wait_sandbox_state(cx, &on_worker_1, "lost").await?;
+    cx.log(format!("reported lost {} ms after the stop", took.as_millis()));
+    for _ in 0..3 {
+        let placed = worker_of(&create_sandbox(cx).await?)?;
+        ensure!(placed == "worker-2", "a new sandbox went to {placed}, which is stopped");
+    }
+    Ok(())
+}
+
+/// A frozen worker (its process paused, its connections open and silent)
+/// is detected down, and its sandboxes lost.
+#[testkit::test]
+async fn a_frozen_worker_is_detected(cx: &mut Cx) -> testkit::Result {
+    let on_worker_2 = sandbox_on(cx, "worker-2").await?;
+    cx.faults().pause("worker-2").await?;
+    wait_worker_state(cx, "worker-2", "down", DETECTION).await?;
+    wait_sandbox_state(cx, &on_worker_2, "lost").await?;
+    Ok(())
+}
+
+/// A worker cut off from the gateway is given no new sandboxes, and is
+/// taken back once reconnected.
+#[testkit::test]
+async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(cx: &mut Cx) -> testkit::Result {
+    cx.faults().cut_off("worker-1", &["gateway"]).await?;
+    wait_worker_state(cx, "worker-1", "down", DETECTION).await?;
+    // The tests still reach it: only the gateway lost it.
+    let pod = cx.pod()?;
+    let node = pod.node("worker-1")?;
+    let health = node.client().get(node.url("/api/health")).timeout(REQUEST_TIMEOUT).send().await?;
+    ensure!(health.status() == 200, "worker-1 answers the tests {}", health.status());
+    for _ in 0..3 {
+        let placed = worker_of(&create_sandbox(cx).await?)?;
+        ensure!(placed == "worker-2", "a new sandbox went to {placed}, cut off from the gateway");
+    }
+    cx.faults().heal().await?;
+    wait_worker_state(cx, "worker-1", "live", DETECTION).await?;
+    let placed = worker_of(&create_sandbox(cx).await?)?;
+    ensure!(placed == "worker-1", "worker-1 rejoined with fewer sandboxes, yet the next went to {placed}");
+    Ok(())
+}
+
+/// The gateway restarted keeps serving the sandboxes placed before.
+#[testkit::test]
+async fn the_gateway_restarted_keeps_serving(cx: &mut Cx) -> testkit::Result {
+    let before = create_sandbox(cx).await?;
+    let name = before["name"].as_str().unwrap_or_default().to_owned();
+    cx.faults().restart("gateway").await?;
+    // The restart's undo proves it healthy; heal here to go on after it.
+    cx.faults().heal().await?;
+    let (status, body) = get(cx, &format!("/api/sandboxes/{name}")).await?;
+    ensure!(status == 200 && body["state"] == "ready", "after the restart the gateway serves {name} as {status} {body}");
+    ensure!(body["worker"] == before["worker"], "{name} moved from {} to {}", before["worker"], body["worker"]);
+    Ok(())
+}
+
+testkit::main!();
