@@ -95,8 +95,8 @@ use testkit_engine as engine;
 
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
-pub use faults::Faults;
 pub use engine::redact::{redact, register_secret, REDACTED};
+pub use faults::Faults;
 pub use skip::Skip;
 pub use testkit_macros::test;
 
@@ -130,7 +130,7 @@ pub mod template {
 
 /// The pod a test drives: [`Cx::pod`] hands it out.
 pub mod pod {
-    pub use crate::engine::pod::{Node, NoSuchNode, Pod};
+    pub use crate::engine::pod::{NoSuchNode, Node, Pod};
 }
 
 /// Resource kinds in Rust, for what `testkit.toml`'s HTTP templates cannot

@@ -253,7 +253,10 @@ async fn undo_fault(pod: &Pod, fault: &journal::Outstanding, journal: &Journal) 
     };
     let entry = JournalEntry::new(event, &fault.kind, &fault.name, &fault.run, "", detail);
     if let Err(e) = journal.append(&entry) {
-        eprintln!("testkit reaper: could not journal the undo of `{}`: {e}", fault.name);
+        eprintln!(
+            "testkit reaper: could not journal the undo of `{}`: {e}",
+            fault.name
+        );
     }
     undone.is_ok()
 }

@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod bounds;
+mod cluster;
 mod commands;
 mod containers;
 mod credentials;

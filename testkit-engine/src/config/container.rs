@@ -192,7 +192,11 @@ impl ContainerSection {
                     format!("has node {name:?} without a command: give it `command`, or give [pod.container] one"),
                 ));
             }
-            if node.health_path.as_deref().is_some_and(|p| !p.starts_with('/')) {
+            if node
+                .health_path
+                .as_deref()
+                .is_some_and(|p| !p.starts_with('/'))
+            {
                 return Err((
                     "pod.container.nodes",
                     format!("has node {name:?} whose health_path does not start with `/`"),
@@ -224,7 +228,11 @@ impl ContainerSection {
     }
 
     fn node_names(&self) -> String {
-        self.nodes.keys().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        self.nodes
+            .keys()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Exactly one of `image` and `build`, and an image that names one.

@@ -81,7 +81,9 @@ impl ClusterInfo {
         let node = format!("label={NODE_LABEL}={name}");
         let out = self
             .docker()
-            .run(&["ps", "--all", "--quiet", "--filter", &pod, "--filter", &node])
+            .run(&[
+                "ps", "--all", "--quiet", "--filter", &pod, "--filter", &node,
+            ])
             .await?;
         match out.split_whitespace().collect::<Vec<_>>().as_slice() {
             [id] => Ok((*id).to_owned()),
@@ -107,7 +109,11 @@ impl ClusterInfo {
 }
 
 /// Waits until `node` answers 2xx at its health path, asking every 100 ms.
-pub async fn wait_node_healthy(name: &str, node: &NodeInfo, deadline: Instant) -> Result<(), String> {
+pub async fn wait_node_healthy(
+    name: &str,
+    node: &NodeInfo,
+    deadline: Instant,
+) -> Result<(), String> {
     loop {
         let report = check_health(&node.base_url, &node.health_path, Duration::from_secs(1)).await;
         if report.ok() {

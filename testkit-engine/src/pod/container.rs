@@ -270,7 +270,11 @@ impl NodeRun<'_> {
     /// The `docker run` of `node` (the only container when `None`),
     /// detached or not: its name, alias on the network, published port,
     /// environment and command.
-    fn args(&self, node: Option<(&String, &NodeSection)>, detach: bool) -> Result<Vec<String>, String> {
+    fn args(
+        &self,
+        node: Option<(&String, &NodeSection)>,
+        detach: bool,
+    ) -> Result<Vec<String>, String> {
         let spec = self.spec;
         let node_name = node.map_or("", |(n, _)| n.as_str());
         let values = self.values.clone().with("node", node_name);
@@ -288,7 +292,10 @@ impl NodeRun<'_> {
                     "--hostname".to_owned(),
                     n.clone(),
                 ]);
-                (format!("{}-{n}", self.pod_name), self.host_ports[n.as_str()])
+                (
+                    format!("{}-{n}", self.pod_name),
+                    self.host_ports[n.as_str()],
+                )
             }
             None => (self.pod_name.to_owned(), self.host_ports[""]),
         };
@@ -386,7 +393,10 @@ fn write_env_file(
     let (file, entries): (String, Vec<(String, &String)>) = match node {
         None => (
             ENV_FILE.to_owned(),
-            spec.env.iter().map(|(k, v)| (format!("pod.container.env.{k}"), v)).collect(),
+            spec.env
+                .iter()
+                .map(|(k, v)| (format!("pod.container.env.{k}"), v))
+                .collect(),
         ),
         // The pod's env file comes first on the command line; a node's
         // entries, read after it, win.
@@ -742,7 +752,14 @@ impl Docker {
     async fn unpause_all(&self, pod_id: &str) -> Result<(), String> {
         let filter = format!("label={POD_LABEL}={pod_id}");
         let paused = self
-            .run(&["ps", "--quiet", "--filter", &filter, "--filter", "status=paused"])
+            .run(&[
+                "ps",
+                "--quiet",
+                "--filter",
+                &filter,
+                "--filter",
+                "status=paused",
+            ])
             .await?;
         for id in paused.split_whitespace() {
             self.run(&["unpause", id]).await?;
@@ -939,8 +956,19 @@ async fn pod_container_id(
 ) -> Result<Option<String>, String> {
     let filter = format!("label={POD_LABEL}={}", record.pod_id);
     let role = format!("label={ROLE_LABEL}=pod");
-    let mut args = vec!["ps", "-a", "--no-trunc", "--filter", &filter, "--filter", &role];
-    let entry = record.entry.as_ref().map(|e| format!("label={NODE_LABEL}={e}"));
+    let mut args = vec![
+        "ps",
+        "-a",
+        "--no-trunc",
+        "--filter",
+        &filter,
+        "--filter",
+        &role,
+    ];
+    let entry = record
+        .entry
+        .as_ref()
+        .map(|e| format!("label={NODE_LABEL}={e}"));
     if let Some(entry) = &entry {
         args.extend(["--filter", entry]);
     }

@@ -441,7 +441,8 @@ mod tests {
 
     #[test]
     fn a_listed_rule_splits_as_it_was_given() {
-        let listed = r#"-s 172.18.0.2/32 -d 172.18.0.3/32 -m comment --comment "testkit.pod=abc" -j DROP"#;
+        let listed =
+            r#"-s 172.18.0.2/32 -d 172.18.0.3/32 -m comment --comment "testkit.pod=abc" -j DROP"#;
         let rule = drop_rule(
             "DOCKER-USER",
             Some("172.18.0.2"),

@@ -272,7 +272,10 @@ impl PodHandle {
             obj.insert("health".into(), Value::from(h.clone()));
         }
         if let Some(c) = &self.cluster {
-            obj.insert("cluster".into(), serde_json::to_value(c).expect("plain data"));
+            obj.insert(
+                "cluster".into(),
+                serde_json::to_value(c).expect("plain data"),
+            );
         }
         Value::Object(obj).to_string()
     }
@@ -470,18 +473,26 @@ fn cluster_field(
     let Some(value) = obj.get("cluster").filter(|v| !v.is_null()) else {
         return Ok(None);
     };
-    let mut info: super::cluster::ClusterInfo = serde_json::from_value(value.clone())
-        .map_err(|e| HandleError::field("cluster", format!("is not a cluster's description: {e}")))?;
+    let mut info: super::cluster::ClusterInfo =
+        serde_json::from_value(value.clone()).map_err(|e| {
+            HandleError::field("cluster", format!("is not a cluster's description: {e}"))
+        })?;
     for (name, node) in &mut info.nodes {
         let url = parse_base_url(&node.base_url, policy).map_err(|e| {
-            HandleError::field("cluster", format!("node `{name}`: base_url {}", e.problem()))
+            HandleError::field(
+                "cluster",
+                format!("node `{name}`: base_url {}", e.problem()),
+            )
         })?;
         node.base_url = format!("{}://{}:{}", url.scheme, url.host, url.port);
     }
     if !info.nodes.contains_key(&info.entry) {
         return Err(HandleError::field(
             "cluster",
-            format!("names entry `{}`, which is not one of its nodes", info.entry),
+            format!(
+                "names entry `{}`, which is not one of its nodes",
+                info.entry
+            ),
         ));
     }
     Ok(Some(info))

@@ -372,9 +372,11 @@ async fn boot(
         Some(c) => Some(container_commands(c, spec, &private_dir, &host_ports, &fields).await?),
         None => None,
     };
-    let cluster = spec.container.as_ref().zip(container.as_ref()).and_then(|(c, p)| {
-        super::cluster::describe(c, p, &host_ports, &spec.health_path)
-    });
+    let cluster = spec
+        .container
+        .as_ref()
+        .zip(container.as_ref())
+        .and_then(|(c, p)| super::cluster::describe(c, p, &host_ports, &spec.health_path));
     let args = pod_args(spec, container.as_ref(), &site, &values)?;
 
     let stdout_raw = private_dir.join("stdout.raw");
@@ -1246,9 +1248,15 @@ async fn container_commands(
         .with("port", &port)
         .with("listen", &listen)
         .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    container::prepare(c, private_dir, spec.base_dir.as_deref(), host_ports, &values)
-        .await
-        .map_err(LaunchError::Container)
+    container::prepare(
+        c,
+        private_dir,
+        spec.base_dir.as_deref(),
+        host_ports,
+        &values,
+    )
+    .await
+    .map_err(LaunchError::Container)
 }
 
 /// Copies the raw stdout, redacted, to the logs folder, and redacts stderr

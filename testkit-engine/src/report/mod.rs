@@ -85,8 +85,7 @@ pub use known_issues::{
 };
 pub use record::{
     AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, Outcome,
-    ProcessFate,
-    ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
+    ProcessFate, ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
 };
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};
 

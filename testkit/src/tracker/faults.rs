@@ -24,9 +24,13 @@ impl Tracker {
         let inner = &self.inner;
         let cluster = pod.cluster().map_err(anyhow::Error::msg)?;
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
-            anyhow::bail!("refusing to inject a fault into `{node}`: the test process is shutting down");
+            anyhow::bail!(
+                "refusing to inject a fault into `{node}`: the test process is shutting down"
+            );
         }
-        let fault = fault::plan(cluster, node, action).await.map_err(anyhow::Error::msg)?;
+        let fault = fault::plan(cluster, node, action)
+            .await
+            .map_err(anyhow::Error::msg)?;
         let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let name = format!("{FAULT_KIND}-{n:02}-{}-{node}", fault.verb());
         crate::reaper::ensure_spawned(run);
@@ -35,12 +39,16 @@ impl Tracker {
         match injected {
             Ok(()) => {
                 inner.journal(Event::Created, FAULT_KIND, &name, None);
-                inner.log.push(format!("fault injected: {}", fault.describe()));
+                inner
+                    .log
+                    .push(format!("fault injected: {}", fault.describe()));
                 Ok(())
             }
             Err(e) => {
                 inner.journal(Event::Failed, FAULT_KIND, &name, Some(e.clone()));
-                Err(anyhow::anyhow!("{e} (what was done of it is undone at the end of the test)"))
+                Err(anyhow::anyhow!(
+                    "{e} (what was done of it is undone at the end of the test)"
+                ))
             }
         }
     }
@@ -72,7 +80,12 @@ impl Tracker {
 impl Inner {
     /// Journals the fault's plan as pending, and tracks it: from here on
     /// its undo is owed.
-    fn track_fault(&self, run: &crate::engine::run::Run, name: &str, fault: &Fault) -> crate::Result {
+    fn track_fault(
+        &self,
+        run: &crate::engine::run::Run,
+        name: &str,
+        fault: &Fault,
+    ) -> crate::Result {
         let json = fault.to_json();
         let entry = JournalEntry::new(Event::Pending, FAULT_KIND, name, &run.id, &self.test, None)
             .with_id(Some(&json));
@@ -102,11 +115,16 @@ impl Inner {
             let pod = crate::globals::pod().map_err(|e| format!("no pod to undo it in: {e}"))?;
             let cluster = pod.cluster()?;
             let fault = Fault::from_json(t.id.as_deref().unwrap_or_default())?;
-            fault::undo(cluster, &fault, UNDO_LIMIT).await.map(|()| fault)
+            fault::undo(cluster, &fault, UNDO_LIMIT)
+                .await
+                .map(|()| fault)
         }
         .await;
         let mut faults = lock(&self.faults);
-        let record = faults.iter_mut().find(|(n, _)| *n == t.name).map(|(_, r)| r);
+        let record = faults
+            .iter_mut()
+            .find(|(n, _)| *n == t.name)
+            .map(|(_, r)| r);
         match undone {
             Ok(fault) => {
                 self.journal(Event::Verified, FAULT_KIND, &t.name, None);

@@ -43,14 +43,22 @@ async fn wait_sandbox_state(cx: &Cx, name: &str, state: &str) -> testkit::Result
 /// A stopped worker's sandboxes are reported lost within the gateway's
 /// bound, and new sandboxes all go to the other worker.
 #[testkit::test]
-async fn a_stopped_workers_sandboxes_are_lost_and_new_ones_go_elsewhere(cx: &mut Cx) -> testkit::Result {
+async fn a_stopped_workers_sandboxes_are_lost_and_new_ones_go_elsewhere(
+    cx: &mut Cx,
+) -> testkit::Result {
     let on_worker_1 = sandbox_on(cx, "worker-1").await?;
     cx.faults().stop("worker-1").await?;
     let took = wait_sandbox_state(cx, &on_worker_1, "lost").await?;
-    cx.log(format!("reported lost {} ms after the stop", took.as_millis()));
+    cx.log(format!(
+        "reported lost {} ms after the stop",
+        took.as_millis()
+    ));
     for _ in 0..3 {
         let placed = worker_of(&create_sandbox(cx).await?)?;
-        ensure!(placed == "worker-2", "a new sandbox went to {placed}, which is stopped");
+        ensure!(
+            placed == "worker-2",
+            "a new sandbox went to {placed}, which is stopped"
+        );
     }
     Ok(())
 }
@@ -69,22 +77,39 @@ async fn a_frozen_worker_is_detected(cx: &mut Cx) -> testkit::Result {
 /// A worker cut off from the gateway is given no new sandboxes, and is
 /// taken back once reconnected.
 #[testkit::test]
-async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(cx: &mut Cx) -> testkit::Result {
+async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(
+    cx: &mut Cx,
+) -> testkit::Result {
     cx.faults().cut_off("worker-1", &["gateway"]).await?;
     wait_worker_state(cx, "worker-1", "down", DETECTION).await?;
     // The tests still reach it: only the gateway lost it.
     let pod = cx.pod()?;
     let node = pod.node("worker-1")?;
-    let health = node.client().get(node.url("/api/health")).timeout(REQUEST_TIMEOUT).send().await?;
-    ensure!(health.status() == 200, "worker-1 answers the tests {}", health.status());
+    let health = node
+        .client()
+        .get(node.url("/api/health"))
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await?;
+    ensure!(
+        health.status() == 200,
+        "worker-1 answers the tests {}",
+        health.status()
+    );
     for _ in 0..3 {
         let placed = worker_of(&create_sandbox(cx).await?)?;
-        ensure!(placed == "worker-2", "a new sandbox went to {placed}, cut off from the gateway");
+        ensure!(
+            placed == "worker-2",
+            "a new sandbox went to {placed}, cut off from the gateway"
+        );
     }
     cx.faults().heal().await?;
     wait_worker_state(cx, "worker-1", "live", DETECTION).await?;
     let placed = worker_of(&create_sandbox(cx).await?)?;
-    ensure!(placed == "worker-1", "worker-1 rejoined with fewer sandboxes, yet the next went to {placed}");
+    ensure!(
+        placed == "worker-1",
+        "worker-1 rejoined with fewer sandboxes, yet the next went to {placed}"
+    );
     Ok(())
 }
 
@@ -97,8 +122,16 @@ async fn the_gateway_restarted_keeps_serving(cx: &mut Cx) -> testkit::Result {
     // The restart's undo proves it healthy; heal here to go on after it.
     cx.faults().heal().await?;
     let (status, body) = get(cx, &format!("/api/sandboxes/{name}")).await?;
-    ensure!(status == 200 && body["state"] == "ready", "after the restart the gateway serves {name} as {status} {body}");
-    ensure!(body["worker"] == before["worker"], "{name} moved from {} to {}", before["worker"], body["worker"]);
+    ensure!(
+        status == 200 && body["state"] == "ready",
+        "after the restart the gateway serves {name} as {status} {body}"
+    );
+    ensure!(
+        body["worker"] == before["worker"],
+        "{name} moved from {} to {}",
+        before["worker"],
+        body["worker"]
+    );
     Ok(())
 }
 

@@ -73,7 +73,10 @@ async fn a_sandbox_lives_on_the_worker_the_gateway_names(cx: &mut Cx) -> testkit
         resp.status()
     );
     let (status, body) = get(cx, &format!("/api/sandboxes/{name}")).await?;
-    ensure!(status == 200 && body["state"] == "ready", "the gateway serves {name} as {status} {body}");
+    ensure!(
+        status == 200 && body["state"] == "ready",
+        "the gateway serves {name} as {status} {body}"
+    );
     Ok(())
 }
 
@@ -94,7 +97,10 @@ async fn exec_is_forwarded_to_the_sandboxs_worker(cx: &mut Cx) -> testkit::Resul
     let body: serde_json::Value = resp.json().await?;
     ensure!(status == 200, "exec answered {status}: {body}");
     ensure!(
-        body["stdout"].as_str().unwrap_or_default().contains("hello from the worker"),
+        body["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hello from the worker"),
         "exec's output: {body}"
     );
     Ok(())

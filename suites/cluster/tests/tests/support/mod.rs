@@ -70,7 +70,12 @@ pub async fn worker_state(cx: &Cx, name: &str) -> testkit::Result<String> {
 
 /// Waits until the gateway gives worker `name` the state `state`, for at
 /// most `within`.
-pub async fn wait_worker_state(cx: &Cx, name: &str, state: &str, within: Duration) -> testkit::Result {
+pub async fn wait_worker_state(
+    cx: &Cx,
+    name: &str,
+    state: &str,
+    within: Duration,
+) -> testkit::Result {
     let what = format!("worker {name} {state} on the gateway");
     let wait = Wait::new()
         .ceiling(within)
