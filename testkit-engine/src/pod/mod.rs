@@ -35,6 +35,7 @@ pub mod check;
 pub mod container;
 pub mod handle;
 pub mod launch;
+pub mod lock;
 mod session;
 
 use std::fmt;
