@@ -288,7 +288,7 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
         Err(_) => None,
     };
     let started = std::time::Instant::now();
-    let connected = connect(handle, config, session_dir.as_deref()).await;
+    let connected = connect(handle, config, session_dir).await;
     crate::engine::trace::step::record(
         crate::engine::trace::EntryKind::Auth,
         started,
