@@ -92,6 +92,9 @@ impl RunSummary<'_> {
         if let Some(browser) = self.browser() {
             let _ = writeln!(out, "  {browser}");
         }
+        if let Some(exclusive) = self.tests.and_then(Summary::exclusive_line) {
+            let _ = writeln!(out, "  {exclusive}");
+        }
         if let Some(gone) = self.gone_before_delete() {
             let _ = writeln!(out, "  {gone}");
         }
@@ -252,6 +255,9 @@ pub(crate) fn tests_markdown(
         s.expected_failures,
         s.unexpected_passes
     );
+    if let Some(exclusive) = s.exclusive_line() {
+        let _ = writeln!(out, "\n{}", md_cell(&exclusive));
+    }
     if !s.gone_before_delete.is_empty() {
         let _ = writeln!(out, "\n{}", md_cell(&gone_before_delete_line(s)));
     }

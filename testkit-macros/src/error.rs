@@ -35,7 +35,7 @@ impl Ctxt {
 const SHAPE: &str = "async fn name(cx: &mut testkit::Cx) -> testkit::Result";
 
 pub(crate) const OPTIONS: &str =
-    "`ignore`, `timeout`, `known_issue`, `fails_with`, `intermittent`, `requires`, `trace`";
+    "`ignore`, `timeout`, `known_issue`, `fails_with`, `intermittent`, `requires`, `trace`, `exclusive`";
 
 pub(crate) const UNITS: &str = "`ms`, `s`, `m`, `h`";
 
@@ -49,6 +49,7 @@ pub(crate) fn option_example(name: &str) -> &'static str {
         "intermittent" => "intermittent = true",
         "requires" => r#"requires = ["capability"]"#,
         "trace" => r#"trace = "on""#,
+        "exclusive" => "exclusive",
         _ => unreachable!("no option named `{name}`"),
     }
 }
@@ -77,7 +78,18 @@ pub(crate) fn unknown_option(path: &syn::Path) -> syn::Error {
 }
 
 pub(crate) fn repeated_option(key: &syn::Ident) -> syn::Error {
-    err(key, format!("`{key}` set multiple times"))
+    err(
+        key,
+        format!("`{key}` set multiple times; keep one `{key}` and remove the others"),
+    )
+}
+
+pub(crate) fn exclusive_takes_no_value(meta: &syn::Meta) -> syn::Error {
+    err(
+        meta,
+        "`exclusive` is a flag and takes no value: write `#[testkit::test(exclusive)]` \
+         for a test that needs the pod to itself, or remove it",
+    )
 }
 
 pub(crate) fn missing_value(meta: &syn::Meta, name: &str) -> syn::Error {

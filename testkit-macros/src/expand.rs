@@ -123,6 +123,7 @@ fn test_options(options: &Options) -> TokenStream {
         None => quote!(::core::option::Option::None),
     };
     let intermittent = options.is_intermittent();
+    let exclusive = options.exclusive.is_some();
     let requires = options.requires.as_deref().unwrap_or_default();
     quote! {
         ::testkit::__private::TestOptions {
@@ -133,6 +134,7 @@ fn test_options(options: &Options) -> TokenStream {
             intermittent: #intermittent,
             requires: &[#(#requires),*],
             trace: #trace,
+            exclusive: #exclusive,
         }
     }
 }

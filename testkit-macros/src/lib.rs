@@ -40,7 +40,30 @@ mod validate;
 use proc_macro::TokenStream;
 
 /// Registers an `async fn name(cx: &mut testkit::Cx) -> testkit::Result` as a
-/// testkit test. See the `testkit` crate for the options.
+/// testkit test. Its doc comment is required: the first paragraph describes
+/// the test in listings and reports.
+///
+/// Options, each at most once, separated by commas (TESTING.md has them all
+/// in detail):
+///
+/// | option | meaning |
+/// | --- | --- |
+/// | `ignore = "reason"` | do not run unless `--ignored`/`--include-ignored`; reports say why |
+/// | `timeout = "90s"` | cancel the test after this long (`ms`, `s`, `m`, `h`) |
+/// | `known_issue = "ID"` | pinned to a known product bug of `KNOWN-ISSUES.md`: it must fail |
+/// | `fails_with = "text"` | with `known_issue`: the failure must contain this text |
+/// | `intermittent = true` | with `known_issue` and `fails_with`: a pass is a pass |
+/// | `trace = "on"` | keep this test's trace: `on`, `retain-on-failure` or `off` |
+/// | `requires = ["exec", ..]` | pod capabilities the test needs; missing ones skip it |
+/// | `exclusive` | the test has the pod to itself: no other test of the run (thread or nextest process) uses the pod while its body and cleanup run; for tests that inject faults |
+///
+/// ```text
+/// /// Stopping a node fails over to the other.
+/// #[testkit::test(exclusive, timeout = "5m")]
+/// async fn node_failover(cx: &mut Cx) -> testkit::Result {
+///     Ok(())
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::test(args.into(), item.into()).into()

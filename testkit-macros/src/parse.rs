@@ -28,6 +28,9 @@ pub(crate) struct Options {
     pub(crate) requires: Option<Vec<LitStr>>,
     /// `trace = "on"`: this test's trace policy, over `TESTKIT_TRACE`.
     pub(crate) trace: Option<LitStr>,
+    /// `exclusive`: the test has the pod to itself. The key is kept to
+    /// point at a repeat.
+    pub(crate) exclusive: Option<Ident>,
 }
 
 impl Options {
@@ -40,6 +43,7 @@ impl Options {
             && self.intermittent.is_none()
             && self.requires.is_none()
             && self.trace.is_none()
+            && self.exclusive.is_none()
     }
 
     /// `intermittent = true`.
@@ -57,6 +61,17 @@ impl Options {
             return Err(error::expected_bool(value, "intermittent"));
         };
         self.intermittent = Some((key.clone(), flag.clone()));
+        Ok(())
+    }
+
+    /// `exclusive` is a bare flag: `exclusive = true` would suggest that
+    /// `exclusive = false` means something, and it would mean nothing.
+    fn set_exclusive(&mut self, key: &Ident, meta: &Meta) -> syn::Result<()> {
+        check_unset(&self.exclusive, key)?;
+        if !matches!(meta, Meta::Path(_)) {
+            return Err(error::exclusive_takes_no_value(meta));
+        }
+        self.exclusive = Some(key.clone());
         Ok(())
     }
 
@@ -173,7 +188,7 @@ pub(crate) fn options(args: TokenStream, errors: &mut Ctxt) -> Options {
     options
 }
 
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 8] = [
     "ignore",
     "timeout",
     "known_issue",
@@ -181,6 +196,7 @@ const NAMES: [&str; 7] = [
     "intermittent",
     "requires",
     "trace",
+    "exclusive",
 ];
 
 /// The values of `trace`, as `TESTKIT_TRACE` takes them.
@@ -193,6 +209,9 @@ fn option(options: &mut Options, meta: &Meta) -> syn::Result<()> {
         _ => return Err(error::unknown_option(path)),
     };
     let name = key.to_string();
+    if name == "exclusive" {
+        return options.set_exclusive(key, meta);
+    }
     let Meta::NameValue(name_value) = meta else {
         return Err(error::missing_value(meta, &name));
     };

@@ -23,6 +23,8 @@ pub struct Cx {
     pub(crate) log: Log,
     artifacts_dir: PathBuf,
     pub(crate) capabilities_missing: Vec<String>,
+    /// `#[testkit::test(exclusive)]`: the test holds the pod lock alone.
+    exclusive: bool,
     resources: Tracker,
     #[cfg(feature = "browser")]
     browsers: crate::browser::Browsers,
@@ -30,12 +32,14 @@ pub struct Cx {
 
 impl Cx {
     /// The context of the test `full_name` in `run`; `attempt` is nextest's
-    /// attempt number (retries get resource names of their own).
+    /// attempt number (retries get resource names of their own);
+    /// `exclusive`, whether the test has the pod to itself.
     pub(crate) fn new(
         full_name: String,
         description: &'static str,
         run: &'static Run,
         attempt: Option<u32>,
+        exclusive: bool,
     ) -> Cx {
         let artifacts_dir =
             crate::engine::run::artifacts_dir(&run.results_dir, &run.binary, &full_name);
@@ -50,8 +54,17 @@ impl Cx {
             log,
             artifacts_dir,
             capabilities_missing: Vec::new(),
+            exclusive,
             resources,
         }
+    }
+
+    /// Whether the test is `#[testkit::test(exclusive)]`: its body and
+    /// cleanup run while no other test of the run uses the pod, which is
+    /// what makes injecting a fault into the pod (stopping a node, cutting
+    /// the network) safe for the others.
+    pub(crate) fn is_exclusive(&self) -> bool {
+        self.exclusive
     }
 
     /// The test's full name: module path and function, joined by `::`.
@@ -246,11 +259,6 @@ impl Cx {
     /// or keeps it when `keep` says so.
     pub(crate) async fn finish(&self, keep: Keep, body_failed: bool) -> CleanupSummary {
         self.resources.finish(keep, body_failed).await
-    }
-
-    // TEMPORARY until the exclusive lock lands.
-    pub(crate) fn is_exclusive(&self) -> bool {
-        true
     }
 }
 

@@ -284,18 +284,11 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
     handle.register_secrets();
     engine::redact::stdio::install();
     let session_dir = match run() {
-        Ok(run) => Some(
-            engine::run::create_secrets_dir(settings_or_default(), &run.id).map_err(|e| {
-                PodUnavailable::Invalid(format!(
-                    "failed to create the run's private folder {}: {e}",
-                    engine::run::secrets_dir(settings_or_default(), &run.id).display()
-                ))
-            })?,
-        ),
+        Ok(_) => Some(secrets_dir().map_err(|e| PodUnavailable::Invalid(e.to_owned()))?),
         Err(_) => None,
     };
     let started = std::time::Instant::now();
-    let connected = connect(handle, config, session_dir.as_deref()).await;
+    let connected = connect(handle, config, session_dir).await;
     crate::engine::trace::step::record(
         crate::engine::trace::EntryKind::Auth,
         started,
@@ -322,22 +315,40 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
         .map_err(|e| PodUnavailable::Invalid(e.to_string()))
 }
 
+/// The run's secrets dir ([`engine::run::secrets_dir`]), made on first
+/// use: the folder every test process of the run shares, where the pod's
+/// session and the pod lock are.
+pub(crate) fn secrets_dir() -> Result<&'static Path, &'static str> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let run = run().map_err(str::to_owned)?;
+        let settings = settings_or_default();
+        engine::run::create_secrets_dir(settings, &run.id).map_err(|e| {
+            format!(
+                "failed to create the run's private folder {}: {e}",
+                engine::run::secrets_dir(settings, &run.id).display()
+            )
+        })
+    })
+    .as_deref()
+    .map_err(String::as_str)
+}
+
 /// Puts stdout and stderr back and flushes their redaction; the harness
 /// calls it before the process exits, once every test's cleanup ran. A
 /// process that is its run alone (a plain `cargo test` binary) removes the
 /// run's secrets dir: nothing else will, and no other process needs the
-/// session in it. One given by `TESTKIT_SECRETS_DIR` is its owner's.
+/// session or the pod lock in it. One given by `TESTKIT_SECRETS_DIR` is its
+/// owner's.
 pub(crate) fn finish_pod() {
-    if matches!(POD.get(), Some(Ok(_))) {
-        if let Ok(run) = run() {
-            redact_tree(&run.results_dir.join("artifacts").join(&run.binary));
-            let given = settings_or_default().secrets_dir.is_some();
-            if run.alone && !given {
-                let _ = std::fs::remove_dir_all(engine::run::secrets_dir(
-                    settings_or_default(),
-                    &run.id,
-                ));
-            }
+    let run = run().ok();
+    if let (Some(Ok(_)), Some(run)) = (POD.get(), run) {
+        redact_tree(&run.results_dir.join("artifacts").join(&run.binary));
+    }
+    let given = settings_or_default().secrets_dir.is_some();
+    if let (Ok(dir), Some(run)) = (secrets_dir(), run) {
+        if run.alone && !given {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
     engine::redact::stdio::restore();

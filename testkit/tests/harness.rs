@@ -8,6 +8,8 @@
 mod checks;
 #[path = "harness/config.rs"]
 mod config;
+#[path = "harness/exclusive.rs"]
+mod exclusive;
 #[path = "harness/fixture.rs"]
 mod fixture;
 #[path = "harness/listing.rs"]

@@ -445,7 +445,11 @@ impl Page<'_> {
             s.unexpected_passes,
             String::new(),
         );
-        let _ = writeln!(out, "</div></section>");
+        let _ = write!(out, "</div>");
+        if let Some(exclusive) = s.exclusive_line() {
+            let _ = write!(out, "<p class=\"exclusive\">{}</p>", esc(&exclusive));
+        }
+        let _ = writeln!(out, "</section>");
     }
 
     /// Leaks: what the residue sweeps found, every resource a test's

@@ -37,6 +37,7 @@ pub mod container;
 pub mod fault;
 pub mod handle;
 pub mod launch;
+pub mod lock;
 mod session;
 
 use std::fmt;

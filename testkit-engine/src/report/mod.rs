@@ -43,7 +43,7 @@
 //! | `message` | string \| null | the failure; for an expected failure, the failure observed |
 //! | `skip_reason` | string \| null | why it was skipped (`ignored: <reason>` when statically ignored) |
 //! | `started_at_ms` | integer | start, ms since the Unix epoch (0 when it never ran; a record the runner writes for a test that wrote none has when the test ran, as nextest or the journal saw it) |
-//! | `duration_ms` | integer | body and cleanup |
+//! | `duration_ms` | integer | body and cleanup, and the wait for the pod lock (`lock.wait_ms`) |
 //! | `known_issue`, `fails_with` | string \| null | the attribute's values |
 //! | `requires`, `capabilities_missing` | array of strings | pod capabilities |
 //! | `resources` | array of `{kind, name, state}` | `state`: `pending`, `created`, `deleted`, `kept`, `leaked`, `gone_before_delete` (its first delete found it already gone: something else deleted it) |
@@ -55,7 +55,9 @@
 //! | `leftover_processes` | array of `{pid, command, fate}`, default empty | processes the test left running; `fate` is `ended`, `kept` or `survived` |
 //! | `intermittent` | boolean, default false | `intermittent = true`: the known issue fails only sometimes, and a pass is a pass |
 //! | `attempt` | integer, default 1 | which attempt this is: `NEXTEST_ATTEMPT` of a nextest retry |
-//! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output}`; written by no test process, filled by readers |
+//! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output, lock}`; written by no test process, filled by readers |
+//! | `trace` | string, absent when none | the kept trace's `trace.json`, an absolute path |
+//! | `lock` | `{mode, acquired_at_ms, released_at_ms, wait_ms}`, absent when none | the pod lock the test held for its body and cleanup ([`crate::pod::lock`]): `mode` `shared` or `exclusive` (`#[testkit::test(exclusive)]`), when it was taken and let go (ms since the Unix epoch), how long the test waited for it; absent for a test skipped or failed before its body ran |
 //!
 //! # Attempts
 //!
@@ -84,7 +86,8 @@ pub use known_issues::{
     KNOWN_ISSUES_FILE,
 };
 pub use record::{
-    AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, Outcome,
+    AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, LockMode,
+    LockRecord, Outcome,
     ProcessFate, ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
 };
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};
@@ -649,11 +652,58 @@ mod tests {
         let old = r#"{"schema":1,"run_id":"r","binary":"b","name":"t","description":"","file":"","line":1,"outcome":"passed","failure_kind":null,"message":null,"skip_reason":null,"started_at_ms":5,"duration_ms":1,"known_issue":null,"fails_with":null,"requires":[],"capabilities_missing":[],"resources":[],"cleanup":"nothing","output":""}"#;
         let r = parse_record(old, Path::new("old.jsonl")).unwrap();
         assert_eq!((r.attempt, r.attempts.len(), r.intermittent), (1, 0, false));
+        assert_eq!(r.lock, None);
         // And a first attempt is written as before.
         let line = serde_json::to_string(&r).unwrap();
         assert!(
-            !line.contains("attempt") && !line.contains("intermittent"),
+            !line.contains("attempt") && !line.contains("intermittent") && !line.contains("lock"),
             "{line}"
         );
+    }
+
+    fn locked(name: &str, mode: LockMode, from: u64, to: u64) -> TestRecord {
+        let mut r = attempt(name, 1, from, Outcome::Passed);
+        r.lock = Some(LockRecord::new(mode, from, to, 7));
+        r
+    }
+
+    #[test]
+    fn the_lock_a_test_held_is_written_and_read_back() {
+        let r = locked("t", LockMode::Exclusive, 1_000, 1_300);
+        let line = record_line(&r);
+        assert!(
+            line.contains(
+                r#""lock":{"mode":"exclusive","acquired_at_ms":1000,"released_at_ms":1300,"wait_ms":7}"#
+            ),
+            "{line}"
+        );
+        let back = parse_record(line.trim_end(), Path::new("t.jsonl")).unwrap();
+        assert_eq!(back.lock, r.lock);
+    }
+
+    #[test]
+    fn the_summary_says_how_long_exclusive_tests_held_the_pod() {
+        let none = Summary::from_records(&[locked("s", LockMode::Shared, 0, 500)], None);
+        assert_eq!((none.exclusive_tests, none.exclusive_line()), (0, None));
+        assert!(!none.to_string().contains("exclusive"), "{none}");
+        // A retried exclusive test held the pod on each attempt.
+        let mut retried = locked("e2", LockMode::Exclusive, 2_000, 2_250);
+        let mut first = locked("e2", LockMode::Exclusive, 1_000, 1_050);
+        first.outcome = Outcome::Failed;
+        retried.attempt = 2;
+        retried.attempts.push(AttemptRecord::of(&first));
+        let records = [
+            locked("e1", LockMode::Exclusive, 0, 1_000),
+            retried,
+            locked("s", LockMode::Shared, 0, 5_000),
+        ];
+        let summary = Summary::from_records(&records, None);
+        assert_eq!(
+            (summary.exclusive_tests, summary.exclusive_held_ms),
+            (2, 1_300)
+        );
+        let line = "exclusive: 2 tests held the pod to themselves for 1s 300ms in total";
+        assert_eq!(summary.exclusive_line().as_deref(), Some(line));
+        assert!(summary.to_string().contains(line), "{summary}");
     }
 }

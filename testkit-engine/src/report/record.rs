@@ -173,6 +173,62 @@ pub struct LeftoverProcess {
     pub fate: ProcessFate,
 }
 
+/// How a test held the pod lock ([`crate::pod::lock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    /// With every other test that is not `exclusive`.
+    Shared,
+    /// `#[testkit::test(exclusive)]`: alone, no other test of the run using
+    /// the pod.
+    Exclusive,
+}
+
+impl LockMode {
+    /// The word records and summaries use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Shared => "shared",
+            LockMode::Exclusive => "exclusive",
+        }
+    }
+}
+
+/// The pod lock a test held while its body and cleanup ran. The interval
+/// lies inside the time the lock was really held: `acquired_at_ms` is read
+/// once the lock is taken, `released_at_ms` before it is let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LockRecord {
+    /// Shared or exclusive.
+    pub mode: LockMode,
+    /// When the lock was taken, in milliseconds since the Unix epoch.
+    pub acquired_at_ms: u64,
+    /// When it was let go, in milliseconds since the Unix epoch.
+    pub released_at_ms: u64,
+    /// How long the test waited for it: time that counts against no
+    /// timeout of the test's own.
+    pub wait_ms: u64,
+}
+
+impl LockRecord {
+    /// A lock held in `mode` from `acquired_at_ms` to `released_at_ms`,
+    /// after a wait of `wait_ms`.
+    pub fn new(mode: LockMode, acquired_at_ms: u64, released_at_ms: u64, wait_ms: u64) -> Self {
+        LockRecord {
+            mode,
+            acquired_at_ms,
+            released_at_ms,
+            wait_ms,
+        }
+    }
+
+    /// How long the lock was held.
+    pub fn held_ms(&self) -> u64 {
+        self.released_at_ms.saturating_sub(self.acquired_at_ms)
+    }
+}
+
 /// One test's record: see [`crate::report`] for the schema.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -250,6 +306,10 @@ pub struct TestRecord {
     /// The faults the test injected into the pod's nodes, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<FaultRecord>,
+    /// The pod lock the test held (absent when it took none: it was
+    /// skipped or failed before its body ran, or it is older than the lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockRecord>,
 }
 
 /// A fault a test injected into a node, and its undo.
@@ -334,6 +394,9 @@ pub struct AttemptRecord {
     /// Its log, redacted.
     #[serde(default)]
     pub output: String,
+    /// The pod lock it held, when it took one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockRecord>,
 }
 
 impl AttemptRecord {
@@ -349,6 +412,7 @@ impl AttemptRecord {
             resources: record.resources.clone(),
             cleanup: record.cleanup,
             output: record.output.clone(),
+            lock: record.lock,
         }
     }
 
@@ -368,6 +432,7 @@ impl AttemptRecord {
             resources: Vec::new(),
             cleanup: CleanupState::Nothing,
             output: String::new(),
+            lock: None,
         }
     }
 }
@@ -427,6 +492,7 @@ impl TestRecord {
             attempts: Vec::new(),
             trace: None,
             faults: Vec::new(),
+            lock: None,
         }
     }
 

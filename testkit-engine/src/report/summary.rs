@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::known_issues::KnownIssues;
-use super::{CleanupState, FailureKind, LeftoverProcess, Outcome, TestRecord};
+use super::{
+    CleanupState, FailureKind, LeftoverProcess, LockMode, LockRecord, Outcome, TestRecord,
+};
 
 /// What became of a known issue in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,9 +133,29 @@ pub struct Summary {
     pub flaky: Vec<FlakyTest>,
     /// Every process a test left running, with the test (`binary::name`).
     pub leftover_processes: Vec<(String, LeftoverProcess)>,
+    /// Tests that held the pod to themselves (`#[testkit::test(exclusive)]`)
+    /// in at least one attempt.
+    pub exclusive_tests: usize,
+    /// How long they held it, every attempt's hold added up, in milliseconds.
+    pub exclusive_held_ms: u64,
 }
 
 impl Summary {
+    /// `exclusive: 2 tests held the pod to themselves for 1s 204ms in
+    /// total`, when any did.
+    pub fn exclusive_line(&self) -> Option<String> {
+        if self.exclusive_tests == 0 {
+            return None;
+        }
+        let held = std::time::Duration::from_millis(self.exclusive_held_ms);
+        Some(format!(
+            "exclusive: {} test{} held the pod to themselves for {} in total",
+            self.exclusive_tests,
+            if self.exclusive_tests == 1 { "" } else { "s" },
+            humantime::format_duration(held)
+        ))
+    }
+
     /// One line per process a test left running: the test, the pid, the
     /// command and what became of it.
     pub fn leftover_lines(&self) -> Vec<String> {
@@ -212,6 +234,15 @@ impl Summary {
         for p in &record.leftover_processes {
             self.leftover_processes
                 .push((format!("{}::{}", record.binary, record.name), p.clone()));
+        }
+        let exclusive: Vec<&LockRecord> = std::iter::once(record.lock.as_ref())
+            .chain(record.attempts.iter().map(|a| a.lock.as_ref()))
+            .flatten()
+            .filter(|lock| lock.mode == LockMode::Exclusive)
+            .collect();
+        if !exclusive.is_empty() {
+            self.exclusive_tests += 1;
+            self.exclusive_held_ms += exclusive.iter().map(|l| l.held_ms()).sum::<u64>();
         }
         if record.is_flaky() {
             let attempts = record.total_attempts();
@@ -343,6 +374,9 @@ impl fmt::Display for Summary {
         }
         for line in self.leftover_lines() {
             writeln!(f, "LEFT RUNNING: {line}")?;
+        }
+        if let Some(line) = self.exclusive_line() {
+            writeln!(f, "{line}")?;
         }
         if !self.known_issues.is_empty() {
             writeln!(f, "known issues:")?;

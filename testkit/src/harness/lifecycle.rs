@@ -1,6 +1,8 @@
 //! One test's lifecycle: preflight (known issue listed, capabilities),
-//! the body on the shared runtime under its timeout, its browsers ended
-//! (with the `browser` feature) and cleanup whatever happened, the outcome (known issues strictly), and its record.
+//! the pod lock (`pod_lock`), the body on the shared runtime under its
+//! timeout, its browsers ended (with the `browser` feature) and cleanup
+//! whatever happened, the lock let go, the outcome (known issues strictly),
+//! and its record.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant, SystemTime};
@@ -23,6 +25,13 @@ enum Body {
     Skipped(String),
 }
 
+fn failed(message: String) -> Body {
+    Body::Failed {
+        kind: FailureKind::Error,
+        message,
+    }
+}
+
 pub(super) fn run_test(
     def: &'static TestDef,
     settings: Option<&'static Settings>,
@@ -40,15 +49,21 @@ pub(super) fn run_test(
         def.description,
         run,
         settings.nextest_attempt,
+        def.options.exclusive,
     );
     cx.log.start();
     let watch = crate::leftovers::begin(&def.full_name());
     let trace_policy = trace_policy(def, settings);
     let trace = crate::trace::begin(&def.full_name(), trace_policy);
 
-    let body = match preflight(def, &mut cx) {
-        Some(body) => body,
-        None => run_body(def, &mut cx, settings.timeout),
+    // A test whose fate the preflight decided (skipped, failed before it
+    // ran) takes no lock: its body never uses the pod.
+    let (body, lock) = match preflight(def, &mut cx) {
+        Some(body) => (body, None),
+        None => match super::pod_lock::take(&cx) {
+            Ok(lock) => (run_body(def, &mut cx, settings.timeout), Some(lock)),
+            Err(message) => (failed(message), None),
+        },
     };
     let body_failed = matches!(body, Body::Failed { .. });
     #[cfg(feature = "browser")]
@@ -63,6 +78,8 @@ pub(super) fn run_test(
         Keep::Always => true,
     };
     let leftovers = block_on(crate::leftovers::finish(watch, keep_processes));
+    // Everything the test did to the pod is undone: the others may have it.
+    let lock = lock.map(|lock| lock.release());
 
     let mut record = def.record(run);
     record.attempt = settings.nextest_attempt.unwrap_or(1).max(1);
@@ -73,6 +90,7 @@ pub(super) fn run_test(
     record.faults = cleanup.faults.clone();
     record.capabilities_missing = cx.capabilities_missing.clone();
     record.leftover_processes = leftovers.processes;
+    record.lock = lock;
     classify(def, body, &cleanup, leftovers.failure, &mut record);
     #[cfg(feature = "browser")]
     crate::browser::judge(&browsers, &mut record);

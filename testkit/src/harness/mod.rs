@@ -6,6 +6,7 @@
 
 mod lifecycle;
 mod panics;
+mod pod_lock;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -69,6 +70,9 @@ pub struct TestOptions {
     /// `trace = "on"`: which this test keeps of its trace, over
     /// `TESTKIT_TRACE` (`off`, `retain-on-failure`, `on`).
     pub trace: Option<&'static str>,
+    /// `exclusive`: the test has the pod to itself: no other test of the run
+    /// uses it while its body and cleanup run.
+    pub exclusive: bool,
 }
 
 /// The options of a test that sets none.
@@ -80,6 +84,7 @@ pub static NO_OPTIONS: TestOptions = TestOptions {
     intermittent: false,
     requires: &[],
     trace: None,
+    exclusive: false,
 };
 
 inventory::collect!(TestDef);

@@ -12,6 +12,7 @@ use testkit::prelude::*;
     known_issue = "SBX-1",
     fails_with = "boom",
     requires = ["exec"],
+    exclusive,
 )]
 async fn every_option(cx: &mut Cx) -> testkit::Result {
     let _ = cx;

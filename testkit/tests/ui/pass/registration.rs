@@ -15,6 +15,7 @@ use testkit::Cx;
     fails_with = "exit status 137",
     intermittent = true,
     requires = ["exec", "gpu"],
+    exclusive,
 )]
 async fn every_option(cx: &mut testkit::Cx) -> testkit::Result {
     let _ = cx;
@@ -66,23 +67,25 @@ fn main() {
     assert_eq!(def.module_path, module_path!());
     assert_eq!(def.description, "Every option at once.");
     assert!(def.file.ends_with("registration.rs"), "{}", def.file);
-    assert_eq!(def.line, 19);
+    assert_eq!(def.line, 20);
     assert_eq!(def.options.ignore, Some("needs a GPU pod"));
     assert_eq!(def.options.timeout_ms, Some(90_000));
     assert_eq!(def.options.known_issue, Some("SBX-12"));
     assert_eq!(def.options.fails_with, Some("exit status 137"));
     assert!(def.options.intermittent);
     assert_eq!(def.options.requires, ["exec", "gpu"]);
+    assert!(def.options.exclusive);
 
     let def = find("no_options");
     assert_eq!(def.description, "A description that spans two lines.");
-    assert_eq!(def.line, 28);
+    assert_eq!(def.line, 29);
     assert_eq!(def.options.ignore, None);
     assert_eq!(def.options.timeout_ms, None);
     assert_eq!(def.options.known_issue, None);
     assert_eq!(def.options.fails_with, None);
     assert!(!def.options.intermittent);
     assert!(def.options.requires.is_empty());
+    assert!(!def.options.exclusive);
     // A test without options shares the one static of none.
     assert!(std::ptr::eq(def.options, &testkit::__private::NO_OPTIONS));
     assert!(!std::ptr::eq(find("wildcard").options, &testkit::__private::NO_OPTIONS));
