@@ -42,7 +42,7 @@ async fn wait_sandbox_state(cx: &Cx, name: &str, state: &str) -> testkit::Result
 
 /// A stopped worker's sandboxes are reported lost within the gateway's
 /// bound, and new sandboxes all go to the other worker.
-#[testkit::test]
+#[testkit::test(exclusive)]
 async fn a_stopped_workers_sandboxes_are_lost_and_new_ones_go_elsewhere(
     cx: &mut Cx,
 ) -> testkit::Result {
@@ -65,7 +65,7 @@ async fn a_stopped_workers_sandboxes_are_lost_and_new_ones_go_elsewhere(
 
 /// A frozen worker (its process paused, its connections open and silent)
 /// is detected down, and its sandboxes lost.
-#[testkit::test]
+#[testkit::test(exclusive)]
 async fn a_frozen_worker_is_detected(cx: &mut Cx) -> testkit::Result {
     let on_worker_2 = sandbox_on(cx, "worker-2").await?;
     cx.faults().pause("worker-2").await?;
@@ -76,7 +76,7 @@ async fn a_frozen_worker_is_detected(cx: &mut Cx) -> testkit::Result {
 
 /// A worker cut off from the gateway is given no new sandboxes, and is
 /// taken back once reconnected.
-#[testkit::test]
+#[testkit::test(exclusive)]
 async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(
     cx: &mut Cx,
 ) -> testkit::Result {
@@ -114,7 +114,7 @@ async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(
 }
 
 /// The gateway restarted keeps serving the sandboxes placed before.
-#[testkit::test]
+#[testkit::test(exclusive)]
 async fn the_gateway_restarted_keeps_serving(cx: &mut Cx) -> testkit::Result {
     let before = create_sandbox(cx).await?;
     let name = before["name"].as_str().unwrap_or_default().to_owned();
