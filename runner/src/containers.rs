@@ -393,6 +393,7 @@ async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, String>
     if found.is_empty() {
         return Ok(Vec::new());
     }
+    let pods = pods_of_run(&docker, run_id, spare).await?;
     let left = docker
         .remove(&found, RUN_LABEL, run_id)
         .await?
@@ -409,7 +410,37 @@ async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, String>
         };
         report.push(format!("{item}: {fate}"));
     }
+    // A cut whose undo never ran outlives the nodes its rules name; its
+    // rules carry the pod's id, not the run's.
+    for pod in pods {
+        for rule in testkit_engine::pod::fault::remove_pod_rules(&pod).await? {
+            report.push(format!("packet-filter rule {rule}: removed, verified gone"));
+        }
+    }
     Ok(report)
+}
+
+/// The pods (their `testkit.pod` label) of the containers labelled with
+/// the run `run_id`, but `spare`.
+async fn pods_of_run(
+    docker: &Docker,
+    run_id: &str,
+    spare: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let filter = format!("label={RUN_LABEL}={run_id}");
+    let format = format!("{{{{.Label \"{POD_LABEL}\"}}}}");
+    let listed = docker
+        .run(&["ps", "--all", "--filter", &filter, "--format", &format])
+        .await?;
+    let mut pods: Vec<String> = listed
+        .lines()
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && Some(*p) != spare)
+        .map(str::to_owned)
+        .collect();
+    pods.sort();
+    pods.dedup();
+    Ok(pods)
 }
 
 /// `janitor --run ID`: sweeps the engine and prints what it did; whether
@@ -557,7 +588,13 @@ async fn janitor(run_id: &str) -> Result<Option<Vec<String>>, String> {
 /// the up verdict and `pod ls` add after the pod's pid or URL.
 pub(crate) fn describe(private_dir: &Path) -> String {
     match testkit_engine::pod::container::ContainerRecord::read(private_dir) {
-        Some(r) => format!(", container {} of image {}", r.name, r.image),
+        Some(r) if r.nodes.is_empty() => format!(", container {} of image {}", r.name, r.image),
+        Some(r) => format!(
+            ", nodes {} (containers {}-<node>) of image {}",
+            r.nodes.join(", "),
+            r.name,
+            r.image
+        ),
         None => String::new(),
     }
 }

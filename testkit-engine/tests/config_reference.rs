@@ -53,6 +53,7 @@ fn accepted(table: &str) -> BTreeSet<String> {
         "resources.<kind>.gone_if" => "[resources.k]\ngone_if = { zz_not_a_key = 1 }\n".to_owned(),
         "resources.<kind>.names" => "[resources.k]\nnames = { zz_not_a_key = 1 }\n".to_owned(),
         "pod.container.mounts" => "[pod.container]\nmounts = [{ zz_not_a_key = 1 }]\n".to_owned(),
+        "pod.container.nodes.<name>" => "[pod.container.nodes.n]\nzz_not_a_key = 1\n".to_owned(),
         _ => format!("[{table}]\nzz_not_a_key = 1\n"),
     };
     let path = Path::new("/suite/testkit.toml");
@@ -87,6 +88,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "pod.container",
         "pod.container.build",
         "pod.container.mounts",
+        "pod.container.nodes.<name>",
         "auth",
         "auth.login",
         "capabilities",

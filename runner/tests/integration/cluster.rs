@@ -327,16 +327,17 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
         flag.exists() || run.try_wait().unwrap().is_some()
     });
     assert!(held && flag.exists(), "the test holds its fault");
-    let run_id = std::fs::read_dir(results.path().join("journal"))
-        .ok()
-        .and_then(|mut d| d.next())
-        .and_then(|e| e.ok())
-        .and_then(|e| std::fs::read_to_string(e.path()).ok())
-        .and_then(|t| {
-            let first: serde_json::Value = serde_json::from_str(t.lines().next()?).ok()?;
-            first["run"].as_str().map(str::to_owned)
-        })
-        .expect("the journal names the run");
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(run.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let run_id = first
+        .trim()
+        .strip_prefix("run id: ")
+        .expect("the runner names its run first")
+        .to_owned();
     let pod_id = docker(&[
         "ps",
         "--filter",

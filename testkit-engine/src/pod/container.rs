@@ -124,6 +124,9 @@ pub struct ContainerRecord {
     /// run` is the pod's process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entry: Option<String>,
+    /// The nodes of a pod of several, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
 }
 
 impl ContainerRecord {
@@ -342,6 +345,7 @@ fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecor
         docker: spec.docker.clone(),
         started_at: unix_now(),
         entry: spec.entry.clone(),
+        nodes: spec.nodes.keys().cloned().collect(),
     };
     // Recorded before anything exists in the engine: a stop after a failed
     // boot finds it all by these labels.
