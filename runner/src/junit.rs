@@ -186,17 +186,7 @@ fn test_case(record: &TestRecord) -> TestCase {
     if record.is_flaky() {
         property("flaky", "true");
     }
-    let resources: Vec<String> = record
-        .resources
-        .iter()
-        .map(|r| format!("{}/{}={}", r.kind, r.name, r.state))
-        .collect();
-    let resources = if resources.is_empty() {
-        "none".to_owned()
-    } else {
-        resources.join(" ")
-    };
-    property("resources", &resources);
+    property("resources", &resources_value(record));
     if !record.capabilities_missing.is_empty() {
         property(
             "capabilities_missing",
@@ -211,6 +201,20 @@ fn test_case(record: &TestRecord) -> TestCase {
         case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// The `resources` property: `kind/name=state`, space-separated, or `none`.
+fn resources_value(record: &TestRecord) -> String {
+    let resources: Vec<String> = record
+        .resources
+        .iter()
+        .map(|r| format!("{}/{}={}", r.kind, r.name, r.state))
+        .collect();
+    if resources.is_empty() {
+        "none".to_owned()
+    } else {
+        resources.join(" ")
+    }
 }
 
 /// An earlier attempt of a test, as a `<flakyFailure>` (the test passed
