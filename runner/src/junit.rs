@@ -4,8 +4,10 @@
 //! (property `run_id`); one `testcase` per test, `name` its name,
 //! `classname` its binary, `time` its duration, and properties `run_id`,
 //! `outcome`, `description`, `known_issue` (when pinned), `cleanup`,
-//! `resources` (`kind/name=state`, space-separated) and
-//! `capabilities_missing` (when some were). The status:
+//! `resources` (`kind/name=state`, space-separated),
+//! `capabilities_missing` (when some were) and one `fault` per fault the
+//! test injected into a node (`stop worker-1: undone after 1447 ms`, see
+//! [`fault_line`]). The status:
 //!
 //! - failed, unexpected pass: `<failure>` with `message` the first line,
 //!   `type` the failure kind (`cleanup` for a cleanup failure,
@@ -21,6 +23,11 @@
 //! message as text, the attempt's log in its `system-out`); such a
 //! testcase has the properties `attempts` (how many) and, when it passed on
 //! a retry, `flaky` = `true`.
+//!
+//! A failure's text ends with the test's faults, one a line, as
+//! `system-out` does after the log: a fault not undone fails its test
+//! (`type` `fault_not_undone`, the message naming the node), and the
+//! faults that were undone beside it say what else the test did to the pod.
 //!
 //! The log goes to `system-out`, followed by one `[[ATTACHMENT|path]]`
 //! line per screenshot and one for the kept trace (GitLab and Jenkins show
@@ -42,7 +49,8 @@ use quick_junit::{
 
 use testkit_engine::redact::redact;
 use testkit_engine::report::{
-    read_records, write_records, AttemptRecord, FailureKind, Outcome, ReportError, TestRecord,
+    read_records, write_records, AttemptRecord, FailureKind, FaultRecord, FaultState, Outcome,
+    ReportError, TestRecord,
 };
 use testkit_engine::resource::read_journal;
 
@@ -134,7 +142,7 @@ fn test_case(record: &TestRecord) -> TestCase {
             let message = message.unwrap_or_else(|| "failed".to_owned());
             status.set_message(first_line(&message));
             status.set_type(record.failure_kind.map(failure_type).unwrap_or("error"));
-            status.set_description(message);
+            status.set_description(format!("{message}{}", fault_block(record)));
             status
         }
         Outcome::Skipped => {
@@ -178,28 +186,35 @@ fn test_case(record: &TestRecord) -> TestCase {
     if record.is_flaky() {
         property("flaky", "true");
     }
-    let resources: Vec<String> = record
-        .resources
-        .iter()
-        .map(|r| format!("{}/{}={}", r.kind, r.name, r.state))
-        .collect();
-    let resources = if resources.is_empty() {
-        "none".to_owned()
-    } else {
-        resources.join(" ")
-    };
-    property("resources", &resources);
+    property("resources", &resources_value(record));
     if !record.capabilities_missing.is_empty() {
         property(
             "capabilities_missing",
             &record.capabilities_missing.join(" "),
         );
     }
+    for fault in &record.faults {
+        property("fault", &fault_line(fault));
+    }
     let out = system_out(record);
     if !out.is_empty() {
         case.set_system_out(redact(&out).as_ref());
     }
     case
+}
+
+/// The `resources` property: `kind/name=state`, space-separated, or `none`.
+fn resources_value(record: &TestRecord) -> String {
+    let resources: Vec<String> = record
+        .resources
+        .iter()
+        .map(|r| format!("{}/{}={}", r.kind, r.name, r.state))
+        .collect();
+    if resources.is_empty() {
+        "none".to_owned()
+    } else {
+        resources.join(" ")
+    }
 }
 
 /// An earlier attempt of a test, as a `<flakyFailure>` (the test passed
@@ -222,10 +237,84 @@ fn rerun(attempt: &AttemptRecord) -> TestRerun {
     rerun
 }
 
-/// The log, then one `[[ATTACHMENT|path]]` line per screenshot: the
-/// convention GitLab and Jenkins show as images beside the testcase.
+/// The snake-case name of a fault's state, as records spell it.
+pub(crate) fn fault_state_name(state: FaultState) -> &'static str {
+    match state {
+        FaultState::InEffect => "in_effect",
+        FaultState::Undone => "undone",
+        FaultState::NotUndone => "not_undone",
+        FaultState::Kept => "kept",
+        // A state of a newer engine: not undone, as far as this runner
+        // can tell, which is the side a report should err on.
+        _ => "not_undone",
+    }
+}
+
+/// Whether a fault was undone, and its undo proven: only then is the pod
+/// as the next test expects it.
+pub(crate) fn fault_undone(fault: &FaultRecord) -> bool {
+    fault.state == FaultState::Undone
+}
+
+/// What became of a fault: `undone after 1447 ms`, `not undone: <problem>`,
+/// `kept (TESTKIT_KEEP)`. Milliseconds, not a rounded duration: how long a
+/// node was down is what a person compares with the test's timeouts.
+pub(crate) fn fault_fate(fault: &FaultRecord) -> String {
+    let problem = fault
+        .problem
+        .as_deref()
+        .map(|p| format!(": {p}"))
+        .unwrap_or_default();
+    match (fault.state, fault.undone_at_ms) {
+        (FaultState::Undone, Some(at)) => {
+            format!(
+                "undone after {} ms",
+                at.saturating_sub(fault.injected_at_ms)
+            )
+        }
+        (FaultState::Undone, None) => "undone".to_owned(),
+        (FaultState::Kept, _) => format!("kept (TESTKIT_KEEP){problem}"),
+        (FaultState::InEffect, _) => format!("still in effect, never undone{problem}"),
+        _ => format!("not undone{problem}"),
+    }
+}
+
+/// A fault as one line: `stop worker-1: undone after 1447 ms`; the node
+/// is named when the fault's own text does not name it.
+pub fn fault_line(fault: &FaultRecord) -> String {
+    let on = if fault.fault.contains(&fault.node) {
+        String::new()
+    } else {
+        format!(" (node {})", fault.node)
+    };
+    format!("{}{on}: {}", fault.fault, fault_fate(fault))
+}
+
+/// The test's faults, one `fault: …` line each after a blank line, for the
+/// end of its failure text; empty when it injected none.
+fn fault_block(record: &TestRecord) -> String {
+    if record.faults.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = record
+        .faults
+        .iter()
+        .map(|f| format!("fault: {}", fault_line(f)))
+        .collect();
+    format!("\n\n{}", lines.join("\n"))
+}
+
+/// The log, then one `fault: …` line per fault the test injected, then one
+/// `[[ATTACHMENT|path]]` line per screenshot: the convention GitLab and
+/// Jenkins show as images beside the testcase.
 fn system_out(record: &TestRecord) -> String {
     let mut out = record.output.clone();
+    for fault in &record.faults {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!("fault: {}\n", fault_line(fault)));
+    }
     // The kept trace (TESTKIT_TRACE) is attached the same way.
     for shot in record.screenshots.iter().chain(record.trace.iter()) {
         if !out.is_empty() && !out.ends_with('\n') {
@@ -457,6 +546,12 @@ mod tests {
             format!("message {nasty}\nline 2 {nasty}"),
         );
         failed.output = format!("log {nasty}\n");
+        let mut fault = testkit_engine::report::FaultRecord::injected(
+            &format!("node {nasty}"),
+            format!("fault {nasty}"),
+        );
+        fault.problem = Some(format!("problem {nasty}"));
+        failed.faults.push(fault);
         let mut xfail = TestRecord::new("run1", "bin", "bin::pinned");
         xfail.outcome = Outcome::ExpectedFailure;
         xfail.known_issue = Some(format!("FIX-1{nasty}"));
@@ -505,6 +600,8 @@ mod tests {
                 "reason a",
                 "attempt a",
                 "FIX-1a",
+                "fault a",
+                "problem a",
             ] {
                 assert!(text.contains(needle), "{file}: no {needle:?} in {text:?}");
             }
@@ -580,6 +677,97 @@ mod tests {
         let summary = testkit_engine::report::Summary::from_records(&[record], None);
         assert_eq!((summary.browser_tests, summary.screenshots), (1, 2));
         assert_eq!(summary.browser_teardowns_timed_out, 0);
+    }
+
+    /// A fault on `node` injected at `at`, undone `undone_after` ms later,
+    /// or (`None`) not undone.
+    fn fault(node: &str, what: &str, at: u64, undone_after: Option<u64>) -> FaultRecord {
+        let mut f = FaultRecord::injected(node, what.to_owned());
+        f.injected_at_ms = at;
+        match undone_after {
+            Some(d) => {
+                f.undone_at_ms = Some(at + d);
+                f.state = FaultState::Undone;
+            }
+            None => {
+                f.state = FaultState::NotUndone;
+                f.problem = Some("worker-2 still paused after unpause".to_owned());
+            }
+        }
+        f
+    }
+
+    /// A test that stopped worker-1 (undone) and paused worker-2 (not
+    /// undone): each fault is a `fault` property and a line of the log and
+    /// of the failure's text, and the failure says, in its message, which
+    /// node is left faulted.
+    #[test]
+    fn each_fault_is_a_property_and_a_line_and_one_not_undone_fails_naming_its_node() {
+        let mut record = TestRecord::new("run1", "cluster", "faults::pause_and_stop");
+        record.output = "[   0.1s] stopping worker-1".to_owned();
+        record.faults = vec![
+            fault("worker-1", "stop worker-1", 1_000, Some(1447)),
+            fault("worker-2", "pause worker-2", 3_000, None),
+            fault("gateway", "cut off worker-1", 4_000, Some(20)),
+        ];
+        record.fail(
+            FailureKind::FaultNotUndone,
+            "fault not undone: node `worker-2`: pause worker-2 (worker-2 still paused after \
+             unpause)"
+                .to_owned(),
+        );
+        let xml = junit_from_records("t", &[record]).to_string().unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}: {xml}"));
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase"))
+            .unwrap();
+        let faults: Vec<&str> = case
+            .descendants()
+            .filter(|n| n.has_tag_name("property") && n.attribute("name") == Some("fault"))
+            .filter_map(|n| n.attribute("value"))
+            .collect();
+        assert_eq!(
+            faults,
+            [
+                "stop worker-1: undone after 1447 ms",
+                "pause worker-2: not undone: worker-2 still paused after unpause",
+                "cut off worker-1 (node gateway): undone after 20 ms",
+            ],
+            "{xml}"
+        );
+        let failure = case
+            .children()
+            .find(|n| n.has_tag_name("failure"))
+            .expect(&xml);
+        assert_eq!(failure.attribute("type"), Some("fault_not_undone"));
+        assert!(
+            failure
+                .attribute("message")
+                .is_some_and(|m| m.starts_with("fault not undone: node `worker-2`: pause worker-2")),
+            "{xml}"
+        );
+        let text = failure.text().unwrap_or_default();
+        assert!(
+            text.ends_with(
+                "\n\nfault: stop worker-1: undone after 1447 ms\n\
+                 fault: pause worker-2: not undone: worker-2 still paused after unpause\n\
+                 fault: cut off worker-1 (node gateway): undone after 20 ms"
+            ),
+            "{text:?}"
+        );
+        let out = case
+            .children()
+            .find(|n| n.has_tag_name("system-out"))
+            .and_then(|n| n.text())
+            .unwrap_or_default();
+        assert!(
+            out.starts_with(
+                "[   0.1s] stopping worker-1\nfault: stop worker-1: undone after 1447 ms\n\
+                 fault: pause worker-2: not undone"
+            ),
+            "{out:?}"
+        );
     }
 
     fn attempt(n: u32, outcome: Outcome) -> TestRecord {

@@ -1,19 +1,23 @@
 //! The page: what a person looks at first is written as HTML here (the
-//! verdict, phases, counts, leaks, failures with their logs and screenshots,
-//! flaky tests with each failed attempt, known issues, the slowest tests),
+//! verdict, phases, counts, leaks, failures with their logs, screenshots
+//! and the faults they injected, flaky tests with each failed attempt, known
+//! issues, the slowest tests),
 //! so it reads without scripts; the
 //! timeline and the filterable list of every test are drawn by the inline
 //! script from the JSON embedded beside it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use serde_json::json;
-use testkit_engine::report::{AttemptRecord, Outcome, ResourceState, Summary, TestRecord};
+use testkit_engine::report::{
+    AttemptRecord, FaultRecord, Outcome, ResourceState, Summary, TestRecord,
+};
 
 use super::model::{outcome_word, pack_lanes, Lifetime, Part};
+use crate::junit::{fault_fate, fault_line, fault_state_name, fault_undone};
 
 const CSS: &str = include_str!("report.css");
 const JS: &str = include_str!("report.js");
@@ -269,7 +273,9 @@ impl Page<'_> {
              <p class=\"hint\">Each test is a bar on the lane that ran it, coloured by outcome; \
              the thin bars under it are the resources it created, from journaled to verified gone \
              (red: leaked). Each pod's boot, residue sweep and teardown are on its first lane. \
-             Hover or click a bar for its details.</p>\
+             Below a pod's tests, each node a test injected faults into has a lane of its own, \
+             a bar per fault from its injection to its undo (red, to the end of the run: never \
+             undone). Hover or click a bar for its details.</p>\
              <div id=\"timeline\"><noscript>The timeline needs JavaScript.</noscript></div>\
              <div id=\"details\" class=\"details\" hidden></div></section>"
         );
@@ -480,6 +486,18 @@ impl Page<'_> {
                         esc(&r.name)
                     ));
                 }
+                // A fault left in effect is residue on the pod too: the node
+                // is not what the next test expects.
+                for f in r.faults.iter().filter(|f| !fault_undone(f)) {
+                    items.push(format!(
+                        "<li class=\"leak fault\" data-node=\"{node}\">fault <code>{}</code> on node \
+                         <code>{node}</code>, injected by <code>{}</code>: {}</li>",
+                        esc(&f.fault),
+                        esc(&r.name),
+                        esc(&fault_fate(f)),
+                        node = esc(&f.node),
+                    ));
+                }
                 for p in &r.leftover_processes {
                     items.push(format!(
                         "<li class=\"leak process\">process {} <code>{}</code>, left running by <code>{}</code>: {}</li>",
@@ -545,6 +563,7 @@ impl Page<'_> {
                 esc(r.message.as_deref().unwrap_or("(no message)"))
             );
             self.resources(out, &self.parts[*part], r);
+            faults_table(out, r);
             self.screenshots(out, &self.parts[*part], r, &mut shots_left);
             super::trace::waterfall(out, &self.parts[*part].dir, r);
             log_box(out, &r.output, logs_left, true);
@@ -759,8 +778,9 @@ impl Page<'_> {
         let _ = writeln!(out, "</table></section>");
     }
 
-    /// What the script draws from: every test with its lane and resources,
-    /// and each pod's phases on the same clock.
+    /// What the script draws from: every test with its lane, resources and
+    /// faults, each pod's phases on the same clock, and the lanes of the
+    /// nodes its tests injected faults into.
     fn data(&self) -> serde_json::Value {
         let mut pods = Vec::new();
         let mut tests = Vec::new();
@@ -781,46 +801,137 @@ impl Page<'_> {
                     })
                 })
                 .collect();
+            let nodes = fault_nodes(part);
             pods.push(json!({
                 "label": format!("pod {} · run {}", i + 1, part.run_id()),
                 "lanes": lane_count,
                 "spans": spans,
+                "node_lanes": nodes.iter().map(|n| format!("node {n}")).collect::<Vec<_>>(),
             }));
             let mut by_test: BTreeMap<&str, Vec<&Lifetime>> = BTreeMap::new();
             for l in &part.lifetimes {
                 by_test.entry(l.test.as_str()).or_default().push(l);
             }
             for (r, lane) in part.records.iter().zip(lanes) {
-                let res: Vec<serde_json::Value> = by_test
-                    .get(r.name.as_str())
-                    .map(|ls| {
-                        ls.iter()
-                            .map(|l| {
-                                json!({"kind": l.kind, "name": l.name, "from": l.from_ms,
-                                    "to": l.to_ms, "fate": l.fate, "settled": l.settled})
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                tests.push(json!({
-                    "attempts": r.total_attempts(),
-                    "flaky": r.is_flaky(),
-                    "pod": i,
-                    "lane": lane,
-                    "bin": r.binary,
-                    "name": r.name,
-                    "desc": head(&r.description, MESSAGE_CAP),
-                    "outcome": outcome_word(r.outcome),
-                    "kind": r.failure_kind.map(|_| failure_kind_word(r)),
-                    "msg": r.message.as_deref().or(r.skip_reason.as_deref()).map(|m| head(m, MESSAGE_CAP)),
-                    "start": r.started_at_ms,
-                    "dur": r.duration_ms,
-                    "res": res,
-                }));
+                let lives = by_test.get(r.name.as_str()).map(Vec::as_slice);
+                tests.push(test_json(i, r, lane, lives.unwrap_or_default(), &nodes));
             }
         }
         json!({ "pods": pods, "tests": tests })
     }
+}
+
+/// One test for the script: its lane on its pod, its resources' lives and
+/// its faults on the lanes of `nodes`.
+fn test_json(
+    pod: usize,
+    r: &TestRecord,
+    lane: Option<usize>,
+    lives: &[&Lifetime],
+    nodes: &[&str],
+) -> serde_json::Value {
+    let res: Vec<serde_json::Value> = lives
+        .iter()
+        .map(|l| {
+            json!({"kind": l.kind, "name": l.name, "from": l.from_ms,
+                "to": l.to_ms, "fate": l.fate, "settled": l.settled})
+        })
+        .collect();
+    json!({
+        "attempts": r.total_attempts(),
+        "flaky": r.is_flaky(),
+        "pod": pod,
+        "lane": lane,
+        "bin": r.binary,
+        "name": r.name,
+        "desc": head(&r.description, MESSAGE_CAP),
+        "outcome": outcome_word(r.outcome),
+        "kind": r.failure_kind.map(|_| failure_kind_word(r)),
+        "msg": r.message.as_deref().or(r.skip_reason.as_deref()).map(|m| head(m, MESSAGE_CAP)),
+        "start": r.started_at_ms,
+        "dur": r.duration_ms,
+        "res": res,
+        "faults": faults_json(r, nodes),
+    })
+}
+
+/// The nodes `part`'s tests injected faults into, sorted: one timeline
+/// lane each, so that what was done to a node reads along one line
+/// whichever test did it.
+fn fault_nodes(part: &Part) -> Vec<&str> {
+    let nodes: BTreeSet<&str> = part
+        .records
+        .iter()
+        .flat_map(|r| r.faults.iter().map(|f| f.node.as_str()))
+        .collect();
+    nodes.into_iter().collect()
+}
+
+/// Whether a fault's bar runs to the end of the run: it was not undone, or
+/// no time says when it was.
+fn fault_open(f: &FaultRecord) -> bool {
+    !fault_undone(f) || f.undone_at_ms.is_none()
+}
+
+/// `r`'s faults for the script, each with its lane among `nodes` and its
+/// tooltip (`pause worker-2 — injected by t, undone after 812 ms`), both
+/// written here so that the page says the same with or without a browser
+/// that runs scripts.
+fn faults_json(r: &TestRecord, nodes: &[&str]) -> Vec<serde_json::Value> {
+    r.faults
+        .iter()
+        .map(|f| {
+            let open = fault_open(f);
+            let fate = head(&fault_fate(f), MESSAGE_CAP);
+            json!({
+                "node": f.node,
+                "lane": nodes.iter().position(|n| *n == f.node),
+                "fault": f.fault,
+                "state": fault_state_name(f.state),
+                "from": f.injected_at_ms,
+                "to": if open { None } else { f.undone_at_ms },
+                "open": open,
+                "fate": fate,
+                "title": format!("{} — injected by {}, {fate}", f.fault, r.name),
+            })
+        })
+        .collect()
+}
+
+/// The faults a test injected, with what became of each and for how long
+/// it was in effect; one not undone is styled as the failure it is.
+fn faults_table(out: &mut String, r: &TestRecord) {
+    if r.faults.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<table class=\"faults\"><tr><th>fault</th><th>node</th><th>state</th><th>in effect</th></tr>"
+    );
+    let end = r.started_at_ms + r.duration_ms;
+    for f in &r.faults {
+        let open = fault_open(f);
+        let lasted = match f.undone_at_ms {
+            Some(at) if !open => ms(at.saturating_sub(f.injected_at_ms)),
+            _ if fault_undone(f) => "until its undo (no time recorded)".to_owned(),
+            _ => format!(
+                "{} by the test's end; never undone",
+                ms(end.saturating_sub(f.injected_at_ms))
+            ),
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"fault {state}{bad}\" data-node=\"{node}\" title=\"{line}\"><td>{}</td>\
+             <td><code>{node}</code></td><td>{}</td><td>{lasted}</td></tr>",
+            esc(&f.fault),
+            esc(&fault_fate(f)),
+            state = fault_state_name(f.state),
+            bad = if open { " bad" } else { "" },
+            node = esc(&f.node),
+            line = esc(&fault_line(f)),
+        );
+    }
+    let _ = write!(out, "</table>");
 }
 
 /// A log, its last bytes while the page's budget for logs lasts.
@@ -963,6 +1074,143 @@ mod unit {
         .html();
         assert!(html.len() < 4 * 1024 * 1024, "{} bytes", html.len());
         assert_eq!(html.matches("<article class=\"failure\"").count(), 100);
+    }
+
+    /// The JSON the page's script draws from.
+    fn page_data(html: &str) -> serde_json::Value {
+        let open = "<script id=\"data\" type=\"application/json\">";
+        let start = html.find(open).expect("the data") + open.len();
+        let len = html[start..].find("</script>").unwrap();
+        serde_json::from_str(&html[start..start + len]).unwrap()
+    }
+
+    /// A page of a run that faulted two nodes: one test stopped worker-1
+    /// and undid it, another paused worker-2 and never undid it (its text
+    /// holds markup and a NUL). Each faulted node gets a lane below the
+    /// tests, each fault a bar on it with its tooltip and the test that
+    /// injected it, and the fault not undone is drawn open and red, listed
+    /// as a leak and styled as a failure in its test's section.
+    #[test]
+    fn faults_are_bars_on_their_nodes_lanes_and_one_not_undone_is_a_failure() {
+        use testkit_engine::report::{FailureKind, FaultState};
+        let fault = |node: &str, what: &str, at: u64, undone: Option<u64>| {
+            let mut f = FaultRecord::injected(node, what.to_owned());
+            f.injected_at_ms = at;
+            f.undone_at_ms = undone;
+            f.state = if undone.is_some() {
+                FaultState::Undone
+            } else {
+                FaultState::NotUndone
+            };
+            f.problem = undone
+                .is_none()
+                .then(|| "still paused <after> unpause\u{0}".to_owned());
+            f
+        };
+        let t0 = 1_700_000_000_000;
+        let mut stop = TestRecord::new("run1", "cluster", "faults::stop_worker");
+        stop.started_at_ms = t0;
+        stop.duration_ms = 3_000;
+        stop.faults = vec![fault(
+            "worker-1",
+            "stop worker-1",
+            t0 + 500,
+            Some(t0 + 1_947),
+        )];
+        let mut pause = TestRecord::new("run1", "cluster", "faults::pause_worker");
+        pause.started_at_ms = t0 + 100;
+        pause.duration_ms = 4_000;
+        pause.faults = vec![fault("worker-2", "pause <worker-2>", t0 + 1_000, None)];
+        pause.fail(
+            FailureKind::FaultNotUndone,
+            "fault not undone: node `worker-2`: pause <worker-2>".to_owned(),
+        );
+        let plain = TestRecord::new("run1", "cluster", "faults::none");
+        let records = vec![stop, pause, plain];
+        let summary = Summary::from_records(&records, None);
+        let parts = [Part {
+            dir: PathBuf::from("/nonexistent/results"),
+            run: None,
+            records,
+            phases: Vec::new(),
+            lifetimes: Vec::new(),
+            source: None,
+        }];
+        let html = Page {
+            title: "faults",
+            parts: &parts,
+            summary: &summary,
+            out_dir: Path::new("/nonexistent/results"),
+        }
+        .html();
+
+        let data = page_data(&html);
+        assert_eq!(
+            data["pods"][0]["node_lanes"],
+            json!(["node worker-1", "node worker-2"]),
+            "one lane per faulted node, below the test lanes"
+        );
+        let stopped = &data["tests"][0]["faults"][0];
+        assert_eq!(stopped["lane"], 0);
+        assert_eq!(
+            stopped["title"],
+            "stop worker-1 — injected by faults::stop_worker, undone after 1447 ms"
+        );
+        assert_eq!(
+            (stopped["open"].clone(), stopped["to"].clone()),
+            (json!(false), json!(t0 + 1_947))
+        );
+        let paused = &data["tests"][1]["faults"][0];
+        assert_eq!(paused["lane"], 1);
+        assert_eq!(
+            paused["title"],
+            "pause <worker-2> — injected by faults::pause_worker, not undone: still paused \
+             <after> unpause␀"
+        );
+        assert_eq!(
+            (
+                paused["open"].clone(),
+                paused["to"].clone(),
+                paused["state"].clone()
+            ),
+            (json!(true), json!(null), json!("not_undone")),
+            "drawn to the end of the run"
+        );
+        assert_eq!(data["tests"][2]["faults"], json!([]));
+        // The script draws them as bars, red when open; the styles are inline.
+        for needle in [
+            "\"bar fault \" + f.state + (f.open ? \" open\" : \"\")",
+            ".bar.fault.open {",
+            "tr.fault.bad td",
+        ] {
+            assert!(html.contains(needle), "no {needle:?} on the page");
+        }
+        // The failing test's section lists its fault as a failure, escaped;
+        // the undone one is no failure and has no section of its own.
+        assert!(
+            html.contains(
+                "<tr class=\"fault not_undone bad\" data-node=\"worker-2\" \
+                 title=\"pause &lt;worker-2&gt;: not undone: still paused \
+                 &lt;after&gt; unpause␀\"><td>pause &lt;worker-2&gt;</td><td><code>worker-2</code></td>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("by the test's end; never undone</td>"),
+            "{html}"
+        );
+        assert!(!html.contains("<tr class=\"fault undone"), "{html}");
+        assert!(
+            html.contains(
+                "<li class=\"leak fault\" data-node=\"worker-2\">fault <code>pause &lt;worker-2&gt;</code> \
+                 on node <code>worker-2</code>, injected by <code>faults::pause_worker</code>"
+            ),
+            "{html}"
+        );
+        assert!(
+            !html.contains('\u{0}') && !html.contains("<worker") && !html.contains("<after"),
+            "raw text on the page"
+        );
     }
 
     #[test]

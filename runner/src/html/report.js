@@ -25,14 +25,17 @@
   tests.forEach(function (t) {
     if (t.start > 0) busy.push([t.start, t.start + t.dur]);
     t.res.forEach(function (r) { busy.push([r.from, r.to]); });
+    // A fault never undone has no end of its own: the run's is drawn.
+    (t.faults || []).forEach(function (f) { if (f.from > 0) busy.push([f.from, f.open ? f.from : f.to]); });
   });
   pods.forEach(function (p) { p.spans.forEach(function (s) { busy.push([s.from, s.to]); }); });
   busy.sort(function (a, b) { return a[0] - b[0]; });
   var bars = [];
   if (busy.length) {
-    var LANE = 24, HEAD = 20, AXIS = 20, GAP = 56;
+    var LANE = 24, HEAD = 20, AXIS = 20, GAP = 56, NODE = 26;
+    var runEnd = busy.reduce(function (m, b) { return Math.max(m, b[1]); }, 0);
     var width = Math.max(tl.clientWidth - 8, 600);
-    var total = busy[busy.length - 1][1] - busy[0][0];
+    var total = runEnd - busy[0][0];
     // Idle stretches (a build, pods run one after another) longer than a
     // tenth of the whole are drawn as a fixed-width break, so that the
     // tests are not squeezed into a corner.
@@ -69,7 +72,7 @@
       }
     });
     var y = AXIS;
-    var podTop = [];
+    var podTop = [], nodeTop = [];
     pods.forEach(function (p, i) {
       var head = el("div", "pod-head", p.label);
       head.style.top = y + "px";
@@ -88,6 +91,16 @@
       y += 18;
       podTop[i] = y;
       y += Math.max(p.lanes, 1) * LANE + 6;
+      // Below the tests, a lane per node that had faults: its label, then
+      // the bars of the faults injected into it.
+      nodeTop[i] = [];
+      (p.node_lanes || []).forEach(function (label, k) {
+        var h = el("div", "node-head", label);
+        h.style.top = y + "px";
+        tl.appendChild(h);
+        nodeTop[i][k] = y + 11;
+        y += NODE;
+      });
     });
     tl.style.height = y + "px";
     tests.forEach(function (t, i) {
@@ -122,6 +135,25 @@
         bars.push(l);
       });
     });
+    tests.forEach(function (t, i) {
+      (t.faults || []).forEach(function (f) {
+        if (f.lane === null || !(f.from > 0)) return;
+        var b = el("div", "bar fault " + f.state + (f.open ? " open" : ""));
+        b.style.left = x(f.from) + "px";
+        b.style.width = Math.max(x(f.open ? runEnd : f.to) - x(f.from), 2) + "px";
+        b.style.top = nodeTop[t.pod][f.lane] + "px";
+        b.title = f.title;
+        b.dataset.test = t.name;
+        b.dataset.fault = f.fault;
+        b.dataset.node = f.node;
+        b.dataset.outcome = t.outcome;
+        if (t.flaky) b.dataset.flaky = "1";
+        // As a test's bar: the test that injected it opens.
+        b.addEventListener("click", function () { show(i); });
+        tl.appendChild(b);
+        bars.push(b);
+      });
+    });
   } else {
     tl.appendChild(el("p", "hint", "No test ran: nothing to draw."));
   }
@@ -138,6 +170,9 @@
     if (t.msg) details.appendChild(el("pre", "message", t.msg));
     t.res.forEach(function (r) {
       details.appendChild(el("div", null, r.kind + " " + r.name + ": " + r.fate + " after " + ms(r.to - r.from)));
+    });
+    (t.faults || []).forEach(function (f) {
+      details.appendChild(el("div", "fault-line" + (f.open ? " bad" : ""), "fault " + f.fault + " on node " + f.node + ": " + f.fate));
     });
   }
 

@@ -432,6 +432,63 @@ fn a_record_of_a_newer_schema_is_refused_naming_its_file() {
     assert!(!ran.stdout.contains("PASSED"), "{}", ran.stdout);
 }
 
+/// Faults as a person sees them: below the test lanes, a lane per node
+/// the tests faulted, each fault a bar on it titled with what was done, by
+/// which test and how it was undone; one never undone runs open and red
+/// to the end of the run, its test's section lists it as a failure.
+#[test]
+fn faults_are_bars_on_the_lanes_of_their_nodes() {
+    use testkit_engine::report::{write_records, FailureKind, FaultRecord, FaultState, TestRecord};
+    let t0 = 1_767_000_000_000;
+    let fault = |node: &str, what: &str, at: u64, undone: Option<u64>| {
+        let mut f = FaultRecord::injected(node, what.to_owned());
+        f.injected_at_ms = t0 + at;
+        f.undone_at_ms = undone.map(|u| t0 + u);
+        f.state = if undone.is_some() {
+            FaultState::Undone
+        } else {
+            FaultState::NotUndone
+        };
+        f
+    };
+    let mut stop = TestRecord::new("r", "cluster", "faults::stop");
+    (stop.started_at_ms, stop.duration_ms) = (t0, 4_000);
+    stop.faults = vec![fault("worker-1", "stop worker-1", 500, Some(1_947))];
+    let mut pause = TestRecord::new("r", "cluster", "faults::pause");
+    (pause.started_at_ms, pause.duration_ms) = (t0 + 100, 6_000);
+    pause.faults = vec![fault("worker-2", "pause worker-2", 1_000, None)];
+    pause.fail(
+        FailureKind::FaultNotUndone,
+        "fault not undone: node `worker-2`: pause worker-2 (not undone)".to_owned(),
+    );
+    let results = tempfile::tempdir().unwrap();
+    write_records(results.path(), &[stop, pause]).unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let dom = render(&results.path().join("report.html"), "faults", "faults");
+    assert_eq!(
+        count(&dom, "class=\"node-head\""),
+        2,
+        "a lane per faulted node"
+    );
+    assert!(dom.contains(">node worker-1</div>") && dom.contains(">node worker-2</div>"));
+    assert!(
+        dom.contains(
+            "class=\"bar fault undone\" title=\"stop worker-1 — injected by faults::stop, \
+             undone after 1447 ms\" data-test=\"faults::stop\""
+        ),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            "class=\"bar fault not_undone open\" title=\"pause worker-2 — injected by \
+             faults::pause, not undone\" data-test=\"faults::pause\""
+        ),
+        "{dom}"
+    );
+    assert!(dom.contains("<tr class=\"fault not_undone bad\""), "{dom}");
+}
+
 /// `report PART1 PART2 --out DIR`: one report.html under DIR with the
 /// tests of every part (and the failure of one), while each part gets its
 /// own JUnit of its own tests (one merged junit.xml is `merge`'s job).

@@ -22,8 +22,9 @@ use crate::summary::RunSummary;
 
 /// The pod of a run, as the up phase left it.
 pub(super) enum RunPod {
-    /// The caller's (`--handle-json`): validated, never stopped.
-    Caller(PodHandle),
+    /// The caller's (`--handle-json`): validated, never stopped. Boxed, as
+    /// the started pod is: a handle of a multi-node pod is large.
+    Caller(Box<PodHandle>),
     /// Started by the runner, which stops it (unless `--keep`).
     Started(Box<LaunchedPod>),
     /// The start failed, and stopped what it began.
@@ -136,7 +137,7 @@ impl<'a> Run<'a> {
                     evidence,
                     started.elapsed(),
                 ));
-                RunPod::Caller(handle.clone())
+                RunPod::Caller(Box::new(handle.clone()))
             }
             None => self.start_pod(started).await,
         };
