@@ -259,7 +259,23 @@ fn loaded_pod() -> &'static Result<Pod, PodUnavailable> {
     })
 }
 
-async fn load_pod() -> Result<Pod, PodUnavailable> {
+/// The pod's handle as its file says, validated, without connecting to the
+/// pod: what undoing a fault needs (the nodes), when connecting could
+/// wait on the very node the fault froze. Read once.
+pub(crate) fn pod_handle() -> Result<&'static PodHandle, String> {
+    static HANDLE: OnceLock<Result<PodHandle, String>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| match read_handle() {
+            Ok(handle) => Ok(handle),
+            Err(e) => Err(e.to_string()),
+        })
+        .as_ref()
+        .map_err(String::clone)
+}
+
+/// Reads and validates the handle the settings or `[pod] handle` name, and
+/// registers its secrets.
+fn read_handle() -> Result<PodHandle, PodUnavailable> {
     let settings = settings().map_err(|e| PodUnavailable::Invalid(e.to_string()))?;
     let path = match &settings.pod_handle {
         Some(p) => p.clone(),
@@ -282,6 +298,12 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
     let handle = PodHandle::parse(&text, &policy)
         .map_err(|e| PodUnavailable::Invalid(format!("{e} (in {})", path.display())))?;
     handle.register_secrets();
+    Ok(handle)
+}
+
+async fn load_pod() -> Result<Pod, PodUnavailable> {
+    let handle = read_handle()?;
+    let config = config().map_err(|e| PodUnavailable::Invalid(e.to_string()))?;
     engine::redact::stdio::install();
     let session_dir = match run() {
         Ok(_) => Some(secrets_dir().map_err(|e| PodUnavailable::Invalid(e.to_owned()))?),

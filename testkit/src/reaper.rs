@@ -162,22 +162,31 @@ async fn reap(path: PathBuf) -> ExitCode {
         eprintln!("testkit reaper: nothing to reap");
         return ExitCode::SUCCESS;
     }
-    let Some((pod, kinds)) = pod_and_kinds(todo.len()).await else {
-        return ExitCode::FAILURE;
-    };
     let journal: &'static Journal = Box::leak(Box::new(Journal::at(path)));
-    let prefix = crate::globals::name_prefix();
     // Faults first, newest first, one at a time: the nodes come back
-    // before anything is deleted from them, in the order they went.
+    // before anything is deleted from them, in the order they went. They
+    // need the handle's nodes only: connecting to the pod first could wait
+    // on the node a fault froze.
     let (faults, todo): (Vec<_>, Vec<_>) = todo
         .into_iter()
         .partition(|o| o.kind == fault::JOURNAL_KIND);
     let mut leaks = 0;
     for fault in faults.into_iter().rev() {
-        if !undo_fault(pod, &fault, journal).await {
+        if !undo_fault(&fault, journal).await {
             leaks += 1;
         }
     }
+    if todo.is_empty() {
+        return if leaks == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
+    let Some((pod, kinds)) = pod_and_kinds(todo.len()).await else {
+        return ExitCode::FAILURE;
+    };
+    let prefix = crate::globals::name_prefix();
     // Newest first, concurrently: each resource stands alone.
     let mut tasks = tokio::task::JoinSet::new();
     for resource in todo.into_iter().rev() {
@@ -227,10 +236,13 @@ async fn pod_and_kinds(outstanding: usize) -> Option<(&'static Pod, &'static Kin
 
 /// Undoes a fault the dead test process injected, and proves it undone;
 /// whether it is.
-async fn undo_fault(pod: &Pod, fault: &journal::Outstanding, journal: &Journal) -> bool {
+async fn undo_fault(fault: &journal::Outstanding, journal: &Journal) -> bool {
     let started = std::time::Instant::now();
     let undone = async {
-        let cluster = pod.cluster()?;
+        let handle = crate::globals::pod_handle()?;
+        let cluster = handle.cluster().ok_or_else(|| {
+            "the pod's handle names no nodes: the fault cannot be undone here".to_owned()
+        })?;
         let planned = Fault::from_json(fault.id.as_deref().unwrap_or_default())?;
         fault::undo(cluster, &planned, fault::UNDO_LIMIT)
             .await

@@ -334,24 +334,46 @@ async fn peers_reach(cluster: &ClusterInfo, node: &str, deadline: Instant) -> Re
         .map(|a| crate::template::fill(a, &values, crate::template::verbatim))
         .collect::<Result<_, _>>()
         .map_err(|p| format!("[pod.container] reach: {p}"))?;
+    // Every peer at once: each `docker exec` costs a few hundred ms.
+    let mut checks = tokio::task::JoinSet::new();
     for peer in cluster.nodes.keys().filter(|p| *p != node) {
-        let id = cluster.container_of(peer).await?;
-        if !State::of(cluster, &id).await?.running {
-            continue;
-        }
-        loop {
-            let mut args = vec!["exec", id.as_str()];
-            args.extend(command.iter().map(String::as_str));
-            match cluster.docker().run(&args).await {
-                Ok(_) => break,
-                Err(e) if Instant::now() >= deadline => {
-                    return Err(format!("`{peer}` does not reach `{node}`: {e}"))
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
+        let (cluster, peer, node, command) = (
+            cluster.clone(),
+            peer.clone(),
+            node.to_owned(),
+            command.clone(),
+        );
+        checks.spawn(async move { peer_reaches(&cluster, &peer, &node, &command, deadline).await });
+    }
+    while let Some(done) = checks.join_next().await {
+        done.map_err(|e| format!("a reach check did not finish: {e}"))??;
     }
     Ok(())
+}
+
+/// `peer`, when it runs, reaches `node` by `command` before `deadline`.
+async fn peer_reaches(
+    cluster: &ClusterInfo,
+    peer: &str,
+    node: &str,
+    command: &[String],
+    deadline: Instant,
+) -> Result<(), String> {
+    let id = cluster.container_of(peer).await?;
+    if !State::of(cluster, &id).await?.running {
+        return Ok(());
+    }
+    loop {
+        let mut args = vec!["exec", id.as_str()];
+        args.extend(command.iter().map(String::as_str));
+        match cluster.docker().run(&args).await {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(format!("`{peer}` does not reach `{node}`: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// Removes every rule the pod `pod_id` left in the packet filter (a fault
