@@ -275,7 +275,6 @@ async fn a_frozen_worker_is_down_then_taken_back() {
     create(gw, "f-a").await;
     let pid = Pid::from_raw(c.workers[0].pid());
     kill(pid, Signal::SIGSTOP).unwrap();
-    let t0 = Instant::now();
     // Reads fail over to `lost` within the bound (one may block until
     // then), and the heartbeat alone reports the worker down.
     let lost = wait_for(gw, "f-a", DETECT_LIMIT, is_lost).await;
@@ -357,6 +356,31 @@ async fn a_restarted_gateway_keeps_serving_old_sandboxes() {
     assert_eq!(create(gw, "g-c").await, "w1");
 }
 
+/// Runs `cmd`, which must exit by itself within `limit` (a server that
+/// starts instead is killed, and the test fails rather than hangs).
+fn exits_within(mut cmd: std::process::Command, limit: Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sandboxd");
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait for sandboxd").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait for sandboxd");
+            panic!(
+                "sandboxd still ran {limit:?} later; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait for sandboxd")
+}
+
 #[test]
 fn token_env_unset_or_empty_is_a_clear_startup_error() {
     let home = TempDir::new().unwrap();
@@ -369,7 +393,7 @@ fn token_env_unset_or_empty_is_a_clear_startup_error() {
         if let Some(v) = value {
             cmd.env("SANDBOXD_NO_SUCH_TOKEN", v);
         }
-        let out = cmd.output().expect("run sandboxd");
+        let out = exits_within(cmd, Duration::from_secs(20));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(out.stdout.is_empty(), "it printed a handle");
@@ -390,12 +414,11 @@ async fn the_shared_token_is_every_nodes_and_never_logged() {
         assert!(!s.log_text().contains(&c.token), "the token is in a log");
     }
     // No gateway without workers.
-    let out = std::process::Command::new(test_support::sandboxd_bin())
-        .args(["serve", "--home"])
+    let mut cmd = std::process::Command::new(test_support::sandboxd_bin());
+    cmd.args(["serve", "--home"])
         .arg(c.gw_home.path())
-        .args(["--role", "gateway"])
-        .output()
-        .unwrap();
+        .args(["--role", "gateway"]);
+    let out = exits_within(cmd, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--worker"));
 }
