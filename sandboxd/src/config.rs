@@ -30,7 +30,8 @@ probes each worker's /api/health every 200ms (300ms timeout); a worker without a
 successful probe for 600ms is `down` (reported within 1s of being stopped,
 killed, frozen or cut off) and its sandboxes show `state: lost` until a probe
 succeeds again and the gateway re-reads its listing. GET /api/cluster shows the
-workers.";
+workers. A gateway ignores --max-sandboxes, --no-cgroup and the faults other than
+crash-after and log-credentials: its workers apply their own.";
 
 /// `sandboxd`: the reference sandbox gateway.
 #[derive(Debug, Parser)]

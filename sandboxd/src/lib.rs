@@ -16,8 +16,42 @@
 //! $ sandboxctl --handle handle.json sandbox exec demo -- sh -c 'echo hi'
 //! ```
 //!
+//! # A cluster: `--role gateway`
+//!
+//! Workers are ordinary instances; a gateway holds no sandboxes and serves
+//! the same sandbox API by forwarding to them. Every node takes one shared
+//! token from the environment (`--token-env NAME`), so a client's
+//! `Authorization` header is good on each:
+//!
+//! ```text
+//! $ export SANDBOXD_TOKEN=...
+//! $ sandboxd serve --home w1 --listen 127.0.0.1:8081 --token-env SANDBOXD_TOKEN
+//! $ sandboxd serve --home w2 --listen 127.0.0.1:8082 --token-env SANDBOXD_TOKEN
+//! $ sandboxd serve --home gw --role gateway --token-env SANDBOXD_TOKEN \
+//!     --worker w1=http://127.0.0.1:8081 --worker w2=http://127.0.0.1:8082
+//! ```
+//!
+//! - A create goes to the live worker with the fewest sandboxes (ties by
+//!   name); sandbox objects the gateway answers carry `"worker": NAME`.
+//! - Each worker's `/api/health` is probed every 200 ms (300 ms timeout).
+//!   A worker with no successful probe for 600 ms, or that refuses
+//!   connections, is `down`: stopped, killed, frozen or cut off, it is
+//!   reported down, and its sandboxes `"state": "lost"`, within 1 s. Its
+//!   sandboxes cannot be deleted or used meanwhile (503 naming the worker).
+//! - A worker that answers again (or restarted in between: its uptime tells)
+//!   is taken back once its listing is re-read; a starting gateway learns
+//!   placements the same way, waiting at most 1 s for its first probes.
+//! - `GET /api/cluster`: `{"workers": [{"name", "url", "state": "live" |
+//!   "down", "sandboxes", "last_seen_ms_ago"}]}`.
+//!
 //! # Known limitations
 //!
+//! - Gateway: a sandbox created on a worker directly is known to the
+//!   gateway only once a listing through the gateway, or a re-read, shows
+//!   it; a name held by two workers is shown on one of them. While a worker
+//!   that came back is being re-read it still counts as down.
+//! - Gateway: without `--token-env` on every node the gateway's own calls
+//!   (listings) are refused by the workers.
 //! - Linux only (process groups are tracked through `/proc`; file paths are
 //!   confined with `openat2`, Linux 5.6 or later).
 //! - Without a writable cgroup v2 hierarchy (or with `--no-cgroup`), a

@@ -79,10 +79,11 @@ async fn relay(
     })
 }
 
-/// Resolves once worker `i` is reported down: a frozen worker's requests
-/// fail within the heartbeat's bound instead of at their timeout.
+/// Resolves once worker `i` has missed its heartbeats for the down bound:
+/// a frozen worker's requests fail within the bound instead of at their
+/// timeout.
 async fn went_down(gw: &Gateway, i: usize) {
-    while gw.cluster.live(i) {
+    while gw.cluster.heard_from(i) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

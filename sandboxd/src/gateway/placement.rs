@@ -135,6 +135,15 @@ impl Cluster {
         is_live(&self.lock().health[i], Instant::now())
     }
 
+    /// Whether worker `i` had a successful heartbeat within [`DOWN_AFTER`]:
+    /// unlike [`Cluster::live`], true while a worker that came back is being
+    /// taken back, so that requests in flight to it are not given up.
+    pub(crate) fn heard_from(&self, i: usize) -> bool {
+        let inner = self.lock();
+        let h = &inner.health[i];
+        h.last_ok.is_some_and(|t| t.elapsed() <= DOWN_AFTER)
+    }
+
     /// Records a successful heartbeat sent at `sent` and answered by the
     /// instance `name` up for `uptime_ms`; answers whether the worker must be
     /// taken back (it was down, never seen, or restarted since the last

@@ -150,6 +150,22 @@ async fn worker_state(gw: &Server, name: &str) -> String {
     row["state"].as_str().unwrap().to_string()
 }
 
+/// Uploads a file through the gateway and reads it back (raw bodies both ways).
+async fn file_round_trip(gw: &Server, name: &str) {
+    let url = gw.url(&format!("/api/sandboxes/{name}/files/dir/hello.txt"));
+    let resp = gw
+        .client
+        .put(&url)
+        .body("hello\0bytes")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let resp = gw.client.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(&resp.bytes().await.unwrap()[..], b"hello\0bytes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_are_spread_and_served_through_the_gateway() {
     let c = Cluster::start();
@@ -180,14 +196,7 @@ async fn creates_are_spread_and_served_through_the_gateway() {
         v["stdout"].as_str().unwrap().starts_with("via-gateway\n"),
         "{v}"
     );
-    let (st, _) = gw
-        .call(
-            reqwest::Method::PUT,
-            "/api/sandboxes/sp-c/files/hello.txt",
-            None,
-        )
-        .await;
-    assert!(st.is_success() || st == StatusCode::BAD_REQUEST, "{st}");
+    file_round_trip(gw, "sp-c").await;
     let (st, v) = gw.get("/api/sandboxes?prefix=sp-&limit=3").await;
     assert_eq!(st, StatusCode::OK, "{v}");
     let names: Vec<&str> = v["items"]
@@ -221,8 +230,13 @@ async fn creates_are_spread_and_served_through_the_gateway() {
     )
     .await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
-    let (st, _) = gw.delete("/api/sandboxes/sp-a").await;
-    assert_eq!(st, StatusCode::ACCEPTED);
+    let (st, v) = gw.delete("/api/sandboxes/sp-a").await;
+    assert_eq!(
+        st,
+        StatusCode::ACCEPTED,
+        "{v}\n--- gateway log:\n{}",
+        gw.log_text()
+    );
     gw.wait_gone("sp-a", Duration::from_secs(10)).await;
 }
 
@@ -270,20 +284,14 @@ async fn a_frozen_worker_is_down_then_taken_back() {
     create(gw, "f-a").await;
     let pid = Pid::from_raw(c.workers[0].pid());
     kill(pid, Signal::SIGSTOP).unwrap();
-    let t0 = Instant::now();
-    // A read while it is frozen fails over to `lost` within the bound too.
+    // Reads fail over to `lost` within the bound (one may block until
+    // then), and the heartbeat alone reports the worker down.
+    let lost = wait_for(gw, "f-a", DETECT_LIMIT, is_lost).await;
+    let took = wait_worker(gw, "w1", "down", DETECT_LIMIT).await + lost;
     let (st, v) = state_of(gw, "f-a").await;
-    let read = t0.elapsed();
-    let took = t0
-        .elapsed()
-        .max(wait_worker(gw, "w1", "down", DETECT_LIMIT).await);
-    let (st2, v2) = state_of(gw, "f-a").await;
     kill(pid, Signal::SIGCONT).unwrap();
-    assert!(
-        is_lost(st, &v) && read < DETECT_LIMIT,
-        "{st} {v} after {read:?}"
-    );
-    assert!(is_lost(st2, &v2), "{st2} {v2}");
+    assert!(is_lost(st, &v), "{st} {v}");
+    assert!(took < DETECT_LIMIT, "down only after {took:?}");
     eprintln!("frozen worker down after {took:?}");
     wait_worker(gw, "w1", "live", Duration::from_secs(3)).await;
     wait_for(gw, "f-a", Duration::from_secs(3), is_ready).await;
@@ -300,15 +308,6 @@ async fn a_restarted_worker_is_taken_back_with_its_sandboxes() {
     // SIGTERM and restart may be quicker than the down bound: the gateway
     // sees the restart by the worker's uptime and re-reads its listing.
     let gw = &c.gateway;
-    wait_for(gw, "r-a", Duration::from_secs(3), is_ready).await;
-    let (st, v) = gw
-        .post("/api/sandboxes/r-a/exec", json!({"argv": ["echo", "back"]}))
-        .await;
-    assert_eq!(
-        (st, v["stdout"].as_str()),
-        (StatusCode::OK, Some("back\n")),
-        "{v}"
-    );
     // Taken back: w1's second "is live" line (its listing re-read), and live.
     let t0 = Instant::now();
     loop {
@@ -328,6 +327,14 @@ async fn a_restarted_worker_is_taken_back_with_its_sandboxes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     wait_for(gw, "r-a", Duration::from_secs(3), is_ready).await;
+    let (st, v) = gw
+        .post("/api/sandboxes/r-a/exec", json!({"argv": ["echo", "back"]}))
+        .await;
+    assert_eq!(
+        (st, v["stdout"].as_str()),
+        (StatusCode::OK, Some("back\n")),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,6 +365,31 @@ async fn a_restarted_gateway_keeps_serving_old_sandboxes() {
     assert_eq!(create(gw, "g-c").await, "w1");
 }
 
+/// Runs `cmd`, which must exit by itself within `limit` (a server that
+/// starts instead is killed, and the test fails rather than hangs).
+fn exits_within(mut cmd: std::process::Command, limit: Duration) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run sandboxd");
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait for sandboxd").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait for sandboxd");
+            panic!(
+                "sandboxd still ran {limit:?} later; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("wait for sandboxd")
+}
+
 #[test]
 fn token_env_unset_or_empty_is_a_clear_startup_error() {
     let home = TempDir::new().unwrap();
@@ -370,7 +402,7 @@ fn token_env_unset_or_empty_is_a_clear_startup_error() {
         if let Some(v) = value {
             cmd.env("SANDBOXD_NO_SUCH_TOKEN", v);
         }
-        let out = cmd.output().expect("run sandboxd");
+        let out = exits_within(cmd, Duration::from_secs(20));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(out.stdout.is_empty(), "it printed a handle");
@@ -391,12 +423,11 @@ async fn the_shared_token_is_every_nodes_and_never_logged() {
         assert!(!s.log_text().contains(&c.token), "the token is in a log");
     }
     // No gateway without workers.
-    let out = std::process::Command::new(test_support::sandboxd_bin())
-        .args(["serve", "--home"])
+    let mut cmd = std::process::Command::new(test_support::sandboxd_bin());
+    cmd.args(["serve", "--home"])
         .arg(c.gw_home.path())
-        .args(["--role", "gateway"])
-        .output()
-        .unwrap();
+        .args(["--role", "gateway"]);
+    let out = exits_within(cmd, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--worker"));
 }
