@@ -135,4 +135,50 @@ async fn the_gateway_restarted_keeps_serving(cx: &mut Cx) -> testkit::Result {
     Ok(())
 }
 
+/// A sandbox deleted, and gone from its worker, before the worker stops is
+/// gone, not lost: the gateway must not report it `lost`.
+#[testkit::test(exclusive, known_issue = "GW-1", fails_with = "reported lost")]
+async fn a_sandbox_deleted_before_its_worker_stops_is_not_reported_lost(
+    cx: &mut Cx,
+) -> testkit::Result {
+    let name = sandbox_on(cx, "worker-1").await?;
+    let pod = cx.pod()?;
+    let resp = pod
+        .client()
+        .delete(pod.url(&format!("/api/sandboxes/{name}")))
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await?;
+    ensure!(
+        resp.status().is_success(),
+        "deleting {name} answered {}",
+        resp.status()
+    );
+    // Gone from the worker itself, asked directly: the delete is done.
+    let worker = pod.node("worker-1")?;
+    let wait = Wait::new().ceiling(Duration::from_secs(30));
+    testkit::wait::until(cx, &format!("{name} gone from worker-1"), wait, || async {
+        let resp = worker
+            .client()
+            .get(worker.url(&format!("/api/sandboxes/{name}")))
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await?;
+        Ok(match resp.status().as_u16() {
+            404 => Check::Done(()),
+            s => Check::pending(s),
+        })
+    })
+    .await?;
+    cx.forget("sandbox", &name);
+    cx.faults().stop("worker-1").await?;
+    wait_worker_state(cx, "worker-1", "down", DETECTION).await?;
+    let (status, body) = get(cx, &format!("/api/sandboxes/{name}")).await?;
+    ensure!(
+        body["state"] != "lost",
+        "the deleted sandbox {name} is reported lost ({status} {body})"
+    );
+    Ok(())
+}
+
 testkit::main!();
