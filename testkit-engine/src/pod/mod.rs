@@ -212,9 +212,9 @@ impl Pod {
     /// own base URL, reached with this pod's client.
     ///
     /// ```no_run
-    /// # async fn f(pod: &testkit_engine::pod::Pod) -> Result<(), String> {
+    /// # async fn f(pod: &testkit_engine::pod::Pod) -> Result<(), Box<dyn std::error::Error>> {
     /// let worker = pod.node("worker-2")?;
-    /// let health = pod.client().get(worker.url("/api/health")).send().await;
+    /// let health = pod.client().get(worker.url("/api/health")).send().await?;
     /// # Ok(()) }
     /// ```
     pub fn node(&self, name: &str) -> Result<Node<'_>, NoSuchNode> {
