@@ -66,7 +66,7 @@ fn default_max_len() -> usize {
 }
 
 /// `"/items/*/name"` → `("/items", "/name")`.
-fn split_pointer(text: &str) -> Option<(String, String)> {
+pub(crate) fn split_pointer(text: &str) -> Option<(String, String)> {
     match text.split_once("/*") {
         Some((array, rest))
             if !rest.contains('*') && (array.is_empty() || array.starts_with('/')) =>
