@@ -196,7 +196,7 @@ impl WitnessReport {
         let label = self.label();
         match &self.outcome {
             WitnessOutcome::Listed { listed, residue } if residue.is_empty() => {
-                format!("{label}: none of the {listed} listed carries the run id")
+                format!("{label}: {listed} listed, none carries the run id")
             }
             WitnessOutcome::Listed { listed, residue } => format!(
                 "{label}: {} of the {listed} listed carry the run id below the API, where the \
