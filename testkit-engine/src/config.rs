@@ -47,6 +47,10 @@
 //! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}", SANDBOXD_COOKIE = "{session_cookie}" }
 //!
 //! [resources.sandbox]                # kept raw for the resource module
+//!
+//! [witnesses.home-dirs]              # a look below the API: config/witness.rs
+//! what = "sandbox directories"
+//! command = ["ls", "{home}/sandboxes"]
 //! ```
 //!
 //! Without `[auth]` and `[capabilities]`, the defaults are those of the
@@ -1103,7 +1107,10 @@ mod tests {
             ),
         ] {
             let e = parse(text).unwrap_err().to_string();
-            assert!(e.contains(wanted) && e.contains("/s/testkit.toml"), "{text}: {e}");
+            assert!(
+                e.contains(wanted) && e.contains("/s/testkit.toml"),
+                "{text}: {e}"
+            );
         }
         // A public field of the handle is a placeholder too.
         parse(

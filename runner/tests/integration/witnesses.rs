@@ -49,11 +49,7 @@ fn a_directory_the_product_forgot_fails_the_residue_phase_naming_the_witness() {
         "{evidence}"
     );
     let prefix = format!("sandbox directories (witness home-dirs): ct-{run}-");
-    let leaks: Vec<&str> = ran
-        .stdout
-        .lines()
-        .filter(|l| l.contains(&prefix))
-        .collect();
+    let leaks: Vec<&str> = ran.stdout.lines().filter(|l| l.contains(&prefix)).collect();
     assert_eq!(leaks.len(), 2, "the summary names both: {}", ran.stdout);
     assert!(
         leaks
@@ -89,7 +85,12 @@ fn the_janitor_names_what_a_witness_finds_below_the_api() {
     let name = format!("ct-{run}-abcdef-01");
     let token = pod.handle["token"].as_str().unwrap().to_owned();
     let body = format!("{{\"name\": \"{name}\"}}");
-    let created = http("POST", &pod.url("/api/sandboxes"), Some(&token), Some(&body));
+    let created = http(
+        "POST",
+        &pod.url("/api/sandboxes"),
+        Some(&token),
+        Some(&body),
+    );
     assert!(created.0 < 300, "{created:?}");
     let path = format!("/api/sandboxes/{name}");
     let deleted = http("DELETE", &pod.url(&path), Some(&token), None);

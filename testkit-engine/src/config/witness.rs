@@ -108,7 +108,11 @@ impl WitnessSection {
         }
     }
 
-    fn validate_command(&self, command: &[String], public: &[String]) -> Result<(), WitnessProblem> {
+    fn validate_command(
+        &self,
+        command: &[String],
+        public: &[String],
+    ) -> Result<(), WitnessProblem> {
         if command.first().is_none_or(|p| p.trim().is_empty()) {
             return Err((
                 Some("command"),
@@ -142,7 +146,7 @@ impl WitnessSection {
                     .to_owned(),
             ));
         }
-        if crate::resource::split_item_pointer(names).is_none() {
+        if crate::template::split_item_pointer(names).is_none() {
             return Err((
                 Some("names"),
                 format!(
@@ -164,8 +168,8 @@ fn check_placeholders(
 ) -> Result<(), WitnessProblem> {
     crate::template::check_filters(text).map_err(|p| (Some(key), p))?;
     for placeholder in crate::template::placeholders(text) {
-        let known = WITNESS_PLACEHOLDERS.contains(&placeholder)
-            || public.iter().any(|p| p == placeholder);
+        let known =
+            WITNESS_PLACEHOLDERS.contains(&placeholder) || public.iter().any(|p| p == placeholder);
         if !known {
             return Err((
                 Some(key),

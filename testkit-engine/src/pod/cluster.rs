@@ -4,7 +4,7 @@
 //!
 //! The entry node is the pod's process (its `docker run`, attached, prints
 //! the handle); the others start first, detached, labelled
-//! [`NODE_LABEL`](super::container::NODE_LABEL)` = <name>` beside the pod's
+//! [`NODE_LABEL`]` = <name>` beside the pod's
 //! labels, so that everything that stops or sweeps a container pod by label
 //! stops and sweeps them too. The pod is up when every node answers its
 //! health check. What a test needs to reach a node, and to inject faults

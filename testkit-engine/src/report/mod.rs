@@ -87,8 +87,8 @@ pub use known_issues::{
 };
 pub use record::{
     AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, LockMode,
-    LockRecord, Outcome,
-    ProcessFate, ResourceRecord, ResourceState, TestRecord, RECORD_SCHEMA_VERSION,
+    LockRecord, Outcome, ProcessFate, ResourceRecord, ResourceState, TestRecord,
+    RECORD_SCHEMA_VERSION,
 };
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};
 

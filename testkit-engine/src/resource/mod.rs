@@ -41,6 +41,5 @@ pub use kind::{
     DeleteAnswer, KindError, KindFuture, KindSpec, Kinds, LinkedKinds, OpError, Presence,
     ResourceKind, ResourceRef,
 };
-pub(crate) use kind::split_item_pointer;
 pub use names::{attempt_tag, carries_run_id, Naming};
 pub use witness::{check_witnesses, PodHome, WitnessOutcome, WitnessReport, WitnessSite};

@@ -199,14 +199,21 @@ impl WitnessReport {
                 format!("{label}: {listed} listed, none carries the run id")
             }
             WitnessOutcome::Listed { listed, residue } => format!(
-                "{label}: {} of the {listed} listed carry the run id below the API, where the \
-                 product's own listing no longer shows them and no sweep can delete them: {}",
+                "{label}: {} of the {listed} listed {} the run id below the API, where the \
+                 product's own listing no longer shows {} and no sweep can delete {}: {}",
                 residue.len(),
+                if residue.len() == 1 {
+                    "carries"
+                } else {
+                    "carry"
+                },
+                if residue.len() == 1 { "it" } else { "them" },
+                if residue.len() == 1 { "it" } else { "them" },
                 residue.join(", ")
             ),
-            WitnessOutcome::Failed(why) => format!(
-                "{label} could not look: {why}; what is left below the API is unknown"
-            ),
+            WitnessOutcome::Failed(why) => {
+                format!("{label} could not look: {why}; what is left below the API is unknown")
+            }
             WitnessOutcome::DoesNotApply(why) => format!("{label} does not apply: {why}"),
         }
     }
@@ -244,13 +251,17 @@ async fn check_one(witness: &WitnessSection, site: &WitnessSite<'_>) -> WitnessO
         (None, None) => Err("it has neither `command` nor `request`".to_owned()),
     };
     match listed {
-        Ok(names) => WitnessOutcome::Listed {
-            listed: names.len(),
-            residue: names
+        Ok(names) => {
+            let listed = names.len();
+            // A name reported twice (two processes in one directory) is one.
+            let mut residue: Vec<String> = names
                 .into_iter()
                 .filter(|n| site.carries_run_id(n))
-                .collect(),
-        },
+                .collect();
+            residue.sort();
+            residue.dedup();
+            WitnessOutcome::Listed { listed, residue }
+        }
         Err(why) => WitnessOutcome::Failed(why),
     }
 }
@@ -312,7 +323,7 @@ async fn send_request(
     site: &WitnessSite<'_>,
 ) -> Result<Vec<String>, String> {
     let template = RequestTemplate::parse(request)?;
-    let (array, field) = super::kind::split_item_pointer(names)
+    let (array, field) = crate::template::split_item_pointer(names)
         .ok_or_else(|| format!("`names` {names:?} is not a JSON pointer with one `/*`"))?;
     let path = site.with_values(|v| template.render_path(v))?;
     let sent = crate::redact(&format!("{} {path}", template.method())).into_owned();
@@ -470,9 +481,9 @@ mod tests {
             assert_eq!(
                 home.summary(),
                 format!(
-                    "sandbox directories (witness home-dirs): 1 of the 4 listed carry the run id \
-                     below the API, where the product's own listing no longer shows them and no \
-                     sweep can delete them: {ours}"
+                    "sandbox directories (witness home-dirs): 1 of the 4 listed carries the run id \
+                     below the API, where the product's own listing no longer shows it and no \
+                     sweep can delete it: {ours}"
                 )
             );
             assert_eq!(

@@ -23,7 +23,7 @@ use crate::summary::RunSummary;
 /// The pod of a run, as the up phase left it.
 pub(super) enum RunPod {
     /// The caller's (`--handle-json`): validated, never stopped.
-    Caller(PodHandle),
+    Caller(Box<PodHandle>),
     /// Started by the runner, which stops it (unless `--keep`).
     Started(Box<LaunchedPod>),
     /// The start failed, and stopped what it began.
@@ -33,7 +33,7 @@ pub(super) enum RunPod {
 impl RunPod {
     fn handle(&self) -> Option<&PodHandle> {
         match self {
-            RunPod::Caller(h) => Some(h),
+            RunPod::Caller(h) => Some(h.as_ref()),
             RunPod::Started(p) => Some(&p.handle),
             RunPod::NotUp => None,
         }
@@ -156,7 +156,7 @@ impl<'a> Run<'a> {
                     evidence,
                     started.elapsed(),
                 ));
-                RunPod::Caller(handle.clone())
+                RunPod::Caller(Box::new(handle.clone()))
             }
             None => self.start_pod(started).await,
         };

@@ -8,8 +8,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
-use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
 use testkit_engine::config::WitnessSection;
+use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
 use testkit_engine::resource::{
     check_witnesses, Kinds, PodHome, SweepBounds, SweepReport, WitnessReport, WitnessSite,
 };

@@ -47,7 +47,6 @@ mod plugin;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use parse::split_pointer as split_item_pointer;
 pub use plugin::{KindFuture, LinkedKinds, ResourceKind};
 
 /// How long deleting and verifying one resource may take, unless the kind
