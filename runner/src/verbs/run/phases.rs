@@ -494,33 +494,7 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         if self.pod_crashed() {
-            let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
-            // Nothing can be swept, but the journal still says what was left.
-            let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
-            let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
-                .into_iter()
-                .filter(|o| o.run == self.plan.run_id)
-                .map(|o| {
-                    format!(
-                        "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
-                        o.kind, o.name
-                    )
-                })
-                .collect();
-            let left = if leaks.is_empty() {
-                "the journal names nothing left".to_owned()
-            } else {
-                format!(
-                    "the journal names {} left: {}",
-                    leaks.len(),
-                    leaks.join("; ")
-                )
-            };
-            self.decide(PhaseResult::skip(
-                "residue",
-                format!("{what} (see `pod`): nothing can be listed on it; {left}"),
-            ));
-            return leaks;
+            return self.residue_of_crashed();
         }
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
@@ -561,6 +535,38 @@ impl<'a> Run<'a> {
             verdict,
             evidence,
             started.elapsed(),
+        ));
+        leaks
+    }
+
+    /// The residue of a pod that crashed: nothing can be listed on it, and
+    /// the journal still says what was left.
+    fn residue_of_crashed(&mut self) -> Vec<String> {
+        let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
+        // Nothing can be swept, but the journal still says what was left.
+        let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
+        let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
+            .into_iter()
+            .filter(|o| o.run == self.plan.run_id)
+            .map(|o| {
+                format!(
+                    "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
+                    o.kind, o.name
+                )
+            })
+            .collect();
+        let left = if leaks.is_empty() {
+            "the journal names nothing left".to_owned()
+        } else {
+            format!(
+                "the journal names {} left: {}",
+                leaks.len(),
+                leaks.join("; ")
+            )
+        };
+        self.decide(PhaseResult::skip(
+            "residue",
+            format!("{what} (see `pod`): nothing can be listed on it; {left}"),
         ));
         leaks
     }
