@@ -18,6 +18,8 @@ Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
                          on stderr, as a careless service does
   drop-record-answer=N   the first N record creations are made, but their answer is lost
                          (the connection closes before it): the client cannot know the id
+  keep-dirs-on-delete    a delete forgets the sandbox but leaves its directory under
+                         HOME/sandboxes: the API says it is gone, the disk still holds it
 Durations use humantime syntax: 250ms, 2s, 5m.
 
 Cluster (see --role):
@@ -155,6 +157,8 @@ pub enum Fault {
     LogCredentials,
     /// The first N record creations lose their answer.
     DropRecordAnswer(u64),
+    /// Deletes forget the sandbox and leave its directory.
+    KeepDirsOnDelete,
 }
 
 /// All fault switches, resolved.
@@ -174,6 +178,8 @@ pub struct Faults {
     pub log_credentials: bool,
     /// `drop-record-answer`.
     pub drop_record_answer: u64,
+    /// `keep-dirs-on-delete`.
+    pub keep_dirs_on_delete: bool,
 }
 
 impl Faults {
@@ -189,6 +195,7 @@ impl Faults {
                 Fault::CrashAfter(n) => f.crash_after = Some(*n),
                 Fault::LogCredentials => f.log_credentials = true,
                 Fault::DropRecordAnswer(n) => f.drop_record_answer = *n,
+                Fault::KeepDirsOnDelete => f.keep_dirs_on_delete = true,
             }
         }
         f
@@ -237,8 +244,12 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
             None => Ok(Fault::LogCredentials),
             Some(_) => Err("fault `log-credentials` takes no value".into()),
         },
+        "keep-dirs-on-delete" => match value {
+            None => Ok(Fault::KeepDirsOnDelete),
+            Some(_) => Err("fault `keep-dirs-on-delete` takes no value".into()),
+        },
         _ => Err(format!(
-            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N"
+            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete"
         )),
     }
 }
@@ -262,6 +273,11 @@ mod tests {
             Ok(Fault::DropRecordAnswer(1))
         );
         assert!(parse_fault("drop-record-answer").is_err());
+        assert_eq!(
+            parse_fault("keep-dirs-on-delete"),
+            Ok(Fault::KeepDirsOnDelete)
+        );
+        assert!(parse_fault("keep-dirs-on-delete=1").is_err());
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
         assert!(parse_fault("nope").unwrap_err().contains("expected one of"));

@@ -320,6 +320,23 @@ impl Store {
         Ok(true)
     }
 
+    /// Forgets the sandbox without removing its directory (fault
+    /// `keep-dirs-on-delete`): its record goes, so that the API says it is
+    /// gone, and `root/` and `logs/` stay on disk, found by nothing but a
+    /// look at HOME. (A restart takes the directory for debris of a create
+    /// that never finished, and removes it.)
+    pub(crate) fn forget(&self, name: &str) {
+        let meta = self.dir(name).join("meta.json");
+        if let Err(e) = std::fs::remove_file(&meta) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("sandboxd: warning: cannot remove {}: {e}", meta.display());
+            }
+        }
+        let mut inner = self.inner.lock().unwrap();
+        inner.map.remove(name);
+        self.snapshot(&mut inner);
+    }
+
     /// Removes the sandbox directory, then the record.
     pub(crate) fn remove(&self, name: &str) {
         let dir = self.dir(name);

@@ -47,6 +47,10 @@
 //! env = { SANDBOXD_URL = "{base_url}", SANDBOXD_TOKEN = "{token}", SANDBOXD_COOKIE = "{session_cookie}" }
 //!
 //! [resources.sandbox]                # kept raw for the resource module
+//!
+//! [witnesses.home-dirs]              # a look below the API: config/witness.rs
+//! what = "sandbox directories"
+//! command = ["ls", "{home}/sandboxes"]
 //! ```
 //!
 //! Without `[auth]` and `[capabilities]`, the defaults are those of the
@@ -61,7 +65,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 mod container;
+mod witness;
 pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
+pub use witness::{WitnessSection, DEFAULT_WITNESS_TIMEOUT, WITNESS_PLACEHOLDERS};
 
 /// The name of a suite's config file, at its workspace root.
 pub const CONFIG_FILE: &str = "testkit.toml";
@@ -89,6 +95,10 @@ pub struct SuiteConfig {
     /// `[resources.<kind>]` tables, unparsed.
     #[serde(default)]
     pub resources: BTreeMap<String, toml::Value>,
+    /// `[witnesses.<name>]`: looks below the API for residue the product
+    /// forgot, by name.
+    #[serde(default)]
+    pub witnesses: BTreeMap<String, WitnessSection>,
 }
 
 /// `[suite]` of `testkit.toml`.
@@ -321,6 +331,7 @@ impl Default for SuiteConfig {
             capabilities: CapabilitiesSection::sandboxd(),
             cli: CliSection::default(),
             resources: BTreeMap::new(),
+            witnesses: BTreeMap::new(),
         }
     }
 }
@@ -520,6 +531,18 @@ pub enum ConfigError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A `[witnesses.<name>]` table that cannot be used.
+    #[error("invalid {}: `witnesses.{name}{}` {problem}", path.display(), key.map(|k| format!(".{k}")).unwrap_or_default())]
+    Witness {
+        /// The file.
+        path: PathBuf,
+        /// The witness's name.
+        name: String,
+        /// The key at fault below it (`command`, `names`); `None`: the table.
+        key: Option<&'static str>,
+        /// What is wrong, and how to mend it.
+        problem: String,
+    },
 }
 
 impl SuiteConfig {
@@ -587,14 +610,24 @@ impl SuiteConfig {
             self.auth.validate(),
             self.capabilities.validate(),
         ];
-        match checks.into_iter().find_map(Result::err) {
-            Some((key, problem)) => Err(ConfigError::Invalid {
+        if let Some((key, problem)) = checks.into_iter().find_map(Result::err) {
+            return Err(ConfigError::Invalid {
                 path: path.to_owned(),
                 key,
                 problem,
-            }),
-            None => Ok(()),
+            });
         }
+        for (name, witness) in &self.witnesses {
+            witness
+                .validate(name, &self.pod.public_fields)
+                .map_err(|(key, problem)| ConfigError::Witness {
+                    path: path.to_owned(),
+                    name: name.clone(),
+                    key,
+                    problem,
+                })?;
+        }
+        Ok(())
     }
 }
 
@@ -1011,5 +1044,79 @@ mod tests {
         );
         let e = parse("[suite]\nflaky = true").unwrap_err().to_string();
         assert!(e.contains("flaky"), "{e}");
+    }
+
+    #[test]
+    fn a_witness_is_a_command_or_a_request_and_its_errors_say_how_to_mend_it() {
+        let c = parse(
+            "[witnesses.home-dirs]\nwhat = \"sandbox directories\"\n\
+             command = [\"ls\", \"{home}/sandboxes\"]\n\
+             [witnesses.debug]\nwhat = \"disks\"\nrequest = \"GET /debug/disks?run={run}\"\n\
+             names = \"/disks/*/id\"\ntimeout = \"5s\"\n",
+        )
+        .unwrap();
+        let home = &c.witnesses["home-dirs"];
+        assert!(home.uses_home());
+        assert_eq!(home.timeout, DEFAULT_WITNESS_TIMEOUT);
+        assert!(!c.witnesses["debug"].uses_home());
+        assert_eq!(c.witnesses["debug"].timeout, Duration::from_secs(5));
+        for (text, wanted) in [
+            (
+                "[witnesses.w]\ncommand = [\"ls\"]\n",
+                "`witnesses.w.what` is missing: say what the witness lists",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\n",
+                "`witnesses.w` has neither `command` nor `request`",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncommand = [\"ls\"]\nrequest = \"GET /x\"\n",
+                "`witnesses.w` has both `command` and `request`",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncommand = []\n",
+                "`witnesses.w.command` is empty",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\nrequest = \"GET /x\"\n",
+                "`witnesses.w.names` is missing",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\nrequest = \"GET /x\"\nnames = \"/items\"\n",
+                "`witnesses.w.names` is \"/items\": expected a JSON pointer with one `/*`",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncommand = [\"ls\"]\nnames = \"/a/*\"\n",
+                "`witnesses.w.names` is set, but the witness is a `command`",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncommand = [\"echo\", \"{token}\"]\n",
+                "`witnesses.w.command` uses `{token}`, which a witness does not know",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncommand = [\"ls\"]\ntimeout = \"0s\"\n",
+                "`witnesses.w.timeout` is \"0s\": it is zero",
+            ),
+            (
+                "[witnesses.\"a b\"]\nwhat = \"x\"\ncommand = [\"ls\"]\n",
+                "`witnesses.a b` has an invalid name",
+            ),
+            (
+                "[witnesses.w]\nwhat = \"x\"\ncomand = [\"ls\"]\n",
+                "unknown field `comand`",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                e.contains(wanted) && e.contains("/s/testkit.toml"),
+                "{text}: {e}"
+            );
+        }
+        // A public field of the handle is a placeholder too.
+        parse(
+            "[pod]\nready = \"health\"\nfields = { user = \"u\" }\npublic_fields = [\"user\"]\n\
+             [witnesses.w]\nwhat = \"x\"\ncommand = [\"ls\", \"/srv/{user}\"]\n",
+        )
+        .unwrap();
     }
 }

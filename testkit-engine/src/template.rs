@@ -326,6 +326,19 @@ fn next_placeholder(text: &str) -> Option<(&str, Placeholder<'_>, &str)> {
     None
 }
 
+/// A JSON pointer with one `*` over an array, split at it: the array and
+/// the path in each item, `"/items/*/name"` → `("/items", "/name")`.
+pub fn split_item_pointer(text: &str) -> Option<(String, String)> {
+    match text.split_once("/*") {
+        Some((array, rest))
+            if !rest.contains('*') && (array.is_empty() || array.starts_with('/')) =>
+        {
+            Some((array.to_owned(), rest.to_owned()))
+        }
+        _ => None,
+    }
+}
+
 /// The placeholders `text` uses, in order, by key (filters left off).
 pub fn placeholders(text: &str) -> Vec<&str> {
     let mut found = Vec::new();

@@ -52,6 +52,7 @@ fn accepted(table: &str) -> BTreeSet<String> {
         "resources.<kind>" => "[resources.k]\nzz_not_a_key = 1\n".to_owned(),
         "resources.<kind>.gone_if" => "[resources.k]\ngone_if = { zz_not_a_key = 1 }\n".to_owned(),
         "resources.<kind>.names" => "[resources.k]\nnames = { zz_not_a_key = 1 }\n".to_owned(),
+        "witnesses.<name>" => "[witnesses.w]\nzz_not_a_key = 1\n".to_owned(),
         "pod.container.mounts" => "[pod.container]\nmounts = [{ zz_not_a_key = 1 }]\n".to_owned(),
         "pod.container.nodes.<name>" => "[pod.container.nodes.n]\nzz_not_a_key = 1\n".to_owned(),
         _ => format!("[{table}]\nzz_not_a_key = 1\n"),
@@ -96,6 +97,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "resources.<kind>",
         "resources.<kind>.gone_if",
         "resources.<kind>.names",
+        "witnesses.<name>",
     ];
     let mut wrong = Vec::new();
     for table in tables {

@@ -6,6 +6,10 @@
 //! one whose runner still runs (its claim on the run id: pid and start
 //! time), or whose journal a process that still runs wrote (a test holding
 //! a resource for longer than `--older-than`, its reaper).
+//!
+//! With `--run`, it also asks the suite's witnesses what carries the run id
+//! below the API. It cannot delete there: it names what they found, as
+//! what each witness lists, and fails.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +17,9 @@ use std::time::Duration;
 use clap::{ArgGroup, Args};
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{HandlePolicy, PodHandle};
-use testkit_engine::resource::{JanitorTarget, Kinds, SweepReport};
+use testkit_engine::resource::{
+    check_witnesses, JanitorTarget, Kinds, PodHome, SweepReport, WitnessReport, WitnessSite,
+};
 
 use crate::errors::ExpectedError;
 use crate::verbs::parse_age;
@@ -52,6 +58,10 @@ pub(crate) struct JanitorArgs {
     /// no pod handle needed.
     #[arg(long)]
     engine_only: bool,
+    /// The pod's HOME on this machine, for the witnesses that look in it
+    /// (`{home}`): a pod kept by `run --keep`, or one you started.
+    #[arg(long, value_name = "DIR")]
+    pod_home: Option<PathBuf>,
 }
 
 pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
@@ -99,10 +109,61 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
     print_report(&report);
     // Asked for one run by name, the janitor did not do it: not a success.
     let refused_run = args.run.is_some() && !report.skipped_live.is_empty();
-    if report.is_clean() && !refused_run && engine_clean {
+    let below_clean = match &args.run {
+        Some(run) if !refused_run => witnesses(&args, &config, &kinds, &pod, run).await,
+        None if !config.witnesses.is_empty() => {
+            println!("witnesses: not asked: each looks for one run's names (use --run ID)");
+            true
+        }
+        _ => true,
+    };
+    if report.is_clean() && !refused_run && engine_clean && below_clean {
         Ok(())
     } else {
         Err(ExpectedError::ChecksReported)
+    }
+}
+
+/// Asks the suite's witnesses what of the run `run` is left below the API,
+/// and prints it: whether they all looked and found nothing.
+async fn witnesses(
+    args: &JanitorArgs,
+    config: &SuiteConfig,
+    kinds: &Kinds,
+    pod: &testkit_engine::pod::Pod,
+    run: &str,
+) -> bool {
+    if config.witnesses.is_empty() {
+        return true;
+    }
+    let home = match &args.pod_home {
+        Some(dir) => PodHome::Here(dir),
+        None => PodHome::Unknown(
+            "the janitor does not know the pod's HOME: pass --pod-home DIR".to_owned(),
+        ),
+    };
+    let site = WitnessSite::new(pod, &config.suite.name_prefix, run)
+        .home(home)
+        .public_fields(&config.pod.public_fields)
+        .namings_of(kinds)
+        .dir(&args.suite);
+    let reports = check_witnesses(&config.witnesses, &site).await;
+    print_witnesses(&reports);
+    reports
+        .iter()
+        .all(|r| !r.failed() && r.residue().is_empty())
+}
+
+fn print_witnesses(reports: &[WitnessReport]) {
+    for report in reports {
+        for name in report.residue() {
+            println!(
+                "LEFT BELOW THE API {}: {name}: the janitor cannot delete {}; remove it by hand, and mend what forgot it",
+                report.label(),
+                report.what
+            );
+        }
+        println!("witness: {}", report.summary());
     }
 }
 

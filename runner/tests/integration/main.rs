@@ -18,6 +18,7 @@ mod report;
 mod run;
 mod trace;
 mod truth;
+mod witnesses;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -231,6 +232,11 @@ impl CallerPod {
             handle_file: pod.handle_file().to_owned(),
             pod,
         }
+    }
+
+    /// The pod's HOME.
+    pub(crate) fn home(&self) -> &Path {
+        self.pod.home()
     }
 
     pub(crate) fn url(&self, path: &str) -> String {

@@ -227,7 +227,12 @@ pub(super) async fn finish_delete(app: Arc<App>, name: String) {
         );
         return;
     }
-    app.store.remove(&name);
+    if app.faults.keep_dirs_on_delete {
+        eprintln!("sandboxd: fault keep-dirs-on-delete: forgetting {name}, keeping its directory");
+        app.store.forget(&name);
+    } else {
+        app.store.remove(&name);
+    }
     // A process started while the delete was in flight goes too.
     let left = app.procs.kill_sandbox(&name).await;
     if !left.is_empty() {

@@ -15,6 +15,9 @@
 //!   runner's residue phase.
 //! - **janitor**: deletes a run's residue by exact name from its journals, and
 //!   by sweeping (`testkit-runner janitor`).
+//! - **witness**: a look below the API (a command on this machine, a debug
+//!   listing) for residue the product forgot; what it names is reported,
+//!   never deleted ([`witness`]).
 //! - **forget**: a test that deleted a resource itself stops tracking it.
 
 pub mod budget;
@@ -24,6 +27,7 @@ mod janitor;
 pub mod journal;
 mod kind;
 pub mod names;
+pub mod witness;
 
 pub use delete::{delete_and_verify, Gone, Leak};
 pub use janitor::{
@@ -38,3 +42,4 @@ pub use kind::{
     ResourceKind, ResourceRef,
 };
 pub use names::{attempt_tag, carries_run_id, Naming};
+pub use witness::{check_witnesses, PodHome, WitnessOutcome, WitnessReport, WitnessSite};

@@ -93,7 +93,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<(), ExpectedError> {
         .as_ref()
         .map(|t| t.binaries.clone())
         .unwrap_or_default();
-    let leaks = run.residue(session.as_ref(), &binaries).await;
+    let leaks = run.residue(session.as_ref(), &binaries, &pod).await;
     let keep_note = run.down(pod).await;
     run.finish(session.is_some(), tests, leaks, keep_note)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use testkit_engine::settings::var;
 
 use testkit_engine::pod::{LaunchedPod, Pod, PodHandle};
-use testkit_engine::resource::SweepBounds;
+use testkit_engine::resource::{PodHome, SweepBounds};
 
 use super::plan::Plan;
 use super::pod;
@@ -34,9 +34,29 @@ pub(super) enum RunPod {
 impl RunPod {
     fn handle(&self) -> Option<&PodHandle> {
         match self {
-            RunPod::Caller(h) => Some(h),
+            RunPod::Caller(h) => Some(h.as_ref()),
             RunPod::Started(p) => Some(&p.handle),
             RunPod::NotUp => None,
+        }
+    }
+
+    /// Where the pod's HOME is, for the witnesses that look in it: only a
+    /// pod the runner started as a process has one on this machine. (A
+    /// container pod's private dir has a `home/` too, which it never uses:
+    /// a witness listing it would always find nothing.)
+    fn home(&self, mode: crate::containers::PodMode) -> PodHome<'_> {
+        match self {
+            RunPod::Started(p) if mode == crate::containers::PodMode::Process => {
+                PodHome::Here(&p.home)
+            }
+            RunPod::Started(_) => PodHome::Unknown(
+                "the pod is a container, whose HOME is inside it, not on this machine".to_owned(),
+            ),
+            RunPod::Caller(_) => PodHome::Unknown(
+                "the pod is the caller's (--handle-json), whose HOME the runner does not know"
+                    .to_owned(),
+            ),
+            RunPod::NotUp => PodHome::Unknown("the pod did not come up".to_owned()),
         }
     }
 }
@@ -458,12 +478,14 @@ impl<'a> Run<'a> {
         ));
     }
 
-    /// residue: anything on the pod that carries the run id is a leak.
-    /// Returns the leaks, each with what became of it.
+    /// residue: anything on the pod that carries the run id is a leak, and
+    /// so is anything a witness finds below the API. Returns the leaks,
+    /// each with what became of it.
     pub(super) async fn residue(
         &mut self,
         session: Option<&Pod>,
         binaries: &[std::path::PathBuf],
+        pod: &RunPod,
     ) -> Vec<String> {
         let Some(p) = session else {
             self.decide(PhaseResult::skip(
@@ -473,33 +495,7 @@ impl<'a> Run<'a> {
             return Vec::new();
         };
         if self.pod_crashed() {
-            let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
-            // Nothing can be swept, but the journal still says what was left.
-            let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
-            let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
-                .into_iter()
-                .filter(|o| o.run == self.plan.run_id)
-                .map(|o| {
-                    format!(
-                        "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
-                        o.kind, o.name
-                    )
-                })
-                .collect();
-            let left = if leaks.is_empty() {
-                "the journal names nothing left".to_owned()
-            } else {
-                format!(
-                    "the journal names {} left: {}",
-                    leaks.len(),
-                    leaks.join("; ")
-                )
-            };
-            self.decide(PhaseResult::skip(
-                "residue",
-                format!("{what} (see `pod`): nothing can be listed on it; {left}"),
-            ));
-            return leaks;
+            return self.residue_of_crashed();
         }
         let started = Instant::now();
         suite::progress_line("residue: listing every resource kind by the run id");
@@ -526,13 +522,52 @@ impl<'a> Run<'a> {
                 .map(|b| (b.as_path(), test_env(plan, &self.handle_file))),
             bounds,
         };
-        let (verdict, evidence, leaks, unknown) = pod::residue(p, spec).await;
+        let witnesses = pod::WitnessSpec {
+            witnesses: &plan.config.witnesses,
+            home: pod.home(plan.pod_mode),
+            public_fields: &plan.config.pod.public_fields,
+            suite_dir: &plan.suite_dir,
+            env: test_env(plan, &self.handle_file),
+        };
+        let (verdict, evidence, leaks, unknown) = pod::residue(p, spec, witnesses).await;
         self.residue_unknown = unknown;
         self.decide(PhaseResult::new(
             "residue",
             verdict,
             evidence,
             started.elapsed(),
+        ));
+        leaks
+    }
+
+    /// The residue of a pod that crashed: nothing can be listed on it, and
+    /// the journal still says what was left.
+    fn residue_of_crashed(&mut self) -> Vec<String> {
+        let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
+        // Nothing can be swept, but the journal still says what was left.
+        let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
+        let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
+            .into_iter()
+            .filter(|o| o.run == self.plan.run_id)
+            .map(|o| {
+                format!(
+                    "{} `{}`: left on the pod, which is gone (the journal has no verified delete)",
+                    o.kind, o.name
+                )
+            })
+            .collect();
+        let left = if leaks.is_empty() {
+            "the journal names nothing left".to_owned()
+        } else {
+            format!(
+                "the journal names {} left: {}",
+                leaks.len(),
+                leaks.join("; ")
+            )
+        };
+        self.decide(PhaseResult::skip(
+            "residue",
+            format!("{what} (see `pod`): nothing can be listed on it; {left}"),
         ));
         leaks
     }

@@ -8,8 +8,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
+use testkit_engine::config::WitnessSection;
 use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
-use testkit_engine::resource::{Kinds, SweepBounds, SweepReport};
+use testkit_engine::resource::{
+    check_witnesses, Kinds, PodHome, SweepBounds, SweepReport, WitnessReport, WitnessSite,
+};
 
 use super::verdict::Verdict;
 
@@ -181,23 +184,70 @@ pub(crate) struct ResidueSpec<'a> {
     pub(crate) bounds: SweepBounds<'a>,
 }
 
+/// The witnesses of the suite, and what they may need: the pod's HOME,
+/// the handle's public fields, a directory and an environment to run in.
+pub(crate) struct WitnessSpec<'a> {
+    pub(crate) witnesses: &'a std::collections::BTreeMap<String, WitnessSection>,
+    pub(crate) home: PodHome<'a>,
+    pub(crate) public_fields: &'a [String],
+    pub(crate) suite_dir: &'a Path,
+    pub(crate) env: Vec<(String, OsString)>,
+}
+
 /// Deletes by exact name what the journal says may still exist (a lagging
 /// listing cannot hide it), then lists every kind by `<prefix>-<run id>-`:
 /// anything found is a leak, named, deleted and verified gone, concurrently
-/// and within the bounds. Returns the verdict, its evidence and the leaks
-/// (`kind name: what became of it`).
-/// Sweeps the run's residue: the verdict, its evidence, the leaks, and
-/// whether what is left is unknown (a listing failed).
+/// and within the bounds. Then asks every witness what carries the run id
+/// below the API, once the sweep's deletes are done, and then the Docker
+/// Engine. Returns the verdict, its evidence, the leaks (`kind name: what
+/// became of it`), and whether what is left is unknown (a listing or a
+/// witness failed).
 pub(crate) async fn residue(
     pod: &Pod,
     spec: ResidueSpec<'_>,
+    witnesses: WitnessSpec<'_>,
 ) -> (Verdict, String, Vec<String>, bool) {
     let run_id = spec.run_id.to_owned();
+    let (kinds, prefix) = (spec.kinds, spec.prefix);
     let of_kinds = residue_of_kinds(pod, spec).await;
+    let site = WitnessSite::new(pod, prefix, &run_id)
+        .home(witnesses.home)
+        .public_fields(witnesses.public_fields)
+        .namings_of(kinds)
+        .env(witnesses.env)
+        .dir(witnesses.suite_dir);
+    let reports = check_witnesses(witnesses.witnesses, &site).await;
+    let of_kinds = with_witness_residue(of_kinds, &reports);
     match crate::containers::residue(&run_id).await {
         None => of_kinds,
         Some(engine) => crate::containers::with_engine_residue(of_kinds, engine, &run_id),
     }
+}
+
+/// The residue verdict of the resource kinds, `of_kinds`, with what the
+/// witnesses saw: a name of the run below the API is a leak nothing can
+/// delete; a witness that could not look leaves the residue unknown.
+fn with_witness_residue(
+    of_kinds: (Verdict, String, Vec<String>, bool),
+    reports: &[WitnessReport],
+) -> (Verdict, String, Vec<String>, bool) {
+    let (mut verdict, mut evidence, mut leaks, mut unknown) = of_kinds;
+    for report in reports {
+        evidence.push_str("; ");
+        evidence.push_str(&report.summary());
+        for name in report.residue() {
+            leaks.push(format!(
+                "{}: {name} (still there below the API: a witness only looks, it deletes nothing)",
+                report.label()
+            ));
+            verdict = Verdict::Fail;
+        }
+        if report.failed() {
+            verdict = Verdict::Fail;
+            unknown = true;
+        }
+    }
+    (verdict, evidence, leaks, unknown)
 }
 
 async fn residue_of_kinds(

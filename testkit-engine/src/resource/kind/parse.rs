@@ -9,7 +9,7 @@ use super::http::{GoneIf, Http};
 use super::{KindError, KindSpec, Kinds, LinkedKinds, Ops, DEFAULT_DELETE_TIMEOUT};
 use crate::config::SuiteConfig;
 use crate::resource::names::Naming;
-use crate::template::RequestTemplate;
+use crate::template::{split_item_pointer as split_pointer, RequestTemplate};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,18 +63,6 @@ fn default_separator() -> char {
 
 fn default_max_len() -> usize {
     crate::resource::names::MAX_NAME_LEN
-}
-
-/// `"/items/*/name"` → `("/items", "/name")`.
-fn split_pointer(text: &str) -> Option<(String, String)> {
-    match text.split_once("/*") {
-        Some((array, rest))
-            if !rest.contains('*') && (array.is_empty() || array.starts_with('/')) =>
-        {
-            Some((array.to_owned(), rest.to_owned()))
-        }
-        _ => None,
-    }
 }
 
 impl Kinds {

@@ -1,0 +1,546 @@
+//! Witnesses: residue the product forgot. A sweep asks the product's own
+//! listing, which cannot show what the product itself lost track of (a
+//! half-deleted sandbox's directory, an orphaned disk). A witness
+//! (`[witnesses.<name>]` of `testkit.toml`) looks at the layer below: a
+//! command run on this machine, or a request to a debug listing. Each name
+//! it reports that carries the run id is residue, which nothing here can
+//! delete: it is named, never swept.
+//!
+//! A witness that could not look is never taken for one that found
+//! nothing: it is [`WitnessOutcome::Failed`], and what is left below the
+//! API is unknown.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::kind::Kinds;
+use super::names::Naming;
+use crate::config::WitnessSection;
+use crate::pod::Pod;
+use crate::template::{RequestTemplate, Values};
+
+/// Where the pod's HOME is, for a witness that uses `{home}`.
+#[derive(Debug, Clone)]
+pub enum PodHome<'a> {
+    /// On this machine, at this path: a pod the runner started as a process.
+    Here(&'a Path),
+    /// Not on this machine, or not known here; why, as a clause
+    /// (`the pod is a container: its HOME is inside it`).
+    Unknown(String),
+}
+
+/// What witnesses are checked against: the pod, the run, and where the
+/// pod's HOME is.
+pub struct WitnessSite<'a> {
+    pod: &'a Pod,
+    name_prefix: &'a str,
+    run_id: &'a str,
+    home: PodHome<'a>,
+    public_fields: &'a [String],
+    namings: Vec<Naming>,
+    env: Vec<(String, OsString)>,
+    dir: Option<&'a Path>,
+}
+
+impl<'a> WitnessSite<'a> {
+    /// The run `run_id` (names `<name_prefix>-<run id>-…`) against `pod`,
+    /// whose HOME is unknown until [`WitnessSite::home`] says.
+    pub fn new(pod: &'a Pod, name_prefix: &'a str, run_id: &'a str) -> WitnessSite<'a> {
+        WitnessSite {
+            pod,
+            name_prefix,
+            run_id,
+            home: PodHome::Unknown("the pod's HOME is not known here".to_owned()),
+            public_fields: &[],
+            namings: vec![Naming::default()],
+            env: Vec::new(),
+            dir: None,
+        }
+    }
+
+    /// Where the pod's HOME is.
+    pub fn home(mut self, home: PodHome<'a>) -> Self {
+        self.home = home;
+        self
+    }
+
+    /// The handle fields that are not secrets (`[pod] public_fields`): they
+    /// are placeholders too.
+    pub fn public_fields(mut self, fields: &'a [String]) -> Self {
+        self.public_fields = fields;
+        self
+    }
+
+    /// The suite's kinds: a name carries the run id in the alphabet of any
+    /// of them (`_`-separated names too), as well as in the default one.
+    pub fn namings_of(mut self, kinds: &Kinds) -> Self {
+        for naming in kinds.iter().map(|k| k.naming()) {
+            if !self.namings.contains(&naming) {
+                self.namings.push(naming);
+            }
+        }
+        self
+    }
+
+    /// More environment for a command witness (the run's, as its tests get).
+    pub fn env(mut self, env: Vec<(String, OsString)>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The directory a command witness runs in (the suite's).
+    pub fn dir(mut self, dir: &'a Path) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
+    /// Calls `f` with every placeholder a witness may use, filled.
+    fn with_values<R>(&self, f: impl FnOnce(&Values<'_>) -> R) -> R {
+        let handle = self.pod.handle();
+        let port = self.pod.port().to_string();
+        let prefix = Naming::default().run_prefix(self.name_prefix, self.run_id);
+        let home = match &self.home {
+            PodHome::Here(path) => Some(path.to_string_lossy().into_owned()),
+            PodHome::Unknown(_) => None,
+        };
+        let mut values = Values::new()
+            .with("name", handle.name())
+            .with("base_url", handle.base_url())
+            .with("port", &port)
+            .with("run", self.run_id)
+            .with("prefix", &prefix);
+        if let Some(home) = &home {
+            values = values.with("home", home);
+        }
+        for field in self.public_fields {
+            if let Some(value) = handle.field(field) {
+                values = values.with(field, value);
+            }
+        }
+        f(&values)
+    }
+
+    /// Whether a line a witness reported names something of the run: a
+    /// word of it (a path's last part, a name among others) is a name
+    /// `<name_prefix>-<run id>-…` in one of the suite's alphabets.
+    fn carries_run_id(&self, line: &str) -> bool {
+        self.namings.iter().any(|naming| {
+            let sep = naming.separator();
+            line.split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == sep))
+                .any(|word| {
+                    // The name may follow a part of the word of its own
+                    // (`disk-ct-run-…`): try from each separator on.
+                    std::iter::once(word)
+                        .chain(word.match_indices(sep).map(|(i, _)| &word[i + 1..]))
+                        .any(|w| naming.carries_run_id(w, self.name_prefix, self.run_id))
+                })
+        })
+    }
+}
+
+/// What one witness found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WitnessReport {
+    /// Its name, from `[witnesses.<name>]`.
+    pub witness: String,
+    /// What it lists (`what`).
+    pub what: String,
+    /// What looking came to.
+    pub outcome: WitnessOutcome,
+}
+
+/// What looking below the API came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WitnessOutcome {
+    /// It looked: how many names it listed, and those that carry the run id.
+    Listed {
+        /// Every name it reported.
+        listed: usize,
+        /// The names that carry the run id: residue.
+        residue: Vec<String>,
+    },
+    /// It could not look (the command failed, the request was refused, the
+    /// answer could not be read): what is left below the API is unknown.
+    Failed(String),
+    /// It cannot look at this pod (it needs the pod's HOME, and the pod's
+    /// HOME is not on this machine): why.
+    DoesNotApply(String),
+}
+
+impl WitnessReport {
+    /// `sandbox directories (witness home-dirs)`: how messages name it.
+    pub fn label(&self) -> String {
+        format!("{} (witness {})", self.what, self.witness)
+    }
+
+    /// The names it found that carry the run id.
+    pub fn residue(&self) -> &[String] {
+        match &self.outcome {
+            WitnessOutcome::Listed { residue, .. } => residue,
+            _ => &[],
+        }
+    }
+
+    /// Whether it could not look: what is left below the API is unknown.
+    pub fn failed(&self) -> bool {
+        matches!(self.outcome, WitnessOutcome::Failed(_))
+    }
+
+    /// One sentence for a verdict's evidence.
+    pub fn summary(&self) -> String {
+        let label = self.label();
+        match &self.outcome {
+            WitnessOutcome::Listed { listed, residue } if residue.is_empty() => {
+                format!("{label}: {listed} listed, none carries the run id")
+            }
+            WitnessOutcome::Listed { listed, residue } => format!(
+                "{label}: {} of the {listed} listed {} the run id below the API, where the \
+                 product's own listing no longer shows {} and no sweep can delete {}: {}",
+                residue.len(),
+                if residue.len() == 1 {
+                    "carries"
+                } else {
+                    "carry"
+                },
+                if residue.len() == 1 { "it" } else { "them" },
+                if residue.len() == 1 { "it" } else { "them" },
+                residue.join(", ")
+            ),
+            WitnessOutcome::Failed(why) => {
+                format!("{label} could not look: {why}; what is left below the API is unknown")
+            }
+            WitnessOutcome::DoesNotApply(why) => format!("{label} does not apply: {why}"),
+        }
+    }
+}
+
+/// Checks every witness, in name order, one at a time (each within its
+/// `timeout`).
+pub async fn check_witnesses(
+    witnesses: &BTreeMap<String, WitnessSection>,
+    site: &WitnessSite<'_>,
+) -> Vec<WitnessReport> {
+    let mut reports = Vec::new();
+    for (name, witness) in witnesses {
+        reports.push(WitnessReport {
+            witness: name.clone(),
+            what: witness.what.clone(),
+            outcome: check_one(witness, site).await,
+        });
+    }
+    reports
+}
+
+async fn check_one(witness: &WitnessSection, site: &WitnessSite<'_>) -> WitnessOutcome {
+    if witness.uses_home() {
+        if let PodHome::Unknown(why) = &site.home {
+            return WitnessOutcome::DoesNotApply(format!("it uses `{{home}}`, and {why}"));
+        }
+    }
+    let listed = match (&witness.command, &witness.request) {
+        (Some(command), _) => run_command(command, witness.timeout, site).await,
+        (None, Some(request)) => {
+            let names = witness.names.as_deref().unwrap_or_default();
+            send_request(request, names, witness.timeout, site).await
+        }
+        (None, None) => Err("it has neither `command` nor `request`".to_owned()),
+    };
+    match listed {
+        Ok(names) => {
+            let listed = names.len();
+            // A name reported twice (two processes in one directory) is one.
+            let mut residue: Vec<String> = names
+                .into_iter()
+                .filter(|n| site.carries_run_id(n))
+                .collect();
+            residue.sort();
+            residue.dedup();
+            WitnessOutcome::Listed { listed, residue }
+        }
+        Err(why) => WitnessOutcome::Failed(why),
+    }
+}
+
+/// Runs the command, its placeholders filled; its stdout's non-empty lines.
+async fn run_command(
+    command: &[String],
+    timeout: Duration,
+    site: &WitnessSite<'_>,
+) -> Result<Vec<String>, String> {
+    let args = command
+        .iter()
+        .map(|a| site.with_values(|v| crate::template::fill(a, v, crate::template::verbatim)))
+        .collect::<Result<Vec<String>, String>>()?;
+    let shown = crate::redact(&args.join(" ")).into_owned();
+    let Some((program, rest)) = args.split_first() else {
+        return Err("its command is empty".to_owned());
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(rest)
+        .envs(site.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = site.dir {
+        cmd.current_dir(dir);
+    }
+    let output = match tokio::time::timeout(timeout, cmd.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => return Err(format!("`{shown}` could not be started: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "`{shown}` did not finish within {} (raise the witness's `timeout`)",
+                humantime::format_duration(timeout)
+            ))
+        }
+    };
+    if !output.status.success() {
+        return Err(format!(
+            "`{shown}` failed ({}): {}",
+            output.status,
+            shorten(&String::from_utf8_lossy(&output.stderr))
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Sends the request with the pod's credential; the names at `names`.
+async fn send_request(
+    request: &str,
+    names: &str,
+    timeout: Duration,
+    site: &WitnessSite<'_>,
+) -> Result<Vec<String>, String> {
+    let template = RequestTemplate::parse(request)?;
+    let (array, field) = crate::template::split_item_pointer(names)
+        .ok_or_else(|| format!("`names` {names:?} is not a JSON pointer with one `/*`"))?;
+    let path = site.with_values(|v| template.render_path(v))?;
+    let sent = crate::redact(&format!("{} {path}", template.method())).into_owned();
+    let url = site.pod.url(&path);
+    let answer = async {
+        let response = site
+            .pod
+            .send(|c| c.request(template.method().clone(), &url).timeout(timeout))
+            .await?;
+        let status = response.status();
+        Ok::<_, reqwest::Error>((status, response.text().await?))
+    };
+    let (status, body) = match tokio::time::timeout(timeout, answer).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => return Err(format!("{sent} failed: {}", error_chain(&e))),
+        Err(_) => {
+            return Err(format!(
+                "{sent} was not answered within {} (raise the witness's `timeout`)",
+                humantime::format_duration(timeout)
+            ))
+        }
+    };
+    if !status.is_success() {
+        return Err(format!("{sent} answered {status}: {}", shorten(&body)));
+    }
+    let json: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| format!("{sent} answered something that is not JSON: {e}"))?;
+    let Some(items) = json.pointer(&array).and_then(|a| a.as_array()) else {
+        return Err(format!(
+            "{sent} answered JSON without an array at {array:?} (`names`)"
+        ));
+    };
+    items
+        .iter()
+        .map(|item| {
+            item.pointer(&field)
+                .and_then(|n| n.as_str())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    format!("{sent} answered an item without a string at {field:?} (`names`)")
+                })
+        })
+        .collect()
+}
+
+/// `text` trimmed and cut at 300 bytes, redacted.
+fn shorten(text: &str) -> String {
+    let text = crate::redact(text.trim()).into_owned();
+    if text.len() <= 300 {
+        return text;
+    }
+    let mut end = 300;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SuiteConfig;
+
+    fn witnesses(text: &str) -> BTreeMap<String, WitnessSection> {
+        SuiteConfig::parse(text, Path::new("/s/testkit.toml"))
+            .unwrap()
+            .witnesses
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    /// A sandbox the product forgot (fault `keep-dirs-on-delete`) is named
+    /// by a witness that lists HOME; a name of another run, or of none, is
+    /// not; the product's own listing (a request witness) no longer shows it.
+    #[test]
+    fn a_witness_names_what_the_product_forgot_and_nothing_of_other_runs() {
+        let sandboxd = test_support::Sandboxd::start(&["--fault", "keep-dirs-on-delete"]);
+        let config = SuiteConfig::default();
+        let handle = crate::pod::PodHandle::parse(
+            sandboxd.handle_json(),
+            &crate::pod::HandlePolicy::from_suite(&config),
+        )
+        .unwrap();
+        let ours = "ct-wit1-abcdef-01";
+        let theirs = ["ct-wit1x-abcdef-01", "disk-of-ct-wit1", "other"];
+        let found = witnesses(
+            r#"
+            [witnesses.home-dirs]
+            what = "sandbox directories"
+            command = ["ls", "{home}/sandboxes"]
+            [witnesses.listing]
+            what = "listed sandboxes"
+            request = "GET /api/sandboxes?prefix={prefix}&limit=1000"
+            names = "/items/*/name"
+            [witnesses.broken]
+            what = "things"
+            command = ["sh", "-c", "echo {prefix}zz-01; echo no such place >&2; exit 3"]
+            "#,
+        );
+        block_on(async {
+            let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+            let client = pod.client();
+            for name in std::iter::once(ours).chain(theirs) {
+                let r = client
+                    .post(pod.url("/api/sandboxes"))
+                    .json(&serde_json::json!({ "name": name }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success(), "{name}: {}", r.status());
+            }
+            let r = client
+                .delete(pod.url(&format!("/api/sandboxes/{ours}")))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            let gone = async {
+                while client
+                    .get(pod.url(&format!("/api/sandboxes/{ours}")))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    != 404
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(10), gone)
+                .await
+                .unwrap();
+            let site = WitnessSite::new(&pod, "ct", "wit1").home(PodHome::Here(sandboxd.home()));
+            let reports = check_witnesses(&found, &site).await;
+            let by = |w: &str| reports.iter().find(|r| r.witness == w).unwrap();
+            let home = by("home-dirs");
+            assert_eq!(home.residue(), [ours], "{home:?}");
+            assert_eq!(
+                home.summary(),
+                format!(
+                    "sandbox directories (witness home-dirs): 1 of the 4 listed carries the run id \
+                     below the API, where the product's own listing no longer shows it and no \
+                     sweep can delete it: {ours}"
+                )
+            );
+            assert_eq!(
+                by("listing").outcome,
+                WitnessOutcome::Listed {
+                    listed: 0,
+                    residue: vec![]
+                }
+            );
+            let broken = by("broken");
+            assert!(broken.failed(), "{broken:?}");
+            let said = broken.summary();
+            assert!(
+                said.contains("exit status: 3")
+                    && said.contains("no such place")
+                    && said.ends_with("what is left below the API is unknown"),
+                "{said}"
+            );
+            // Without the pod's HOME, a witness that needs it says so, and
+            // one that does not still looks.
+            let elsewhere = WitnessSite::new(&pod, "ct", "wit1")
+                .home(PodHome::Unknown("the pod is a container".to_owned()));
+            let reports = check_witnesses(&found, &elsewhere).await;
+            assert_eq!(
+                reports[1].summary(),
+                "sandbox directories (witness home-dirs) does not apply: it uses `{home}`, \
+                 and the pod is a container"
+            );
+            assert!(matches!(reports[2].outcome, WitnessOutcome::Listed { .. }));
+        });
+    }
+
+    #[test]
+    fn a_witness_that_does_not_finish_in_time_could_not_look() {
+        let sandboxd = test_support::Sandboxd::start(&[]);
+        let config = SuiteConfig::default();
+        let handle = crate::pod::PodHandle::parse(
+            sandboxd.handle_json(),
+            &crate::pod::HandlePolicy::from_suite(&config),
+        )
+        .unwrap();
+        let slow = witnesses(
+            "[witnesses.slow]\nwhat = \"disks\"\ncommand = [\"sleep\", \"5\"]\ntimeout = \"200ms\"\n",
+        );
+        block_on(async {
+            let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+            let site = WitnessSite::new(&pod, "ct", "wit2");
+            let started = std::time::Instant::now();
+            let reports = check_witnesses(&slow, &site).await;
+            assert!(started.elapsed() < Duration::from_secs(3));
+            assert_eq!(
+                reports[0].outcome,
+                WitnessOutcome::Failed(
+                    "`sleep 5` did not finish within 200ms (raise the witness's `timeout`)"
+                        .to_owned()
+                )
+            );
+        });
+    }
+}
