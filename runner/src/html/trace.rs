@@ -118,6 +118,7 @@ fn row(out: &mut String, e: &Entry, end: u64) {
         EntryKind::Cli => "cli",
         EntryKind::Wait => "wait",
         EntryKind::Browser => "browser",
+        EntryKind::Fault => "fault",
         EntryKind::Failure => "failure",
     };
     let left = e.at_us as f64 * 100.0 / end as f64;

@@ -60,6 +60,8 @@ pub enum EntryKind {
     Wait,
     /// A browser navigation or action.
     Browser,
+    /// A fault injected into a node of the pod, or its undo.
+    Fault,
     /// The test's failure, last.
     Failure,
 }

@@ -35,7 +35,15 @@ impl Tracker {
         let name = format!("{FAULT_KIND}-{n:02}-{}-{node}", fault.verb());
         crate::reaper::ensure_spawned(run);
         inner.track_fault(run, &name, &fault)?;
+        let started = std::time::Instant::now();
         let injected = fault::inject(cluster, &fault).await;
+        crate::engine::trace::step::record(
+            crate::engine::trace::EntryKind::Fault,
+            started,
+            format!("inject: {}", fault.describe()),
+            injected.is_ok(),
+            injected.as_ref().err().cloned().unwrap_or_default(),
+        );
         match injected {
             Ok(()) => {
                 inner.journal(Event::Created, FAULT_KIND, &name, None);
@@ -111,6 +119,7 @@ impl Inner {
 
     /// Undoes a tracked fault and proves it; why not, when it is not.
     pub(super) async fn undo_fault(&self, t: &Tracked) -> Option<String> {
+        let started = std::time::Instant::now();
         let undone = async {
             let pod = crate::globals::pod().map_err(|e| format!("no pod to undo it in: {e}"))?;
             let cluster = pod.cluster()?;
@@ -120,6 +129,17 @@ impl Inner {
                 .map(|()| fault)
         }
         .await;
+        crate::engine::trace::step::record(
+            crate::engine::trace::EntryKind::Fault,
+            started,
+            format!(
+                "undo and prove: {}",
+                Fault::from_json(t.id.as_deref().unwrap_or_default())
+                    .map_or_else(|_| t.name.clone(), |f| f.describe())
+            ),
+            undone.is_ok(),
+            undone.as_ref().err().cloned().unwrap_or_default(),
+        );
         let mut faults = lock(&self.faults);
         let record = faults
             .iter_mut()
