@@ -27,6 +27,7 @@ pub mod config;
 pub mod duration;
 pub mod files;
 mod ids;
+pub mod install;
 pub mod pod;
 pub mod process;
 pub mod redact;

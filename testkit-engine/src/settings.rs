@@ -21,6 +21,7 @@
 //! | `TESTKIT_KEEP_PROCESSES` | `never`, `on-failure` or `always`: keep the processes a test left running |
 //! | `TESTKIT_CLI` | the CLI program, overriding `[cli] program` |
 //! | `TESTKIT_CHROMIUM` | the Chromium program for browser tests (else `chromium` on PATH) |
+//! | `TESTKIT_INSTALL` | `auto` (the default) or `never`: whether a missing Chromium or cargo-nextest is installed (see [`crate::install`]) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
 //! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed (from 1ms to 24h) |
 //! | `TESTKIT_TRACE` | `off` (the default), `retain-on-failure` or `on`: which tests keep their trace |
@@ -70,6 +71,9 @@ pub mod var {
     pub const CLI: &str = "TESTKIT_CLI";
     /// The Chromium program for browser tests.
     pub const CHROMIUM: &str = "TESTKIT_CHROMIUM";
+    /// `never`: a missing Chromium or cargo-nextest is not installed
+    /// (default `auto`: it is, where it can be; see [`crate::install`]).
+    pub const INSTALL: &str = "TESTKIT_INSTALL";
     /// `off` turns the browser phase off: browser tests are skipped.
     pub const BROWSER: &str = "TESTKIT_BROWSER";
     /// The cap on ending one test's browsers.

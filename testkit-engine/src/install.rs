@@ -1,0 +1,379 @@
+//! Installing the programs testkit needs where they are missing, as
+//! `playwright install --with-deps` does: Debian's Chromium for browser
+//! tests, and `cargo-nextest` for the runner.
+//!
+//! Why: the README's two commands are meant to work on a fresh clone of a
+//! fresh machine. Without this, they fail with "not found" and a command to
+//! run by hand, which only `.ci/run` ran. Now the first process that needs a
+//! program installs it, saying so on stderr, and every other process that
+//! needs it at the same time waits for that one (a lock file in the
+//! temporary folder) and then finds it: one install per machine.
+//!
+//! Where a program cannot be installed (not Debian, not root, the install
+//! failed, or `TESTKIT_INSTALL=never`), the error is the one of old, naming
+//! the command to run, and says why it was not installed.
+//!
+//! The decision ([`decide`]) takes its inputs as values ([`Facts`]) so that
+//! it is tested without being root nor running `apt-get`.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::settings::var::INSTALL;
+
+/// A program testkit installs where it is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// Debian's `chromium`, for browser tests (`apt-get`, as root).
+    Chromium,
+    /// `cargo-nextest`, the runner's default test engine (`cargo install`).
+    Nextest,
+}
+
+impl What {
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            What::Chromium => "Chromium",
+            What::Nextest => "cargo-nextest",
+        }
+    }
+
+    /// The command that installs it, for a person to run.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            What::Chromium => "apt-get update && apt-get install -y chromium",
+            What::Nextest => "cargo install --locked cargo-nextest",
+        }
+    }
+
+    fn lock_file(self) -> PathBuf {
+        let name = match self {
+            What::Chromium => "chromium",
+            What::Nextest => "nextest",
+        };
+        std::env::temp_dir().join(format!("testkit-install-{name}.lock"))
+    }
+}
+
+/// What the decision depends on, gathered by [`Facts::of_this_machine`] or
+/// given by a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// `TESTKIT_INSTALL=never`: the user installs what is needed.
+    pub opted_out: bool,
+    /// The effective user is root (`apt-get install` needs it).
+    pub is_root: bool,
+    /// `/etc/debian_version` exists: Debian or a derivative (Ubuntu).
+    pub is_debian: bool,
+    /// `apt-get` is on PATH.
+    pub has_apt_get: bool,
+}
+
+impl Facts {
+    /// The facts of this process and machine. `TESTKIT_INSTALL` other than
+    /// `never` or `auto` is an error naming the variable.
+    pub fn of_this_machine() -> Result<Facts, String> {
+        Ok(Facts {
+            opted_out: opted_out(std::env::var_os(INSTALL))?,
+            is_root: nix::unistd::geteuid().is_root(),
+            is_debian: Path::new("/etc/debian_version").exists(),
+            has_apt_get: on_path("apt-get", std::env::var_os("PATH")).is_some(),
+        })
+    }
+}
+
+/// Whether `TESTKIT_INSTALL`'s value (`value`) opts out: `never` does;
+/// unset, empty or `auto` does not; anything else is an error.
+pub fn opted_out(value: Option<OsString>) -> Result<bool, String> {
+    match value.as_ref().map(|v| v.to_string_lossy()).as_deref() {
+        None | Some("") | Some("auto") => Ok(false),
+        Some("never") => Ok(true),
+        Some(other) => Err(format!(
+            "{INSTALL}={other:?} is not a setting: give `auto` (the default: install what is missing) \
+             or `never`"
+        )),
+    }
+}
+
+/// What to do about a missing program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Install it.
+    Install,
+    /// Do not: the reason, for the error message.
+    Cannot(String),
+}
+
+/// Whether the missing `what` can be installed here, and if not, why.
+pub fn decide(what: What, facts: Facts) -> Decision {
+    if facts.opted_out {
+        return Decision::Cannot(format!("not installed: {INSTALL}=never"));
+    }
+    if what == What::Nextest {
+        return Decision::Install;
+    }
+    let why = if !facts.is_debian {
+        "not installed: this is not Debian nor Ubuntu (no /etc/debian_version)"
+    } else if !facts.has_apt_get {
+        "not installed: apt-get is not on PATH"
+    } else if !facts.is_root {
+        "not installed: testkit installs it only as root (run the command with sudo)"
+    } else {
+        return Decision::Install;
+    };
+    Decision::Cannot(why.to_owned())
+}
+
+/// The program `what`, as `find` finds it; else installs it where
+/// [`decide`] says it can, and finds it again. `find`'s error says it is
+/// missing and how to install it; an error of this function adds why it was
+/// not installed, or how installing failed.
+///
+/// Many processes may need it at once (nextest runs one process per test):
+/// the installer holds an exclusive lock on a file of the temporary folder,
+/// and each process looks again once it holds the lock, so the first
+/// installs and the others find what it installed.
+pub fn ensure_installed(
+    what: What,
+    find: impl Fn() -> Result<PathBuf, String>,
+) -> Result<PathBuf, String> {
+    let missing = match find() {
+        Ok(found) => return Ok(found),
+        Err(missing) => missing,
+    };
+    let facts = Facts::of_this_machine()?;
+    if let Decision::Cannot(why) = decide(what, facts) {
+        return Err(format!("{missing} ({why})"));
+    }
+    let _lock = lock(what)?;
+    if let Ok(found) = find() {
+        return Ok(found);
+    }
+    let name = what.name();
+    match install(what) {
+        Ok(()) => match find() {
+            Ok(found) => {
+                eprintln!("testkit: installed {name}: {}", found.display());
+                Ok(found)
+            }
+            Err(e) => Err(format!("{e} (installed, but still not found)")),
+        },
+        Err(e) => {
+            eprintln!("testkit: installing {name} failed: {e}");
+            Err(format!("{missing} (installing it failed: {e})"))
+        }
+    }
+}
+
+/// Holds an exclusive lock on `what`'s lock file until dropped, saying so
+/// when another process holds it.
+fn lock(what: What) -> Result<nix::fcntl::Flock<File>, String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let path = what.lock_file();
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open the install lock {}: {e}", path.display()))?;
+    let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(locked) => return Ok(locked),
+        Err((file, _)) => file,
+    };
+    eprintln!(
+        "testkit: waiting for another process installing {} (it holds {}) …",
+        what.name(),
+        path.display()
+    );
+    Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| format!("cannot lock the install lock {}: {e}", path.display()))
+}
+
+/// Runs the install of `what`, its output on stderr. For Chromium, `apt-get
+/// update` runs only when the install failed without it (stale or no
+/// package lists), then the install once more.
+fn install(what: What) -> Result<(), String> {
+    match what {
+        What::Chromium => {
+            let install = ["apt-get", "install", "-y", "chromium"];
+            eprintln!(
+                "testkit: Chromium not found; installing Debian's chromium ({}) …",
+                install.join(" ")
+            );
+            if run(&install).is_ok() {
+                return Ok(());
+            }
+            eprintln!("testkit: that failed; running `apt-get update` and trying again …");
+            run(&["apt-get", "update"])?;
+            run(&install)
+        }
+        What::Nextest => {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+            let install = [cargo.as_str(), "install", "--locked", "cargo-nextest"];
+            eprintln!(
+                "testkit: cargo-nextest not found; installing it from crates.io ({}) …",
+                install.join(" ")
+            );
+            run(&install)
+        }
+    }
+}
+
+/// Runs `argv`, stdin empty, its stdout and stderr on this stderr (stdout
+/// may be a protocol: the runner's, a test's). A nested cargo gets none of
+/// the variables cargo set for this process.
+fn run(argv: &[&str]) -> Result<(), String> {
+    let mut command = Command::new(argv[0]);
+    command
+        .args(&argv[1..])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdin(Stdio::null());
+    for var in crate::process::vars_set_by_cargo() {
+        command.env_remove(var);
+    }
+    if let Ok(stderr) = std::io::stderr().as_fd().try_clone_to_owned() {
+        command.stdout(Stdio::from(stderr));
+    }
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{}` failed ({status})", argv.join(" ")))
+    }
+}
+
+/// The first executable `program` in the folders of `path` (PATH's value).
+pub fn on_path(program: &str, path: Option<OsString>) -> Option<PathBuf> {
+    std::env::split_paths(path.as_deref()?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| crate::process::is_executable(candidate))
+}
+
+/// `cargo-nextest` where cargo looks for it: `$CARGO_HOME/bin` (default
+/// `~/.cargo/bin`), then PATH. The error says how to install it.
+pub fn find_nextest() -> Result<PathBuf, String> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    cargo_home
+        .map(|home| home.join("bin").join("cargo-nextest"))
+        .filter(|p| crate::process::is_executable(p))
+        .or_else(|| on_path("cargo-nextest", std::env::var_os("PATH")))
+        .ok_or_else(|| {
+            format!(
+                "cargo-nextest not found (in $CARGO_HOME/bin nor on PATH); install it with `{}`, \
+                 or run the tests with `--runner cargo-test`",
+                What::Nextest.install_hint()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT_ON_DEBIAN: Facts = Facts {
+        opted_out: false,
+        is_root: true,
+        is_debian: true,
+        has_apt_get: true,
+    };
+
+    #[test]
+    fn chromium_is_installed_as_root_on_debian_with_apt_get() {
+        assert_eq!(decide(What::Chromium, ROOT_ON_DEBIAN), Decision::Install);
+    }
+
+    #[test]
+    fn chromium_cannot_be_installed_elsewhere_and_says_why() {
+        let cases = [
+            (
+                Facts {
+                    opted_out: true,
+                    ..ROOT_ON_DEBIAN
+                },
+                "TESTKIT_INSTALL=never",
+            ),
+            (
+                Facts {
+                    is_debian: false,
+                    ..ROOT_ON_DEBIAN
+                },
+                "not Debian",
+            ),
+            (
+                Facts {
+                    has_apt_get: false,
+                    ..ROOT_ON_DEBIAN
+                },
+                "apt-get is not on PATH",
+            ),
+            (
+                Facts {
+                    is_root: false,
+                    ..ROOT_ON_DEBIAN
+                },
+                "only as root",
+            ),
+        ];
+        for (facts, why) in cases {
+            match decide(What::Chromium, facts) {
+                Decision::Cannot(reason) => assert!(reason.contains(why), "{facts:?}: {reason}"),
+                Decision::Install => panic!("{facts:?}: installs"),
+            }
+        }
+    }
+
+    #[test]
+    fn nextest_is_installed_anywhere_unless_opted_out() {
+        let anywhere = Facts {
+            opted_out: false,
+            is_root: false,
+            is_debian: false,
+            has_apt_get: false,
+        };
+        assert_eq!(decide(What::Nextest, anywhere), Decision::Install);
+        let never = Facts {
+            opted_out: true,
+            ..anywhere
+        };
+        assert!(matches!(decide(What::Nextest, never), Decision::Cannot(r) if r.contains("never")));
+    }
+
+    #[test]
+    fn the_opt_out_is_never_and_nothing_else_is_silently_taken() {
+        assert!(!opted_out(None).unwrap());
+        assert!(!opted_out(Some("auto".into())).unwrap());
+        assert!(opted_out(Some("never".into())).unwrap());
+        let e = opted_out(Some("no".into())).unwrap_err();
+        assert!(
+            e.contains("TESTKIT_INSTALL=\"no\"") && e.contains("never"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_program_found_is_returned_without_installing() {
+        let found = ensure_installed(What::Chromium, || Ok(PathBuf::from("/bin/true")));
+        assert_eq!(found.unwrap(), PathBuf::from("/bin/true"));
+    }
+
+    #[test]
+    fn on_path_finds_only_executables() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("prog");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        let path = Some(dir.path().as_os_str().to_owned());
+        assert_eq!(on_path("prog", path.clone()), None);
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(on_path("prog", path), Some(program));
+        assert_eq!(on_path("prog", None), None);
+    }
+}
