@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 
+use crate::engine::install::What;
+
 /// The command that installs Chromium from Debian's packages.
-pub const INSTALL_HINT: &str = "apt-get update && apt-get install -y chromium";
+pub const INSTALL_HINT: &str = What::Chromium.install_hint();
 
 /// The programs looked for on PATH, in order: Debian's `chromium`, and its
 /// `chromium-headless-shell`.
@@ -49,6 +51,21 @@ pub(super) fn find_chromium(
                  or set {var} to its path",
                 PROGRAMS.join(", ")
             )
+        }),
+    }
+}
+
+/// Chromium's program, as [`find_chromium`] finds it with this process's
+/// PATH; where it is missing and `setting` names none, installed first when
+/// it can be (Debian, as root, unless `TESTKIT_INSTALL=never`: see
+/// [`crate::engine::install`]). A program `TESTKIT_CHROMIUM` names is never
+/// installed: it is the user's choice of program, perhaps not Debian's.
+/// Blocks while another process installs it.
+pub(super) fn chromium(setting: Option<&str>) -> Result<PathBuf, String> {
+    match setting {
+        Some(_) => find_chromium(setting, std::env::var_os("PATH")),
+        None => crate::engine::install::ensure_installed(What::Chromium, || {
+            find_chromium(None, std::env::var_os("PATH"))
         }),
     }
 }
@@ -166,6 +183,106 @@ mod tests {
         let e = find_chromium(Some("/no/such/chromium"), None).unwrap_err();
         assert!(e.contains("TESTKIT_CHROMIUM=\"/no/such/chromium\""), "{e}");
         assert!(e.contains(INSTALL_HINT), "{e}");
+    }
+
+    /// The variable that makes [`opt_out_child`] run: it is this test
+    /// binary, started again by [`the_opt_out_without_chromium_names_the_command`].
+    const CHILD: &str = "TESTKIT_TEST_OPT_OUT_CHILD";
+
+    #[test]
+    fn opt_out_child() {
+        if std::env::var_os(CHILD).is_some() {
+            match chromium(None) {
+                Ok(p) => println!("found {}", p.display()),
+                Err(e) => println!("error: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_opt_out_without_chromium_names_the_command() {
+        let empty = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "browser::launch::tests::opt_out_child",
+                "--nocapture",
+            ])
+            .args(["--test-threads", "1"])
+            .env(CHILD, "1")
+            .env("TESTKIT_INSTALL", "never")
+            .env("PATH", empty.path())
+            .env_remove("TESTKIT_CHROMIUM")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(stdout.contains("error: Chromium not found"), "{stdout}");
+        assert!(stdout.contains(INSTALL_HINT), "{stdout}");
+        assert!(
+            stdout.contains("not installed: TESTKIT_INSTALL=never"),
+            "{stdout}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("installing"), "{stderr}");
+    }
+
+    /// As root on Debian, three processes missing Chromium at once: the
+    /// first installs it (with a stand-in `apt-get` whose install fails
+    /// until `apt-get update` ran), the others wait for it and find it.
+    #[test]
+    fn one_of_many_processes_installs_and_the_others_find_it() {
+        if !nix::unistd::geteuid().is_root() || !Path::new("/etc/debian_version").exists() {
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let apt_get = dir.path().join("apt-get");
+        std::fs::write(
+            &apt_get,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> {d}/apt.log\ncase \"$1\" in\n\
+                 update) : > {d}/updated ;;\n\
+                 install) [ -e {d}/updated ] || exit 100; /bin/sleep 1; \
+                 printf '#!/bin/sh\\n' > {d}/chromium; /bin/chmod +x {d}/chromium ;;\nesac\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&apt_get, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let children: Vec<_> = (0..3)
+            .map(|_| {
+                std::process::Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "--exact",
+                        "browser::launch::tests::opt_out_child",
+                        "--nocapture",
+                    ])
+                    .env(CHILD, "1")
+                    .env_remove("TESTKIT_INSTALL")
+                    .env("PATH", dir.path())
+                    .env_remove("TESTKIT_CHROMIUM")
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut stderr = String::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains(&format!("found {d}/chromium")), "{stdout}");
+            stderr.push_str(&String::from_utf8_lossy(&out.stderr));
+        }
+        let log = std::fs::read_to_string(dir.path().join("apt.log")).unwrap();
+        assert_eq!(log, "install -y chromium\nupdate\ninstall -y chromium\n");
+        assert_eq!(
+            stderr.matches("installing Debian's chromium").count(),
+            1,
+            "{stderr}"
+        );
+        assert!(stderr.contains("testkit: installed Chromium:"), "{stderr}");
     }
 
     #[test]

@@ -117,7 +117,11 @@ impl Browsers {
         signed_in: bool,
     ) -> crate::Result<Page> {
         let settings = crate::globals::settings().map_err(crate::globals::Shared)?;
-        let program = launch::find_chromium(settings.chromium.as_deref(), std::env::var_os("PATH"))
+        let setting = settings.chromium.clone();
+        // Finding may mean installing, or waiting for another process to.
+        let program = tokio::task::spawn_blocking(move || launch::chromium(setting.as_deref()))
+            .await
+            .map_err(anyhow::Error::msg)?
             .map_err(anyhow::Error::msg)?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
         let profile = new_profile(index)?;
