@@ -35,7 +35,7 @@ pub enum What {
 
 impl What {
     /// Its name in messages.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             What::Chromium => "Chromium",
             What::Nextest => "cargo-nextest",
@@ -43,7 +43,7 @@ impl What {
     }
 
     /// The command that installs it, for a person to run.
-    pub fn install_hint(self) -> &'static str {
+    pub const fn install_hint(self) -> &'static str {
         match self {
             What::Chromium => "apt-get update && apt-get install -y chromium",
             What::Nextest => "cargo install --locked cargo-nextest",
@@ -261,10 +261,18 @@ pub fn find_nextest() -> Result<PathBuf, String> {
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    find_nextest_in(cargo_home, std::env::var_os("PATH"))
+}
+
+/// [`find_nextest`] with `$CARGO_HOME` and PATH given.
+pub fn find_nextest_in(
+    cargo_home: Option<PathBuf>,
+    path: Option<OsString>,
+) -> Result<PathBuf, String> {
     cargo_home
         .map(|home| home.join("bin").join("cargo-nextest"))
         .filter(|p| crate::process::is_executable(p))
-        .or_else(|| on_path("cargo-nextest", std::env::var_os("PATH")))
+        .or_else(|| on_path("cargo-nextest", path))
         .ok_or_else(|| {
             format!(
                 "cargo-nextest not found (in $CARGO_HOME/bin nor on PATH); install it with `{}`, \
@@ -362,6 +370,26 @@ mod tests {
     fn a_program_found_is_returned_without_installing() {
         let found = ensure_installed(What::Chromium, || Ok(PathBuf::from("/bin/true")));
         assert_eq!(found.unwrap(), PathBuf::from("/bin/true"));
+    }
+
+    #[test]
+    fn a_missing_nextest_names_the_install_command_and_the_other_engine() {
+        let empty = tempfile::tempdir().unwrap();
+        let e =
+            find_nextest_in(Some(empty.path().to_owned()), Some(empty.path().into())).unwrap_err();
+        assert!(e.contains("cargo install --locked cargo-nextest"), "{e}");
+        assert!(e.contains("--runner cargo-test"), "{e}");
+        let bin = empty.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let program = bin.join("cargo-nextest");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(
+            find_nextest_in(Some(empty.path().to_owned()), None),
+            Ok(program.clone())
+        );
+        assert_eq!(find_nextest_in(None, Some(bin.into())), Ok(program));
     }
 
     #[test]

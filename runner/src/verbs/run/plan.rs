@@ -52,6 +52,9 @@ impl Plan {
         )
         .map_err(ExpectedError::bad_args)?;
         let partition = engine_selection(&args)?;
+        if args.runner == Engine::Nextest {
+            nextest()?;
+        }
         let archive = archive(args.archive_file.as_deref())?;
         let caller_handle = match &args.handle_json {
             Some(path) => Some(
@@ -130,7 +133,21 @@ fn check_environment() -> Result<Duration, ExpectedError> {
         std::env::var_os(name).filter(|_| !roles.contains(&name))
     })
     .map_err(ExpectedError::bad_args)?;
+    testkit_engine::install::opted_out(std::env::var_os(testkit_engine::settings::var::INSTALL))
+        .map_err(ExpectedError::bad_args)?;
     sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref()).map_err(ExpectedError::bad_args)
+}
+
+/// `cargo-nextest`, the default engine, installed from crates.io where it
+/// is missing (unless `TESTKIT_INSTALL=never`: then the error names the
+/// install command and `--runner cargo-test`; the runner never falls back
+/// to `cargo test` by itself, whose results say less). Before the pod
+/// starts, so that a missing engine costs no pod.
+fn nextest() -> Result<(), ExpectedError> {
+    use testkit_engine::install::{ensure_installed, find_nextest, What};
+    ensure_installed(What::Nextest, find_nextest)
+        .map(drop)
+        .map_err(ExpectedError::Incomplete)
 }
 
 /// `--partition` in nextest's form, refusing what needs nextest under
@@ -296,6 +313,52 @@ const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    /// The variable that makes [`nextest_child`] run: it is this test
+    /// binary, started again by [`without_nextest_the_opt_out_names_the_command`].
+    const CHILD: &str = "TESTKIT_TEST_NEXTEST_CHILD";
+
+    #[test]
+    fn nextest_child() {
+        if std::env::var_os(CHILD).is_some() {
+            match nextest() {
+                Ok(()) => println!("found"),
+                Err(e) => println!("error: {e:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn without_nextest_the_opt_out_names_the_command() {
+        let empty = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "verbs::run::plan::unit::nextest_child",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("TESTKIT_INSTALL", "never")
+            .env("CARGO_HOME", empty.path())
+            .env("PATH", empty.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains("error: Incomplete(\"cargo-nextest not found"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("cargo install --locked cargo-nextest"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("not installed: TESTKIT_INSTALL=never"),
+            "{stdout}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("installing"));
+    }
 
     #[test]
     fn partitions() {
