@@ -53,6 +53,7 @@ pub(crate) fn finish(
         TracePolicy::On => true,
     };
     if !keep {
+        remove_frames(artifacts);
         return;
     }
     let path = artifacts.join(FILE_NAME);
@@ -63,6 +64,21 @@ pub(crate) fn finish(
             record.name,
             path.display()
         ),
+    }
+}
+
+/// Removes the film frames of a trace that is not kept: without it they
+/// are only clutter in the artifacts folder.
+fn remove_frames(artifacts: &Path) {
+    let Ok(files) = std::fs::read_dir(artifacts) else {
+        return;
+    };
+    for f in files.filter_map(|f| f.ok()) {
+        let name = f.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("trace-frame-") && name.ends_with(".jpg") {
+            let _ = std::fs::remove_file(f.path());
+        }
     }
 }
 

@@ -25,6 +25,7 @@
 //! Compiled only with the `browser` feature.
 
 mod cdp;
+mod film;
 mod launch;
 mod page;
 
@@ -138,10 +139,13 @@ impl Browsers {
             started.pgid
         ));
         let console = Arc::new(Mutex::new(Vec::new()));
+        // Taken here, on the test's thread: the events arrive on the
+        // DevTools reader's, which knows no test.
+        let film = film::Film::current();
         let conn = Arc::new(cdp::Connection::new(
             started.to_browser,
             started.from_browser,
-            self.console_sink(index, &console),
+            self.console_sink(index, &console, film.clone()),
         ));
         // Registered before the page is set up: from here on the teardown
         // ends it, whatever fails below.
@@ -170,6 +174,7 @@ impl Browsers {
                 console,
                 screenshots: self.screenshots.clone(),
                 log: self.log.clone(),
+                film,
             }),
         };
         if let Some(o) = lock(&self.open).iter_mut().find(|o| o.index == index) {
@@ -205,8 +210,14 @@ impl Browsers {
     }
 
     /// What the DevTools connection of browser `index` does with its events:
-    /// console entries go to `console`, errors to the test's log too.
-    fn console_sink(&self, index: u32, console: &Arc<Mutex<Vec<ConsoleEntry>>>) -> cdp::EventSink {
+    /// console entries go to `console`, errors to the test's log too, and
+    /// console and network events to the test's trace when it is traced.
+    fn console_sink(
+        &self,
+        index: u32,
+        console: &Arc<Mutex<Vec<ConsoleEntry>>>,
+        film: Option<Arc<film::Film>>,
+    ) -> cdp::EventSink {
         let sink_console = console.clone();
         let sink_log = self.log.clone();
         Box::new(move |method: &str, params: &Value| {
@@ -214,7 +225,12 @@ impl Browsers {
                 if entry.level == "error" {
                     sink_log.push(format!("browser {index} console {entry}"));
                 }
+                if let Some(film) = &film {
+                    film.console(&entry);
+                }
                 lock(&sink_console).push(entry);
+            } else if let Some(film) = &film {
+                film.network(method, params);
             }
         })
     }
