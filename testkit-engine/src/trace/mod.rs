@@ -11,7 +11,9 @@
 //! however many requests it makes.
 //!
 //! Requests sent through a pod's client are seen by the [`proxy`]: see
-//! there why a loopback proxy, and how a request finds its test.
+//! there why a loopback proxy, and how a request finds its test. A UI
+//! test's browser steps carry a film frame ([`Entry::frame`], at most
+//! [`MAX_FRAMES`] a test), a JPEG beside the trace.
 //!
 //! The file format is the runner's input too (report.html): [`Trace`] is
 //! its schema, `version` 1.

@@ -16,6 +16,10 @@
 //! 3. a test that opened a browser and saved no screenshot fails
 //!    (`no_screenshot`): no evidence, no pass.
 //!
+//! A traced test's trace also gets each navigation and action with a frame
+//! of the page after it, the page's console and its requests (see
+//! `film.rs`).
+//!
 //! A test process killed outright leaves its browsers to its reaper, which
 //! ends every group still on record ([`crate::resource`]'s groups journal).
 //!
