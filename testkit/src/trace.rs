@@ -115,3 +115,26 @@ pub(crate) fn cleaned_up(started: Instant, cleanup: &crate::tracker::CleanupSumm
         fates.join("\n"),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_frames_of_a_trace_not_kept_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "trace-frame-001.jpg",
+            "trace-frame-002.jpg",
+            "page.png",
+            "frame.jpg",
+        ] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        super::remove_frames(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["frame.jpg", "page.png"]);
+    }
+}
