@@ -53,6 +53,7 @@ pub(crate) fn finish(
         TracePolicy::On => true,
     };
     if !keep {
+        remove_frames(artifacts);
         return;
     }
     let path = artifacts.join(FILE_NAME);
@@ -63,6 +64,21 @@ pub(crate) fn finish(
             record.name,
             path.display()
         ),
+    }
+}
+
+/// Removes the film frames of a trace that is not kept: without it they
+/// are only clutter in the artifacts folder.
+fn remove_frames(artifacts: &Path) {
+    let Ok(files) = std::fs::read_dir(artifacts) else {
+        return;
+    };
+    for f in files.filter_map(|f| f.ok()) {
+        let name = f.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("trace-frame-") && name.ends_with(".jpg") {
+            let _ = std::fs::remove_file(f.path());
+        }
     }
 }
 
@@ -98,4 +114,27 @@ pub(crate) fn cleaned_up(started: Instant, cleanup: &crate::tracker::CleanupSumm
         ok,
         fates.join("\n"),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_frames_of_a_trace_not_kept_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "trace-frame-001.jpg",
+            "trace-frame-002.jpg",
+            "page.png",
+            "frame.jpg",
+        ] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        super::remove_frames(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["frame.jpg", "page.png"]);
+    }
 }

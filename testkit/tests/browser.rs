@@ -1,8 +1,10 @@
 //! The browser phase against a real `sandboxd` and a real headless Chromium:
 //! evidence in the record and in JUnit, no screenshot no pass, a missing
 //! browser fails with the install command, the phase turned off skips with
-//! the reason, a hung teardown is killed and fails distinctly, and a test
-//! process killed with SIGKILL leaves no browser process behind.
+//! the reason, a hung teardown is killed and fails distinctly, a test
+//! process killed with SIGKILL leaves no browser process behind, and a
+//! traced test keeps its film frames, console and requests, credentials
+//! blanked.
 //!
 //! The tests run the `browser` binary of the fixture suite
 //! `tests/fixtures/resources-suite`, one test at a time, each with its own
@@ -139,6 +141,71 @@ fn a_failing_browser_test_gets_a_screenshot_and_the_console() {
     let dir = Path::new(&r.screenshots[0]).parent().unwrap().to_owned();
     let console = std::fs::read_to_string(dir.join("console.log")).unwrap();
     assert!(console.contains("error: fixture says boom"), "{console}");
+}
+
+#[test]
+fn a_traced_ui_test_keeps_frames_console_and_requests_without_credentials() {
+    use testkit_engine::trace::{EntryKind, Trace};
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brfilm");
+    let secrets_out = run.results.with_extension("secrets");
+    let test = "traced_steps_leave_a_film";
+    let (status, out) = run_test(
+        &run,
+        &pod,
+        test,
+        &[("FIXTURE_SECRETS_OUT", secrets_out.as_path())],
+    );
+    assert!(status.success(), "{out}");
+    let r = record(&run, test);
+    let path = PathBuf::from(r.trace.as_deref().expect("the record names no trace"));
+    let trace = Trace::read(&path).unwrap();
+    let dir = path.parent().unwrap();
+    // The steps: the first navigation, the click, the second navigation,
+    // each with a frame that is a JPEG beside the trace.
+    let steps: Vec<_> = trace.entries.iter().filter(|e| e.frame.is_some()).collect();
+    assert!(
+        steps.iter().any(|e| e.title == "click #refresh") && steps.len() >= 3,
+        "{trace:#?}"
+    );
+    for e in &steps {
+        let jpeg = std::fs::read(dir.join(e.frame.as_deref().unwrap())).unwrap();
+        assert!(
+            jpeg.starts_with(&[0xFF, 0xD8]) && jpeg.len() > 500,
+            "{}",
+            e.title
+        );
+        assert_eq!(e.kind, EntryKind::Browser);
+    }
+    assert!(
+        trace
+            .entries
+            .iter()
+            .any(|e| e.kind == EntryKind::Browser && e.title == "console.log: fixture film says hi"),
+        "{trace:#?}"
+    );
+    // The page's own requests: the page itself and its API calls.
+    let requests: Vec<_> = trace
+        .entries
+        .iter()
+        .filter_map(|e| e.http.as_ref().map(|h| (e, h)))
+        .collect();
+    assert!(
+        requests
+            .iter()
+            .any(|(e, h)| h.status == Some(200) && h.url.contains("/api/") && e.ok),
+        "{trace:#?}"
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    for secret in std::fs::read_to_string(&secrets_out).unwrap().lines() {
+        for part in secret.split(';').map(str::trim).filter(|p| p.len() >= 8) {
+            let value = part.rsplit_once(['=', ' ']).map_or(part, |(_, v)| v);
+            assert!(
+                !text.contains(value),
+                "the trace holds a credential: {value}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -543,6 +543,7 @@ impl Page<'_> {
             let _ = write!(out, "<p class=\"none\">No test failed.</p>");
         }
         let mut shots_left = SCREENSHOTS_BUDGET;
+        let mut frames_left = super::trace::FRAMES_BUDGET;
         for (part, r) in failed.iter().take(MAX_FAILURES) {
             let _ = write!(
                 out,
@@ -565,7 +566,7 @@ impl Page<'_> {
             self.resources(out, &self.parts[*part], r);
             faults_table(out, r);
             self.screenshots(out, &self.parts[*part], r, &mut shots_left);
-            super::trace::waterfall(out, &self.parts[*part].dir, r);
+            super::trace::waterfall(out, &self.parts[*part].dir, r, &mut frames_left);
             log_box(out, &r.output, logs_left, true);
             if !r.attempts.is_empty() {
                 let _ = write!(

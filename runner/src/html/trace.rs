@@ -1,9 +1,11 @@
 //! A failed test's trace in report.html: its steps as a waterfall on one
 //! time axis (requests with status and duration, CLI runs, waits and what
 //! they last saw, resource events, the failure last), each request
-//! expandable to its headers and bodies. Everything comes from the trace
-//! file the test process wrote, redacted when it was written; nothing is
-//! fetched: the page stays one file.
+//! expandable to its headers and bodies; a browser step with a film frame
+//! shows it as a thumbnail, embedded as a `data:` URI while the report's
+//! budget for frames ([`FRAMES_BUDGET`]) lasts. Everything comes from the
+//! trace file the test process wrote, redacted when it was written, and
+//! the frames beside it; nothing is fetched: the page stays one file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,13 @@ use super::render::esc;
 
 /// The most entries drawn for one test; the rest are counted.
 const MAX_ROWS: usize = 500;
+
+/// At most this many bytes of film frames are embedded in one report; the
+/// frames past it are counted and left in the artifacts folders.
+pub(super) const FRAMES_BUDGET: u64 = 2 * 1024 * 1024;
+
+/// A frame larger than this is not a trace's thumbnail: left out.
+const FRAME_CAP: u64 = 256 * 1024;
 
 /// Styles of the waterfall, inlined once per page section.
 const STYLE: &str = "<style>\
@@ -28,6 +37,8 @@ const STYLE: &str = "<style>\
 .trace .tbar.wait{background:#ca4}.trace .tbar.resource{background:#a7c}\
 .trace .tbar.failure{background:#000}\
 .trace .t{color:#888;margin-right:6px}\
+.trace .frame{height:40px;vertical-align:middle;margin-left:6px;border:1px solid #ccc}\
+.trace details[open] .frame{height:auto;max-width:100%;display:block}\
 .trace pre{white-space:pre-wrap;word-break:break-all;max-height:24em;overflow:auto;background:#f7f7f7;padding:4px}\
 </style>";
 
@@ -43,8 +54,9 @@ fn trace_path(dir: &Path, r: &TestRecord) -> Option<PathBuf> {
 }
 
 /// Writes `r`'s waterfall into `out`, if it kept a trace; a trace that
-/// cannot be read says so.
-pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord) {
+/// cannot be read says so. Its frames are embedded while `frames_left`
+/// (bytes, for the whole report) lasts.
+pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord, frames_left: &mut u64) {
     if r.trace.is_none() {
         return;
     }
@@ -78,8 +90,26 @@ pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord) {
         trace.entries.len(),
         micros(end)
     );
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut frames = Frames {
+        folder,
+        left: frames_left,
+        left_out: 0,
+    };
     for e in trace.entries.iter().take(MAX_ROWS) {
-        row(out, e, end);
+        row(out, e, end, &mut frames);
+    }
+    let left_out = frames.left_out;
+    if left_out > 0 || trace.frames_dropped > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"hint\">film: {left_out} frames left out of this report (its {} of frames are used), \
+             {} not captured (a test keeps at most {}); see {}</p>",
+            bytes(FRAMES_BUDGET),
+            trace.frames_dropped,
+            testkit_engine::trace::MAX_FRAMES,
+            esc(&folder.display().to_string())
+        );
     }
     let hidden = trace.entries.len().saturating_sub(MAX_ROWS) as u64 + trace.dropped;
     if hidden > 0 {
@@ -110,7 +140,44 @@ pub(super) fn timeline_hooks(out: &mut String) {
     );
 }
 
-fn row(out: &mut String, e: &Entry, end: u64) {
+/// Where a waterfall's frames are, and the report's budget for them.
+struct Frames<'a> {
+    folder: &'a Path,
+    left: &'a mut u64,
+    left_out: u64,
+}
+
+impl Frames<'_> {
+    /// The `<img>` of the frame `name`, or nothing when it is missing, not
+    /// a plain file name, or past the budget.
+    fn img(&mut self, name: &str) -> String {
+        // A trace names a file beside it; anything else is not read.
+        if name.contains('/') || name.contains('\\') || name.starts_with('.') {
+            return String::new();
+        }
+        let path = self.folder.join(name);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if size == 0 {
+            return String::new();
+        }
+        let bytes = (size <= FRAME_CAP && size <= *self.left)
+            .then(|| std::fs::read(&path).ok())
+            .flatten();
+        let Some(bytes) = bytes else {
+            self.left_out += 1;
+            return String::new();
+        };
+        *self.left -= size;
+        use base64::Engine as _;
+        format!(
+            "<img class=\"frame\" alt=\"{n}\" title=\"{n}\" src=\"data:image/jpeg;base64,{}\">",
+            base64::engine::general_purpose::STANDARD.encode(bytes),
+            n = esc(name)
+        )
+    }
+}
+
+fn row(out: &mut String, e: &Entry, end: u64, frames: &mut Frames) {
     let kind = match e.kind {
         EntryKind::Http => "http",
         EntryKind::Resource => "resource",
@@ -127,10 +194,15 @@ fn row(out: &mut String, e: &Entry, end: u64) {
     let _ = write!(
         out,
         "<div class=\"row step-{kind}{bad}\" data-kind=\"{kind}\"><details><summary>\
-         <span class=\"t\">+{at}</span>{title} <span class=\"t\">{dur}</span></summary>",
+         <span class=\"t\">+{at}</span>{title} <span class=\"t\">{dur}</span>{img}</summary>",
         at = micros(e.at_us),
         title = esc(&e.title),
         dur = micros(e.duration_us),
+        img = e
+            .frame
+            .as_deref()
+            .map(|f| frames.img(f))
+            .unwrap_or_default(),
     );
     if let Some(h) = &e.http {
         let _ = writeln!(out, "<pre class=\"req\">{} {}", esc(&h.method), esc(&h.url));
@@ -158,6 +230,15 @@ fn row(out: &mut String, e: &Entry, end: u64) {
     );
 }
 
+/// `2 MB`, `512 KB`.
+fn bytes(n: u64) -> String {
+    if n >= 1024 * 1024 {
+        format!("{} MB", n / (1024 * 1024))
+    } else {
+        format!("{} KB", n / 1024)
+    }
+}
+
 /// `1.234 s`, `56 ms`, `789 µs`.
 fn micros(us: u64) -> String {
     if us >= 1_000_000 {
@@ -166,5 +247,64 @@ fn micros(us: u64) -> String {
         format!("{} ms", us / 1_000)
     } else {
         format!("{us} µs")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(frame: Option<&str>) -> Entry {
+        Entry {
+            at_us: 0,
+            duration_us: 1000,
+            kind: EntryKind::Browser,
+            title: "click #go".into(),
+            ok: true,
+            detail: String::new(),
+            http: None,
+            frame: frame.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_step_with_a_frame_shows_it_embedded_while_the_budget_lasts() {
+        let dir = tempfile::tempdir().unwrap();
+        let jpeg = b"\xFF\xD8\xFF\xE0fake jpeg";
+        std::fs::write(dir.path().join("trace-frame-001.jpg"), jpeg).unwrap();
+        let mut left = FRAMES_BUDGET;
+        let mut frames = Frames {
+            folder: dir.path(),
+            left: &mut left,
+            left_out: 0,
+        };
+        let mut out = String::new();
+        row(
+            &mut out,
+            &step(Some("trace-frame-001.jpg")),
+            1000,
+            &mut frames,
+        );
+        use base64::Engine as _;
+        let uri = format!(
+            "<img class=\"frame\" alt=\"trace-frame-001.jpg\" title=\"trace-frame-001.jpg\" src=\"data:image/jpeg;base64,{}\">",
+            base64::engine::general_purpose::STANDARD.encode(jpeg)
+        );
+        assert!(out.contains(&uri), "{out}");
+        // A name that is not a file beside the trace is not read; past the
+        // budget, a frame is counted, not embedded.
+        let mut out = String::new();
+        row(&mut out, &step(Some("../secret.jpg")), 1000, &mut frames);
+        *frames.left = 3;
+        row(
+            &mut out,
+            &step(Some("trace-frame-001.jpg")),
+            1000,
+            &mut frames,
+        );
+        row(&mut out, &step(None), 1000, &mut frames);
+        assert!(!out.contains("<img"), "{out}");
+        assert_eq!(frames.left_out, 1);
+        assert_eq!(left, 3);
     }
 }

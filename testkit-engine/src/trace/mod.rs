@@ -11,7 +11,9 @@
 //! however many requests it makes.
 //!
 //! Requests sent through a pod's client are seen by the [`proxy`]: see
-//! there why a loopback proxy, and how a request finds its test.
+//! there why a loopback proxy, and how a request finds its test. A UI
+//! test's browser steps carry a film frame ([`Entry::frame`], at most
+//! [`MAX_FRAMES`] a test), a JPEG beside the trace.
 //!
 //! The file format is the runner's input too (report.html): [`Trace`] is
 //! its schema, `version` 1.
@@ -32,6 +34,16 @@ pub const TEXT_CAP: usize = 4096;
 /// The most entries one test's trace keeps; later ones are counted in
 /// [`Trace::dropped`].
 pub const MAX_ENTRIES: usize = 2000;
+
+/// The most film frames (JPEGs of a page after each browser step) one
+/// test captures; later steps are counted in [`Trace::frames_dropped`].
+pub const MAX_FRAMES: u32 = 50;
+
+/// The file name of a test's film frame `n` (from 1), in its artifacts
+/// folder.
+pub fn frame_name(n: u32) -> String {
+    format!("trace-frame-{n:03}.jpg")
+}
 
 /// The trace file's name in a test's artifacts folder.
 pub const FILE_NAME: &str = "trace.json";
@@ -109,6 +121,11 @@ pub struct Entry {
     /// The exchange, for HTTP entries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<Http>,
+    /// A browser step's film frame: the file name (`trace-frame-001.jpg`)
+    /// of a small JPEG of the page after the step, in the test's artifacts
+    /// folder next to the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame: Option<String>,
 }
 
 /// A test's trace, as written to [`FILE_NAME`].
@@ -123,6 +140,13 @@ pub struct Trace {
     /// Entries past [`MAX_ENTRIES`], not kept.
     #[serde(default)]
     pub dropped: u64,
+    /// Film frames past [`MAX_FRAMES`], not captured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub frames_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Trace {
@@ -243,6 +267,8 @@ struct Inner {
     start: Instant,
     entries: Mutex<Vec<Entry>>,
     dropped: AtomicU64,
+    frames: AtomicU64,
+    frames_dropped: AtomicU64,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -257,6 +283,8 @@ impl Recorder {
                 start: Instant::now(),
                 entries: Mutex::new(Vec::new()),
                 dropped: AtomicU64::new(0),
+                frames: AtomicU64::new(0),
+                frames_dropped: AtomicU64::new(0),
             }),
         }
     }
@@ -283,7 +311,7 @@ impl Recorder {
         detail: String,
         http: Option<Http>,
     ) {
-        let entry = Entry {
+        self.push(Entry {
             at_us: self.offset(started),
             duration_us: took.as_micros() as u64,
             kind,
@@ -291,13 +319,30 @@ impl Recorder {
             ok,
             detail,
             http,
-        };
+            frame: None,
+        });
+    }
+
+    /// Adds `entry` as it is (its texts already capped).
+    pub fn push(&self, entry: Entry) {
         let mut entries = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         entries.push(entry);
+    }
+
+    /// The number (from 1) of the test's next film frame, or `None` when it
+    /// has taken [`MAX_FRAMES`] already: then the frame is counted as
+    /// dropped.
+    pub fn next_frame(&self) -> Option<u32> {
+        let n = self.inner.frames.fetch_add(1, Ordering::Relaxed) + 1;
+        if n > u64::from(MAX_FRAMES) {
+            self.inner.frames_dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(n as u32)
     }
 
     /// What was recorded until now, in order of start.
@@ -314,6 +359,7 @@ impl Recorder {
             test: self.inner.test.clone(),
             entries,
             dropped: self.inner.dropped.load(Ordering::Relaxed),
+            frames_dropped: self.inner.frames_dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -363,6 +409,15 @@ mod tests {
         let t = r.snapshot();
         assert_eq!(t.entries.len(), MAX_ENTRIES);
         assert_eq!(t.dropped, 5);
+    }
+
+    #[test]
+    fn a_recorder_numbers_at_most_its_cap_of_frames_and_counts_the_rest() {
+        let r = Recorder::start("t");
+        let taken: Vec<u32> = (0..MAX_FRAMES + 3).filter_map(|_| r.next_frame()).collect();
+        assert_eq!(taken.len(), MAX_FRAMES as usize);
+        assert_eq!(frame_name(taken[0]), "trace-frame-001.jpg");
+        assert_eq!(r.snapshot().frames_dropped, 3);
     }
 
     #[test]

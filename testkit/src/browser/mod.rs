@@ -16,6 +16,10 @@
 //! 3. a test that opened a browser and saved no screenshot fails
 //!    (`no_screenshot`): no evidence, no pass.
 //!
+//! A traced test's trace also gets each navigation and action with a frame
+//! of the page after it, the page's console and its requests (see
+//! `film.rs`).
+//!
 //! A test process killed outright leaves its browsers to its reaper, which
 //! ends every group still on record ([`crate::resource`]'s groups journal).
 //!
@@ -25,6 +29,7 @@
 //! Compiled only with the `browser` feature.
 
 mod cdp;
+mod film;
 mod launch;
 mod page;
 
@@ -142,10 +147,13 @@ impl Browsers {
             started.pgid
         ));
         let console = Arc::new(Mutex::new(Vec::new()));
+        // Taken here, on the test's thread: the events arrive on the
+        // DevTools reader's, which knows no test.
+        let film = film::Film::current();
         let conn = Arc::new(cdp::Connection::new(
             started.to_browser,
             started.from_browser,
-            self.console_sink(index, &console),
+            self.console_sink(index, &console, film.clone()),
         ));
         // Registered before the page is set up: from here on the teardown
         // ends it, whatever fails below.
@@ -174,6 +182,7 @@ impl Browsers {
                 console,
                 screenshots: self.screenshots.clone(),
                 log: self.log.clone(),
+                film,
             }),
         };
         if let Some(o) = lock(&self.open).iter_mut().find(|o| o.index == index) {
@@ -209,8 +218,14 @@ impl Browsers {
     }
 
     /// What the DevTools connection of browser `index` does with its events:
-    /// console entries go to `console`, errors to the test's log too.
-    fn console_sink(&self, index: u32, console: &Arc<Mutex<Vec<ConsoleEntry>>>) -> cdp::EventSink {
+    /// console entries go to `console`, errors to the test's log too, and
+    /// console and network events to the test's trace when it is traced.
+    fn console_sink(
+        &self,
+        index: u32,
+        console: &Arc<Mutex<Vec<ConsoleEntry>>>,
+        film: Option<Arc<film::Film>>,
+    ) -> cdp::EventSink {
         let sink_console = console.clone();
         let sink_log = self.log.clone();
         Box::new(move |method: &str, params: &Value| {
@@ -218,7 +233,12 @@ impl Browsers {
                 if entry.level == "error" {
                     sink_log.push(format!("browser {index} console {entry}"));
                 }
+                if let Some(film) = &film {
+                    film.console(&entry);
+                }
                 lock(&sink_console).push(entry);
+            } else if let Some(film) = &film {
+                film.network(method, params);
             }
         })
     }

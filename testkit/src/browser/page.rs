@@ -8,10 +8,19 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::cdp::Connection;
+use super::film::Film;
 use crate::log::Log;
 
 /// How long one DevTools call may take.
 pub(super) const CALL_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a film frame may take: a trace's frame is not worth holding
+/// a test up for.
+const FRAME_LIMIT: Duration = Duration::from_secs(5);
+
+/// A film frame's width at most, in pixels: enough to see what the page
+/// showed, small enough for many in one report.
+const FRAME_WIDTH: f64 = 480.0;
 
 /// How long [`Page::goto`] and [`Page::wait_for`] wait, unless told.
 const WAIT_LIMIT: Duration = Duration::from_secs(15);
@@ -41,6 +50,8 @@ pub(super) struct Shared {
     pub(super) console: Arc<Mutex<Vec<ConsoleEntry>>>,
     pub(super) screenshots: Arc<Mutex<Vec<PathBuf>>>,
     pub(super) log: Log,
+    /// The test's trace, when it is traced.
+    pub(super) film: Option<Arc<Film>>,
 }
 
 /// A page in a test's own headless Chromium: authenticated against the pod
@@ -89,6 +100,12 @@ impl Page {
         } else {
             self.url_of(path)
         };
+        let started = Instant::now();
+        let result = self.navigate(&url).await;
+        self.traced(|| format!("goto {url}"), started, result).await
+    }
+
+    async fn navigate(&self, url: &str) -> crate::Result {
         let answer = self.call("Page.navigate", json!({ "url": url })).await?;
         if let Some(error) = answer.get("errorText").and_then(Value::as_str) {
             anyhow::bail!("failed to open {url}: {error}");
@@ -103,10 +120,78 @@ impl Page {
 
     /// Reloads the page and waits until it has loaded.
     pub async fn reload(&self) -> crate::Result {
-        self.call("Page.reload", json!({})).await?;
-        self.wait_for("the page to reload", "document.readyState === 'complete'")
-            .await?;
-        Ok(())
+        let started = Instant::now();
+        let result = async {
+            self.call("Page.reload", json!({})).await?;
+            self.wait_for("the page to reload", "document.readyState === 'complete'")
+                .await?;
+            Ok(())
+        }
+        .await;
+        self.traced(|| "reload".to_owned(), started, result).await
+    }
+
+    /// `result` of the step `title` that began at `started`, recorded in
+    /// the test's trace with a frame of the page after it, when the test is
+    /// traced.
+    async fn traced(
+        &self,
+        title: impl FnOnce() -> String,
+        started: Instant,
+        result: crate::Result,
+    ) -> crate::Result {
+        let Some(film) = &self.shared.film else {
+            return result;
+        };
+        let took = started.elapsed();
+        let frame = match film.recorder.next_frame() {
+            Some(n) => self.frame(n).await,
+            None => Err(format!(
+                "no frame: the test's {} frames are taken",
+                crate::engine::trace::MAX_FRAMES
+            )),
+        };
+        let failure = result.as_ref().err().map(|e| format!("{e:#}"));
+        film.step(title(), started, took, failure, frame);
+        result
+    }
+
+    /// Captures film frame `n`: the viewport as a small JPEG, saved in the
+    /// artifacts folder; its file name, or why there is none.
+    async fn frame(&self, n: u32) -> Result<String, String> {
+        let call = |method: &'static str, params: Value| {
+            self.shared
+                .conn
+                .call(Some(&self.shared.session), method, params, FRAME_LIMIT)
+        };
+        let no = |e: anyhow::Error| format!("no frame: {e:#}");
+        let metrics = call("Page.getLayoutMetrics", json!({})).await.map_err(no)?;
+        let view = |k: &str| {
+            metrics
+                .pointer(&format!("/cssVisualViewport/{k}"))
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0)
+        };
+        let (width, height) = (view("clientWidth").max(1.0), view("clientHeight").max(1.0));
+        // The clip's scale shrinks the image as the browser encodes it:
+        // nothing is sent that is then thrown away.
+        let clip = json!({ "x": view("pageX"), "y": view("pageY"), "width": width,
+            "height": height, "scale": (FRAME_WIDTH / width).min(1.0) });
+        let answer = call(
+            "Page.captureScreenshot",
+            json!({ "format": "jpeg", "quality": 40, "clip": clip }),
+        )
+        .await
+        .map_err(no)?;
+        use base64::Engine as _;
+        let jpeg = answer
+            .get("data")
+            .and_then(Value::as_str)
+            .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
+            .ok_or("no frame: the browser sent no image")?;
+        let name = crate::engine::trace::frame_name(n);
+        save(&self.shared.artifacts_dir, &name, &jpeg).map_err(no)?;
+        Ok(name)
     }
 
     /// Evaluates `expression` in the page (awaiting it when it is a promise)
@@ -204,21 +289,29 @@ impl Page {
 
     /// Clicks the first element matching `selector`.
     pub async fn click(&self, selector: &str) -> crate::Result {
-        self.on_element(selector, "e.click()").await
+        let started = Instant::now();
+        let result = self.on_element(selector, "e.click()").await;
+        self.traced(|| format!("click {selector}"), started, result)
+            .await
     }
 
     /// Types `text` into the input matching `selector`, replacing its value,
     /// as a user would (input and change events fire).
     pub async fn fill(&self, selector: &str, text: &str) -> crate::Result {
-        self.on_element(
-            selector,
-            &format!(
-                "e.focus(); e.value = {}; e.dispatchEvent(new Event('input', {{ bubbles: true }})); \
-                 e.dispatchEvent(new Event('change', {{ bubbles: true }}))",
-                js_string(text)
-            ),
-        )
-        .await
+        let started = Instant::now();
+        let result = self
+            .on_element(
+                selector,
+                &format!(
+                    "e.focus(); e.value = {}; e.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+                     e.dispatchEvent(new Event('change', {{ bubbles: true }}))",
+                    js_string(text)
+                ),
+            )
+            .await;
+        // The text may be a password: only its length is traced.
+        let title = || format!("fill {selector} ({} characters)", text.chars().count());
+        self.traced(title, started, result).await
     }
 
     async fn on_element(&self, selector: &str, action: &str) -> crate::Result {
