@@ -36,22 +36,7 @@ fn docker(args: &[&str]) -> String {
 /// Containers, networks and volumes labelled `key=value`, and the packet
 /// filter's rules of the pod `pod_id` (when given).
 fn left_behind(key: &str, value: &str, pod_id: Option<&str>) -> Vec<String> {
-    let filter = format!("label={key}={value}");
-    let mut found = Vec::new();
-    for (kind, args) in [
-        ("container", vec!["ps", "-a", "--format", "{{.Names}}"]),
-        ("network", vec!["network", "ls", "--format", "{{.Name}}"]),
-        ("volume", vec!["volume", "ls", "--format", "{{.Name}}"]),
-    ] {
-        let mut args = args;
-        args.extend(["--filter", &filter]);
-        found.extend(
-            docker(&args)
-                .lines()
-                .filter(|l| !l.is_empty())
-                .map(|l| format!("{kind} {l}")),
-        );
-    }
+    let mut found = crate::containers::labelled(key, value);
     if let Some(pod) = pod_id {
         found.extend(rules_of(pod).into_iter().map(|r| format!("rule {r}")));
     }

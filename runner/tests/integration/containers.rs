@@ -34,7 +34,7 @@ fn docker(args: &[&str]) -> String {
 
 /// Every container, network and volume whose label `key` is `value`:
 /// `kind name` each.
-fn labelled(key: &str, value: &str) -> Vec<String> {
+pub(crate) fn labelled(key: &str, value: &str) -> Vec<String> {
     let filter = format!("label={key}={value}");
     let mut found = Vec::new();
     for (kind, args) in [
