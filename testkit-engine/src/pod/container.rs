@@ -227,7 +227,7 @@ pub(super) async fn prepare(
         Some(entry) => {
             let args = node_run.args(Some((entry, &spec.nodes[entry])), true)?;
             node_args.push((entry.clone(), args));
-            events_args(&record.pod_id)
+            events_args(&record.pod_id, record.started_at)
         }
         None => node_run.args(None, false)?,
     };
@@ -242,11 +242,14 @@ pub(super) async fn prepare(
     })
 }
 
-/// `docker events` of the containers of the pod `pod_id`: one line each,
-/// time, node and what happened.
-fn events_args(pod_id: &str) -> Vec<String> {
+/// `docker events` of the containers of the pod `pod_id` since `since`
+/// (seconds since the epoch: the nodes start before it does): one line
+/// each, time, node and what happened.
+fn events_args(pod_id: &str, since: u64) -> Vec<String> {
     [
         "events",
+        "--since",
+        &since.saturating_sub(1).to_string(),
         "--filter",
         &format!("label={POD_LABEL}={pod_id}"),
         "--filter",
