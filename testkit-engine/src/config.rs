@@ -440,8 +440,11 @@ pub struct CliSection {
     pub program: Option<String>,
     /// Environment of the CLI: values may use every field of the pod
     /// handle: `{base_url}`, `{token}`, `{port}`, `{name}` and extra ones
-    /// such as `{user}`, and `{session_cookie}` (the `Cookie` header of the
-    /// tests' session at that moment, empty when there is none). Default:
+    /// such as `{user}`, `{session_cookie}` (the `Cookie` header of the
+    /// tests' session at that moment, empty when there is none) and
+    /// `{credential}` (the credential the client sends at that moment, as
+    /// `[auth] send` carries it: a login's token, renewed after an expiry).
+    /// Default:
     /// `SANDBOXD_URL = "{base_url}"`, `SANDBOXD_TOKEN = "{token}"`,
     /// `SANDBOXD_COOKIE = "{session_cookie}"`.
     #[serde(default = "default_cli_env")]

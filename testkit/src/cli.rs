@@ -3,9 +3,12 @@
 //! The program is `TESTKIT_CLI`, else `[cli] program` of `testkit.toml`; its
 //! environment gets `[cli] env` filled from the pod handle's fields (by
 //! default `SANDBOXD_URL`, `SANDBOXD_TOKEN` and `SANDBOXD_COOKIE`; any extra
-//! field, such as `{user}`, too) and `{session_cookie}`, the `Cookie` header
-//! the tests' client sends at that moment. It runs in its own process group,
-//! killed as a group on timeout; its output is captured and redacted.
+//! field, such as `{user}`, too), `{session_cookie}`, the `Cookie` header
+//! the tests' client sends at that moment, and `{credential}`, the
+//! credential itself as the client sends it then (a login's token, renewed
+//! after an expiry, rather than the handle's raw token). It runs in its own
+//! process group, killed as a group on timeout; its output is captured and
+//! redacted.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -13,6 +16,36 @@ use std::time::{Duration, Instant};
 
 use crate::engine::process;
 use crate::log::Log;
+
+/// The credential the client sends now, as `[auth] send` carries it: the
+/// bearer token, the named header's value without `prefix`, the basic
+/// pair's encoding, or the cookie's value; empty with `send = "none"` or
+/// before a credential exists.
+fn credential_of(headers: &[(String, String)], auth: &crate::engine::config::AuthSection) -> String {
+    use crate::engine::config::SendAs;
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    };
+    let value = match auth.send {
+        SendAs::Bearer => header("authorization").and_then(|v| v.strip_prefix("Bearer ")),
+        SendAs::Basic => header("authorization").and_then(|v| v.strip_prefix("Basic ")),
+        SendAs::Header => auth
+            .header
+            .as_deref()
+            .and_then(header)
+            .map(|v| v.strip_prefix(auth.prefix.as_str()).unwrap_or(v)),
+        SendAs::Cookie => auth.cookie.as_deref().and_then(|name| {
+            header("cookie")?
+                .split("; ")
+                .find_map(|c| c.strip_prefix(name)?.strip_prefix('='))
+        }),
+        _ => None,
+    };
+    value.unwrap_or_default().to_owned()
+}
 
 /// How long a CLI run may take unless told otherwise.
 pub(crate) const DEFAULT_CLI_TIMEOUT: Duration = Duration::from_secs(60);
@@ -99,7 +132,11 @@ impl<'a> CliCommand<'a> {
             .find(|(name, _)| name.eq_ignore_ascii_case("cookie"))
             .map(|(_, value)| value)
             .unwrap_or_default();
-        let values = handle.values(&port).with("session_cookie", &cookie);
+        let credential = credential_of(&pod.credential_headers(), pod.auth());
+        let values = handle
+            .values(&port)
+            .with("session_cookie", &cookie)
+            .with("credential", &credential);
         let mut env = Vec::with_capacity(config.cli.env.len());
         for (key, value) in &config.cli.env {
             let value =
@@ -147,5 +184,36 @@ impl<'a> CliCommand<'a> {
         ));
         crate::engine::trace::step::cli(&line[2..], start, out.exit_code, &out.stdout, &out.stderr);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credential_of;
+    use crate::engine::config::SuiteConfig;
+
+    fn auth(toml: &str) -> crate::engine::config::AuthSection {
+        SuiteConfig::parse(toml, std::path::Path::new("testkit.toml"))
+            .unwrap()
+            .auth
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn the_credential_is_what_the_client_sends_as_each_scheme_carries_it() {
+        let bearer = auth("[auth]\nsend = \"bearer\"\nprobe = \"GET /x\"\n");
+        let sent = headers(&[("Authorization", "Bearer renewed-1")]);
+        assert_eq!(credential_of(&sent, &bearer), "renewed-1");
+        let header = auth(
+            "[auth]\nsend = \"header\"\nheader = \"X-Key\"\nprefix = \"Key \"\nprobe = \"GET /x\"\n",
+        );
+        assert_eq!(credential_of(&headers(&[("x-key", "Key k2")]), &header), "k2");
+        let cookie = auth("[auth]\nsend = \"cookie\"\ncookie = \"sid\"\nprobe = \"GET /x\"\n");
+        let sent = headers(&[("Cookie", "other=1; sid=s3")]);
+        assert_eq!(credential_of(&sent, &cookie), "s3");
+        assert_eq!(credential_of(&[], &bearer), "", "none yet");
     }
 }
