@@ -21,7 +21,10 @@ use crate::log::Log;
 /// bearer token, the named header's value without `prefix`, the basic
 /// pair's encoding, or the cookie's value; empty with `send = "none"` or
 /// before a credential exists.
-fn credential_of(headers: &[(String, String)], auth: &crate::engine::config::AuthSection) -> String {
+fn credential_of(
+    headers: &[(String, String)],
+    auth: &crate::engine::config::AuthSection,
+) -> String {
     use crate::engine::config::SendAs;
     let header = |name: &str| {
         headers
@@ -199,7 +202,10 @@ mod tests {
     }
 
     fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -210,7 +216,10 @@ mod tests {
         let header = auth(
             "[auth]\nsend = \"header\"\nheader = \"X-Key\"\nprefix = \"Key \"\nprobe = \"GET /x\"\n",
         );
-        assert_eq!(credential_of(&headers(&[("x-key", "Key k2")]), &header), "k2");
+        assert_eq!(
+            credential_of(&headers(&[("x-key", "Key k2")]), &header),
+            "k2"
+        );
         let cookie = auth("[auth]\nsend = \"cookie\"\ncookie = \"sid\"\nprobe = \"GET /x\"\n");
         let sent = headers(&[("Cookie", "other=1; sid=s3")]);
         assert_eq!(credential_of(&sent, &cookie), "s3");
