@@ -124,14 +124,28 @@ fn the_pod_is_loaded_only_by_tests_that_use_it_and_an_unusable_one_fails_them() 
     );
     assert_eq!(quiet.code, Some(0), "{}", quiet.output);
     assert_eq!(record(&results, "touches_nothing")["outcome"], "passed");
+    // The secrets dir holds the run's pod lock, which every test takes;
+    // connecting would have taken `session.lock` beside it.
+    let held: Vec<String> = std::fs::read_dir(secrets_of(&results))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     assert!(
-        !secrets_of(&results).exists(),
-        "a process whose tests never touch the pod opened a session"
+        held.iter().all(|f| f == "pod.lock" || f == "pod.turnstile"),
+        "a process whose tests never touch the pod opened a session: {held:?}"
     );
 
     // Tests that use it, or require a capability of it, fail with the reason.
     let used = run_fixture(Some(&handle_path), &results, &[], &[]);
     assert_eq!(used.code, Some(101), "{}", used.output);
+    // What the quiet process was checked for leaving: a connect does.
+    assert!(
+        secrets_of(&results).join("session.lock").exists(),
+        "connecting takes the session lock in the secrets dir"
+    );
     for test in [
         "uses_pod_and_leaks_token",
         "panics_with_token",
