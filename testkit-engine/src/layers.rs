@@ -14,6 +14,7 @@ const LAYERS: Layers<'static> = Layers {
         ("ids", 0),
         ("process", 1),
         ("settings", 1),
+        ("install", 2),
         ("template", 1),
         ("trace", 1),
         ("wait", 2),
