@@ -253,12 +253,11 @@ fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() 
     let suite = fixture("suite");
     add_test_binary(suite.path(), "deadlock", DEADLOCK);
     let config = suite.path().join("testkit.toml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    assert!(
-        text.trim_end().ends_with("delete_timeout = \"10s\""),
-        "{text}"
-    );
-    text.push_str("budget = 2\n");
+    let text = std::fs::read_to_string(&config).unwrap();
+    // The budget goes into [resources.sandbox], whose last key this is.
+    let last_key = "delete_timeout = \"10s\"\n";
+    assert_eq!(text.matches(last_key).count(), 1, "{text}");
+    let text = text.replace(last_key, &format!("{last_key}budget = 2\n"));
     std::fs::write(&config, text).unwrap();
     let barrier = tempfile::tempdir().unwrap();
 
