@@ -10,6 +10,8 @@ const FAULT_HELP: &str = "\
 Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
   delete-delay=DURATION  deletes finish DURATION late (the sandbox stays `deleting`)
   delete-fail=N          the first N DELETE /api/sandboxes/{name} requests answer 503
+  delete-miss=N          the first N DELETE /api/sandboxes/{name} requests answer 404 and
+                         delete nothing, as a delete that reads a stale cache does
   list-lag=DURATION      GET /api/sandboxes shows the state as it was DURATION ago
   drop-exec-env          exec ignores the per-call `env` (a reproducible product bug)
   crash-after=N          abort after serving N requests (health checks not counted),
@@ -147,6 +149,8 @@ pub enum Fault {
     DeleteDelay(Duration),
     /// The first N deletes answer 503.
     DeleteFail(u64),
+    /// The first N deletes answer 404 and delete nothing.
+    DeleteMiss(u64),
     /// Lists show the state as it was this long ago.
     ListLag(Duration),
     /// Exec ignores the per-call env.
@@ -168,6 +172,8 @@ pub struct Faults {
     pub delete_delay: Option<Duration>,
     /// `delete-fail`.
     pub delete_fail: u64,
+    /// `delete-miss`.
+    pub delete_miss: u64,
     /// `list-lag`.
     pub list_lag: Option<Duration>,
     /// `drop-exec-env`.
@@ -190,6 +196,7 @@ impl Faults {
             match x {
                 Fault::DeleteDelay(d) => f.delete_delay = Some(*d),
                 Fault::DeleteFail(n) => f.delete_fail = *n,
+                Fault::DeleteMiss(n) => f.delete_miss = *n,
                 Fault::ListLag(d) => f.list_lag = Some(*d),
                 Fault::DropExecEnv => f.drop_exec_env = true,
                 Fault::CrashAfter(n) => f.crash_after = Some(*n),
@@ -233,6 +240,7 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
     match name {
         "delete-delay" => Ok(Fault::DeleteDelay(parse_duration(need(value)?)?)),
         "delete-fail" => Ok(Fault::DeleteFail(parse_count(name, need(value)?)?)),
+        "delete-miss" => Ok(Fault::DeleteMiss(parse_count(name, need(value)?)?)),
         "list-lag" => Ok(Fault::ListLag(parse_duration(need(value)?)?)),
         "crash-after" => Ok(Fault::CrashAfter(parse_count(name, need(value)?)?)),
         "drop-record-answer" => Ok(Fault::DropRecordAnswer(parse_count(name, need(value)?)?)),
@@ -249,7 +257,7 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
             Some(_) => Err("fault `keep-dirs-on-delete` takes no value".into()),
         },
         _ => Err(format!(
-            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete"
+            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, delete-miss=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete"
         )),
     }
 }

@@ -107,6 +107,30 @@ fn transient_delete_failures_are_retried() {
 }
 
 #[test]
+fn a_delete_that_answers_gone_for_a_resource_still_there_is_sent_again() {
+    // The first delete answers 404 and deletes nothing: the resource is
+    // neither "deleted by something else" nor leaked; one more delete
+    // removes it, and the cleanup is verified.
+    let pod = Sandboxd::start(&["delete-miss=1"]);
+    let run = Run::new("deletemiss");
+    let (status, out) = run.exact(&pod, "creates_two_and_passes");
+    assert!(status.success(), "{out}");
+    let record = run.record("creates_two_and_passes");
+    assert_eq!(record["outcome"], "passed", "{record:#}");
+    assert_eq!(record["cleanup"], "verified", "{record:#}");
+    let log = record["output"].as_str().unwrap();
+    assert_eq!(
+        log.matches("its delete answered that it is gone, but it is still there")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains("something else deleted it"), "{log}");
+    assert_eq!(events_of(&run, Event::Verified).len(), 2);
+    assert_pod_clean(&pod, &run, Duration::from_secs(5));
+}
+
+#[test]
 fn slow_deletes_and_a_lagging_list_are_waited_out() {
     let pod = Sandboxd::start(&["delete-delay=1s", "list-lag=2s"]);
     let run = Run::new("slowlag");

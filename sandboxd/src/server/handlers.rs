@@ -260,6 +260,12 @@ pub(super) async fn delete_sandbox(
             ),
         ));
     }
+    // Counted after the failures: a delete that answered 503 read nothing.
+    if app.store.get(&name).is_some()
+        && app.missed_deletes.fetch_add(1, Ordering::SeqCst) < app.faults.delete_miss
+    {
+        return Err(ApiError::no_sandbox(&name));
+    }
     if app.store.mark_deleting(&name)? {
         tokio::spawn(finish_delete(Arc::clone(&app), name.clone()));
     }

@@ -138,6 +138,8 @@ struct App {
     window: Duration,
     requests: AtomicU64,
     deletes: AtomicU64,
+    /// Deletes of an existing sandbox, for `delete-miss`.
+    missed_deletes: AtomicU64,
 }
 
 /// What every handler and middleware is given.
@@ -167,6 +169,7 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
         window: args.token_window,
         requests: AtomicU64::new(0),
         deletes: AtomicU64::new(0),
+        missed_deletes: AtomicU64::new(0),
     });
     for name in deleting {
         tokio::spawn(finish_delete(Arc::clone(&app), name));

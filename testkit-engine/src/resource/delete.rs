@@ -2,7 +2,8 @@
 //! backoff on transient errors, verified by asking the pod, and re-checked
 //! after a short delay before anything is called a leak. A resource whose
 //! first delete finds it already gone was deleted by something else, and is
-//! said to be ([`Gone::BeforeDelete`]), not "deleted and verified".
+//! said to be ([`Gone::BeforeDelete`]), not "deleted and verified"; unless
+//! the pod still lists it, when the delete is sent again.
 
 use std::time::Duration;
 
@@ -55,7 +56,29 @@ pub async fn delete_and_verify(
     // Bounded where it is read; saturating all the same, so that no
     // timeout can overflow the clock in the middle of a cleanup.
     let deadline = crate::duration::tokio_deadline_after(start, kind.delete_timeout());
-    let proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
+    let mut proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
+    let mut backoff = FIRST_BACKOFF;
+    // A delete answered "gone" for a resource that `exists` still finds: the
+    // pod contradicts itself (a delete route that reads a stale cache, say).
+    // The delete is sent again, with backoff, until it is accepted or the
+    // deadline; a resource that stays would otherwise be waited on until
+    // then and reported leaked, though one more delete removes it.
+    while proven == Gone::BeforeDelete {
+        let Ok(Presence::Present(state)) = kind.exists(pod, resource).await else {
+            break;
+        };
+        if Instant::now() + backoff > deadline {
+            break;
+        }
+        log(format!(
+            "{} `{name}`: its delete answered that it is gone, but it is still there ({state}); deleting it again in {}",
+            kind.name(),
+            Secs(backoff)
+        ));
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
+    }
     match proven {
         Gone::BeforeDelete => log(format!(
             "{} `{name}` was already gone when its delete was sent: something else deleted it",

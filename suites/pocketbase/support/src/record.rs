@@ -11,7 +11,7 @@ use testkit::pod::Pod;
 use testkit::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
 use testkit::Cx;
 
-use crate::api::{call, request, Page};
+use crate::api::{call, classify, op, request, Page};
 use crate::{encode, quote, Collection, NAME_FIELD, RECORD};
 
 /// A record this test created.
@@ -227,23 +227,6 @@ fn run_prefix_of(name: &str) -> Option<String> {
     let mut parts = name.splitn(3, '_');
     let (prefix, run, _) = (parts.next()?, parts.next()?, parts.next()?);
     Some(format!("{prefix}_{run}_"))
-}
-
-fn classify(status: u16, message: String) -> OpError {
-    if status == 429 || status >= 500 {
-        OpError::Transient(message)
-    } else {
-        OpError::Permanent(message)
-    }
-}
-
-/// A failed call as a kind's error: an answer by its status, no answer as
-/// transient.
-fn op<T>(result: anyhow::Result<T>) -> Result<T, OpError> {
-    result.map_err(|e| match e.downcast_ref::<crate::ApiError>() {
-        Some(api) => classify(api.status, api.to_string()),
-        None => OpError::Transient(format!("{e:#}")),
-    })
 }
 
 impl ResourceKind for Records {
