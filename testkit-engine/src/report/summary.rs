@@ -27,7 +27,8 @@ pub enum KnownIssueState {
     Fixed,
     /// A pinned test failed, but not with the documented failure.
     FailingDifferently,
-    /// Tests pin the id but `KNOWN-ISSUES.md` does not list it.
+    /// Tests pin the id but `KNOWN-ISSUES.md` does not list it, or cannot
+    /// be read or parsed.
     Unlisted,
 }
 
@@ -47,7 +48,11 @@ impl KnownIssueState {
             KnownIssueState::FailingDifferently => {
                 "failing differently from the documented failure"
             }
-            KnownIssueState::Unlisted => "not listed in KNOWN-ISSUES.md",
+            // Also when the file is there but cannot be read or parsed:
+            // then the id may well be listed, and the failure says what.
+            KnownIssueState::Unlisted => {
+                "not checked: KNOWN-ISSUES.md does not list it, or cannot be read (its tests' failures say which)"
+            }
         }
     }
 
