@@ -22,3 +22,16 @@ pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     drop(f);
     std::fs::rename(&tmp, path)
 }
+
+/// Opens (creating it, mode 0600, never truncating) a file that is only
+/// ever `flock`ed: a lock of the run, the pod or a budget slot.
+pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+}

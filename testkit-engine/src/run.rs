@@ -217,7 +217,6 @@ pub fn claim_run(
 ) -> Result<RunClaim, ClaimError> {
     use nix::fcntl::{Flock, FlockArg};
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = secrets_dir(settings, run_id);
     let io = |error: std::io::Error| ClaimError::Io {
         dir: dir.clone(),
@@ -225,14 +224,7 @@ pub fn claim_run(
     };
     create_secrets_dir(settings, run_id).map_err(io)?;
     let path = dir.join(CLAIM_FILE);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io)?;
+    let file = crate::files::open_lock_file(&path).map_err(io)?;
     let unknown = || Claimant {
         pid: 0,
         start_ticks: None,

@@ -118,7 +118,6 @@ fn lock_file(
     arg: FlockArg,
     waiting: &mut impl FnMut(),
 ) -> Result<Flock<File>, LockError> {
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(name);
     let error = |what, cause| LockError {
         mode,
@@ -126,14 +125,7 @@ fn lock_file(
         path: path.clone(),
         cause,
     };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| error("open", e))?;
+    let file = crate::files::open_lock_file(&path).map_err(|e| error("open", e))?;
     let nonblocking = match arg {
         FlockArg::LockShared => FlockArg::LockSharedNonblock,
         _ => FlockArg::LockExclusiveNonblock,

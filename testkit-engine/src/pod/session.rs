@@ -334,12 +334,7 @@ impl SessionLock {
         };
         std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         let path = dir.join("session.lock");
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io("open", &path))?;
+        let mut file = crate::files::open_lock_file(&path).map_err(io("open", &path))?;
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

@@ -11,7 +11,7 @@
 //! freed, not from the start of the wait: a long queue that moves is no
 //! deadlock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -208,11 +208,7 @@ pub async fn acquire(
 /// A free slot, taken and marked with `holder`, if there is one.
 fn try_take(dir: &Path, budget: usize, holder: &Holder) -> std::io::Result<Option<Slot>> {
     for i in 0..budget {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(format!("{i}.lock")))?;
+        let file = crate::files::open_lock_file(&dir.join(format!("{i}.lock")))?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => {
                 let slot = Slot { lock };

@@ -309,3 +309,16 @@ pub(crate) fn op<T>(result: anyhow::Result<T>) -> Result<T, OpError> {
         None => OpError::Transient(format!("{e:#}")),
     })
 }
+
+/// A kind's delete: `DELETE path`, accepted on 2xx and 404 (gone already:
+/// [`request`] has checked a collection's 404 against the database).
+pub(crate) async fn delete(pod: &Pod, path: &str) -> Result<(), OpError> {
+    let (status, json) = op(request(pod, Method::DELETE, path, None).await)?;
+    match status {
+        200..=299 | 404 => Ok(()),
+        _ => Err(classify(
+            status,
+            format!("DELETE {path} answered {status}: {json}"),
+        )),
+    }
+}

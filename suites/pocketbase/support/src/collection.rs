@@ -11,7 +11,7 @@ use testkit::pod::Pod;
 use testkit::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
 use testkit::Cx;
 
-use crate::api::{call, classify, collection_in_database, op, request, Page};
+use crate::api::{call, collection_in_database, delete, op, Page};
 use crate::{encode, quote, COLLECTION, NAME_FIELD};
 
 /// A base collection this test created.
@@ -114,14 +114,7 @@ impl ResourceKind for Collections {
             // `request` sends a 404 from a cache that lacks the collection
             // again once the cache is reloaded: a 404 here is the database's.
             let path = format!("/api/collections/{}", encode(&r.name));
-            let (status, json) = op(request(pod, Method::DELETE, &path, None).await)?;
-            match status {
-                200..=299 | 404 => Ok(()),
-                _ => Err(classify(
-                    status,
-                    format!("DELETE {path} answered {status}: {json}"),
-                )),
-            }
+            delete(pod, &path).await
         })
     }
 

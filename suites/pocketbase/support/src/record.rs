@@ -11,7 +11,7 @@ use testkit::pod::Pod;
 use testkit::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
 use testkit::Cx;
 
-use crate::api::{call, classify, op, request, Page};
+use crate::api::{call, classify, delete, op, request, Page};
 use crate::{encode, quote, Collection, NAME_FIELD, RECORD};
 
 /// A record this test created.
@@ -236,14 +236,7 @@ impl ResourceKind for Records {
                 return Ok(());
             };
             let path = record_path(&collection, &id);
-            let (status, json) = op(request(pod, Method::DELETE, &path, None).await)?;
-            match status {
-                200..=299 | 404 => Ok(()),
-                _ => Err(classify(
-                    status,
-                    format!("DELETE {path} answered {status}: {json}"),
-                )),
-            }
+            delete(pod, &path).await
         })
     }
 
