@@ -261,7 +261,6 @@ fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() 
     std::fs::write(&config, text).unwrap();
     let barrier = tempfile::tempdir().unwrap();
 
-    let started = std::time::Instant::now();
     let ran = Ran::from(
         runner()
             .arg("run")
@@ -272,7 +271,6 @@ fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() 
             .output()
             .unwrap(),
     );
-    let took = started.elapsed();
     assert_eq!(ran.code, 1, "a failed run, not a crash: {}", ran.stdout);
     let (verdict, evidence) = ran.verdict("tests");
     assert_eq!(verdict, "fail", "{evidence}");
@@ -280,8 +278,6 @@ fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() 
     let (verdict, evidence) = ran.verdict("residue");
     assert_eq!(verdict, "pass", "{evidence}");
     assert!(ran.stdout.contains("leaks: none"), "{}", ran.stdout);
-    // Far from nextest's 2-minute kill, the build included.
-    assert!(took < Duration::from_secs(100), "the run took {took:?}");
 
     let records = read_records(&ran.results()).unwrap();
     let sides: Vec<_> = records.iter().filter(|r| r.binary == "deadlock").collect();
@@ -313,7 +309,9 @@ fn a_budget_deadlock_between_two_test_processes_fails_both_naming_the_holders() 
             r.output
         );
         // It waited one bound, or two when the other side's slot came
-        // free and it then waited for its third; never nextest's kill.
+        // free and it then waited for its third; never nextest's 2-minute
+        // kill (whose records say "shutting down", checked above). A
+        // bound of the behaviour, the build not included.
         assert!(
             r.duration_ms < 20_000,
             "{} took {} ms",
