@@ -272,7 +272,9 @@ impl Page<'_> {
             "<section id=\"timeline-section\"><h2>Timeline</h2>\
              <p class=\"hint\">Each test is a bar on the lane that ran it, coloured by outcome; \
              the thin bars under it are the resources it created, from journaled to verified gone \
-             (red: leaked). Each pod's boot, residue sweep and teardown are on its first lane. \
+             (red: leaked); a dotted line before a bar is the time its test waited for the pod lock \
+             (an <code>exclusive</code> test had the pod). Each pod's boot, residue sweep and teardown are \
+             on its first lane. \
              Below a pod's tests, each node a test injected faults into has a lane of its own, \
              a bar per fault from its injection to its undo (red, to the end of the run: never \
              undone). Hover or click a bar for its details.</p>\
@@ -851,6 +853,9 @@ fn test_json(
         "msg": r.message.as_deref().or(r.skip_reason.as_deref()).map(|m| head(m, MESSAGE_CAP)),
         "start": r.started_at_ms,
         "dur": r.duration_ms,
+        // Drawn apart: the bar starts when the test took the pod lock.
+        "wait": r.lock.as_ref().map_or(0, |l| l.wait_ms.min(r.duration_ms)),
+        "lock": r.lock.as_ref().map(|l| l.mode.as_str()),
         "res": res,
         "faults": faults_json(r, nodes),
     })

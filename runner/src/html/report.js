@@ -106,11 +106,25 @@
     tests.forEach(function (t, i) {
       if (t.lane === null || t.start <= 0) return;
       var top = podTop[t.pod] + t.lane * LANE;
+      // The wait for the pod lock (an exclusive test had the pod) is a
+      // dotted line before the bar, which starts when the test took it.
+      var wait = t.wait || 0, from = t.start + wait;
+      if (wait > 0) {
+        var w = el("div", "lockwait");
+        w.style.left = x(t.start) + "px";
+        w.style.width = Math.max(x(from) - x(t.start), 1) + "px";
+        w.style.top = top + "px";
+        w.title = t.name + " waited " + ms(wait) + " for the pod's " + t.lock + " lock";
+        w.dataset.test = t.name;
+        w.addEventListener("click", function () { show(i); });
+        tl.appendChild(w);
+      }
       var b = el("div", "bar " + t.outcome);
-      b.style.left = x(t.start) + "px";
-      b.style.width = Math.max(x(t.start + t.dur) - x(t.start), 2) + "px";
+      b.style.left = x(from) + "px";
+      b.style.width = Math.max(x(t.start + t.dur) - x(from), 2) + "px";
       b.style.top = top + "px";
-      b.title = t.name + (t.desc ? "\n" + t.desc : "") + "\n" + t.outcome.replace("_", " ") + " in " + ms(t.dur) + (t.msg ? "\n" + first(t.msg) : "");
+      b.title = t.name + (t.desc ? "\n" + t.desc : "") + "\n" + t.outcome.replace("_", " ") + " in " + ms(t.dur - wait) +
+        (wait > 0 ? " after " + ms(wait) + " waiting for the pod lock" : "") + (t.msg ? "\n" + first(t.msg) : "");
       b.dataset.test = t.name;
       b.dataset.outcome = t.outcome;
       b.dataset.index = i;

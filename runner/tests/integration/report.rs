@@ -489,6 +489,49 @@ fn faults_are_bars_on_the_lanes_of_their_nodes() {
     assert!(dom.contains("<tr class=\"fault not_undone bad\""), "{dom}");
 }
 
+/// A test that waited for the pod lock (an `exclusive` test had the pod)
+/// draws its wait apart from its bar: the bar starts when it took the lock,
+/// so shared tests never seem to overlap the exclusive one they waited for.
+#[test]
+fn a_wait_for_the_pod_lock_is_drawn_apart_from_the_test() {
+    use testkit_engine::report::{write_records, LockMode, LockRecord, TestRecord};
+    let t0 = 1_767_000_000_000;
+    let mut alone = TestRecord::new("r", "cluster", "faults::alone");
+    (alone.started_at_ms, alone.duration_ms) = (t0, 2_000);
+    alone.lock = Some(LockRecord::new(LockMode::Exclusive, t0, t0 + 2_000, 0));
+    let mut after = TestRecord::new("r", "cluster", "placement::after");
+    (after.started_at_ms, after.duration_ms) = (t0 + 100, 2_400);
+    after.lock = Some(LockRecord::new(
+        LockMode::Shared,
+        t0 + 2_000,
+        t0 + 2_500,
+        1_900,
+    ));
+    let results = tempfile::tempdir().unwrap();
+    write_records(results.path(), &[alone, after]).unwrap();
+    let ran = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let dom = render(&results.path().join("report.html"), "lockwait", "lockwait");
+    assert_eq!(count(&dom, "class=\"lockwait\""), 1, "{dom}");
+    assert!(
+        dom.contains(
+            "class=\"lockwait\" title=\"placement::after waited 1.9 s for the pod's shared lock\""
+        ),
+        "{dom}"
+    );
+    // The bar is the 500 ms the test held the lock, not its 2.4 s.
+    let bar = dom
+        .split("<div ")
+        .find(|d| {
+            d.contains("class=\"bar passed\"") && d.contains("data-test=\"placement::after\"")
+        })
+        .unwrap_or_else(|| panic!("no bar of placement::after: {dom}"));
+    assert!(
+        bar.contains("in 500 ms after 1.9 s waiting for the pod lock"),
+        "{bar}"
+    );
+}
+
 /// `report PART1 PART2 --out DIR`: one report.html under DIR with the
 /// tests of every part (and the failure of one), while each part gets its
 /// own JUnit of its own tests (one merged junit.xml is `merge`'s job).
