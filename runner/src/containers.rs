@@ -445,8 +445,10 @@ async fn pods_of_run(
 
 /// `janitor --run ID`: sweeps the engine and prints what it did; whether
 /// all is well. Without `docker` on PATH there is nothing to sweep, which
-/// is said, and fails only when the engine is all that was asked for.
-pub(crate) async fn janitor_print(run_id: &str, engine_only: bool) -> bool {
+/// is said, and fails only when the engine is all that was asked for; so
+/// does a live run, when `refuse_live` (this run was asked for by name:
+/// a janitor that did not do what it was asked does not succeed).
+pub(crate) async fn janitor_print(run_id: &str, engine_only: bool, refuse_live: bool) -> bool {
     if let Err(e) = Docker::on_path() {
         println!("engine: not swept: {e}");
         return !engine_only;
@@ -456,7 +458,7 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool) -> bool {
             println!(
                 "engine: skipped run {run_id}: it is live; the janitor leaves a live run's containers alone"
             );
-            !engine_only
+            !(engine_only && refuse_live)
         }
         Ok(Some(found)) => {
             for item in &found {
@@ -506,7 +508,9 @@ pub(crate) async fn janitor_older_print(age: std::time::Duration) -> bool {
             young += 1;
             continue;
         }
-        clean &= janitor_print(run, true).await;
+        // A live run among the old ones is left alone, and that is no
+        // failure: this sweep asked for no run by name.
+        clean &= janitor_print(run, true, false).await;
     }
     println!(
         "engine: {} run(s) with objects in the Docker Engine, {young} with one made within {}: left alone",

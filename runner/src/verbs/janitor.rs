@@ -66,7 +66,7 @@ pub(crate) struct JanitorArgs {
 
 pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
     let engine_clean = match (&args.run, args.older_than) {
-        (Some(run), _) => crate::containers::janitor_print(run, args.engine_only).await,
+        (Some(run), _) => crate::containers::janitor_print(run, args.engine_only, true).await,
         // Every run of the machine's engine: asked for by name only.
         (None, Some(age)) if args.engine_only => crate::containers::janitor_older_print(age).await,
         _ => true,

@@ -445,14 +445,25 @@ static JANITOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `janitor --older-than AGE --engine-only` removes the engine objects of a
 /// run whose newest one is older than AGE, and leaves a run with one made
-/// since alone.
+/// since alone, and a live run, whatever its age: exit 0, the live run's
+/// skip said (other tests' live runs may be on the engine too).
 #[test]
 fn the_janitor_removes_the_engine_objects_of_old_runs_only() {
     let _one_janitor = JANITOR.lock().unwrap_or_else(|e| e.into_inner());
     let old = fresh_run_id("old");
     let young = fresh_run_id("young");
-    let _guards = (EngineGuard(old.clone()), EngineGuard(young.clone()));
+    // As old, but live: this process holds its run claim, as a runner does.
+    let live = fresh_run_id("livejan");
+    let _guards = (
+        EngineGuard(old.clone()),
+        EngineGuard(young.clone()),
+        EngineGuard(live.clone()),
+    );
+    let settings = testkit_engine::settings::Settings::from_env().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let claim = testkit_engine::run::claim_run(&settings, &live, results.path()).unwrap();
     plant(&old, &format!("testkit-tests-{old}"));
+    plant(&live, &format!("testkit-tests-{live}"));
     std::thread::sleep(Duration::from_secs(4));
     plant(&young, &format!("testkit-tests-{young}"));
     let ran = Ran::from(
@@ -461,7 +472,16 @@ fn the_janitor_removes_the_engine_objects_of_old_runs_only() {
             .output()
             .unwrap(),
     );
+    drop(claim);
+    // Leaving a live run alone is what the janitor is for: no failure.
     assert_eq!(ran.code, 0, "{}", ran.stdout);
+    assert!(
+        ran.stdout
+            .contains(&format!("engine: skipped run {live}: it is live")),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(labelled("testkit.run", &live).len(), 3, "{}", ran.stdout);
     assert!(
         ran.stdout
             .contains(&format!("engine: container testkit-tests-{old}")),
