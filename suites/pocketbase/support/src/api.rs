@@ -21,11 +21,12 @@ const PB2_RESENDS: u32 = 5;
 /// JSON body (`Null` when empty) whatever the status. `path` starts with
 /// `/api/`.
 ///
-/// A 404 that may come from PB-2 (KNOWN-ISSUES.md: a collection missing
-/// from PocketBase's cache of collections while it is in the database) is
-/// checked against the database; when the collection is there, the cache
-/// is reloaded, the test's log says so, and the request is sent again. So a 404 this returns is PocketBase's answer with a cache that
-/// agrees with the database.
+/// An answer that may come from PB-2 (KNOWN-ISSUES.md: PocketBase's cache
+/// of collections disagreeing with its database) is checked against the
+/// database: a 404 for a collection that is there, or a collection's `GET`
+/// answered for one that is not. Then the cache is reloaded, the test's log
+/// says so, and the request is sent again. So what this returns is
+/// PocketBase's answer with a cache that agrees with the database.
 pub async fn request(
     pod: &Pod,
     method: Method,
@@ -34,18 +35,23 @@ pub async fn request(
 ) -> anyhow::Result<(u16, Value)> {
     let mut answer = send(pod, &method, path, body).await?;
     for resend in 1..=PB2_RESENDS {
-        let Some(collection) = cache_miss(path, &answer) else {
+        let Some((collection, in_cache)) = cached_answer(&method, path, &answer) else {
             break;
         };
-        if !collection_in_database(pod, collection).await? {
+        let in_database = collection_in_database(pod, collection).await?;
+        if in_cache == in_database {
             break;
         }
         reload_collection_cache(pod).await?;
+        let (cache, database) = match in_cache {
+            true => ("has it", "is not in the database"),
+            false => ("lacks it", "is in the database"),
+        };
         eprintln!(
-            "PB-2 (KNOWN-ISSUES.md): {method} {path} answered 404 {}, but collection {collection} \
-             is in the database; reloaded PocketBase's cache of collections, sending the request \
-             again ({resend} of {PB2_RESENDS})",
-            answer.1
+            "PB-2 (KNOWN-ISSUES.md): {method} {path} answered {} {}: PocketBase's cache of \
+             collections {cache}, but collection {collection} {database}; reloaded the cache, \
+             sending the request again ({resend} of {PB2_RESENDS})",
+            answer.0, answer.1
         );
         answer = send(pod, &method, path, body).await?;
     }
@@ -83,29 +89,36 @@ pub async fn reload_collection_cache(pod: &Pod) -> anyhow::Result<()> {
     }
 }
 
-/// The collection of `path` when `answer` is the 404 of a lookup in
-/// PocketBase's cache of collections: a collection's own route
-/// (`/api/collections/{name}`, which says nothing more) or one of its
-/// records routes saying "Missing … collection context".
-fn cache_miss<'p>(path: &'p str, answer: &(u16, Value)) -> Option<&'p str> {
-    if answer.0 != 404 {
-        return None;
-    }
+/// The collection of `path`, and whether `answer` says PocketBase's cache
+/// of collections has it, when `answer` comes from a lookup in that cache:
+/// a 404 of a collection's own route (`/api/collections/{name}`, which says
+/// nothing more) or of one of its records routes saying "Missing …
+/// collection context" (it lacks it), or a 2xx `GET` of the collection's
+/// own route (it has it).
+fn cached_answer<'p>(
+    method: &Method,
+    path: &'p str,
+    answer: &(u16, Value),
+) -> Option<(&'p str, bool)> {
     let rest = path.strip_prefix("/api/collections/")?;
     let rest = rest.split('?').next().unwrap_or(rest);
     let (collection, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    // Names of the suite are `\w+`: nothing to decode.
+    if collection.is_empty() || collection.contains('%') {
+        return None;
+    }
     let message = answer
         .1
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let miss = match tail {
-        "" => true,
-        t if t == "records" || t.starts_with("records/") => message.contains("collection context"),
-        _ => false,
-    };
-    // Names of the suite are `\w+`: nothing to decode.
-    (miss && !collection.is_empty() && !collection.contains('%')).then_some(collection)
+    let records = tail == "records" || tail.starts_with("records/");
+    match answer.0 {
+        404 if tail.is_empty() => Some((collection, false)),
+        404 if records && message.contains("collection context") => Some((collection, false)),
+        200..=299 if tail.is_empty() && method == Method::GET => Some((collection, true)),
+        _ => None,
+    }
 }
 
 /// One request, as it is answered: [`request`] without its mending of

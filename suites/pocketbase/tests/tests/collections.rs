@@ -1,6 +1,7 @@
 //! Collections: create, get, list, filter, paginate, delete, and the names
 //! PocketBase refuses.
 
+use futures_util::future::join_all;
 use pocketbase_support::{
     call, collection_in_database, expect_error, raw_request, reload_collection_cache, Collection,
     COLLECTION, NAME_FIELD,
@@ -160,9 +161,10 @@ async fn delete_missing_is_404(cx: &mut Cx) -> testkit::Result {
 /// records route, and one that was deleted answers 404. PocketBase reloads
 /// the cache after every change by reading all collections and then storing
 /// the list, unsynchronized: a reload that read before another change
-/// committed can store its list after that change's own (PB-2). Each round
-/// creates three collections while deleting the three of the round before,
-/// then asks each route as it answers, without the suite's mending.
+/// committed can store its list after that change's own (PB-2). Beside 16
+/// collections that make each reload's read longer, each round creates six
+/// collections while deleting the six of the round before, then asks each
+/// route as it answers, without the suite's mending.
 #[testkit::test(
     requires = ["collections"],
     exclusive,
@@ -171,31 +173,41 @@ async fn delete_missing_is_404(cx: &mut Cx) -> testkit::Result {
     fails_with = "PB-2:"
 )]
 async fn concurrent_changes_keep_the_cache_of_collections(cx: &mut Cx) -> testkit::Result {
-    const ROUNDS: usize = 12;
+    const ROUNDS: usize = 20;
+    const WIDTH: usize = 6;
+    // Within the kind's budget of 32 with two rounds of six.
+    const BALLAST: usize = 16;
     let pod = cx.pod()?;
+    // Every reload reads every collection: more of them, a longer read,
+    // a wider window for the race.
+    for _ in 0..BALLAST {
+        Collection::create(cx, &["a", "b", "c", "d"]).await?;
+    }
     let mut previous: Vec<String> = Vec::new();
     let mut found = Ok(());
     for round in 1..=ROUNDS {
-        let names = [
-            cx.unique_name_for(COLLECTION)?,
-            cx.unique_name_for(COLLECTION)?,
-            cx.unique_name_for(COLLECTION)?,
-        ];
+        let names = (0..WIDTH)
+            .map(|_| cx.unique_name_for(COLLECTION))
+            .collect::<Result<Vec<_>, _>>()?;
         let gone = std::mem::take(&mut previous);
-        let (a, b, c, x, y, z) = tokio::join!(
-            create_bare(cx, &names[0]),
-            create_bare(cx, &names[1]),
-            create_bare(cx, &names[2]),
-            delete_bare(cx, gone.first()),
-            delete_bare(cx, gone.get(1)),
-            delete_bare(cx, gone.get(2)),
+        let (created, deletes) = tokio::join!(
+            join_all(names.iter().map(|n| create_bare(cx, n))),
+            join_all(gone.iter().map(|n| delete_bare(cx, n))),
         );
-        a?;
-        b?;
-        c?;
-        x?;
-        y?;
-        z?;
+        created.into_iter().collect::<testkit::Result<Vec<()>>>()?;
+        // A delete that the cache answered 404 for a collection still in the
+        // database is PB-2 too; that collection stays tracked, and the
+        // cleanup (whose kind asks the database) deletes it.
+        let mut deleted = Vec::new();
+        for (name, delete) in gone.iter().zip(deletes) {
+            match delete? {
+                Ok(()) => deleted.push(name),
+                Err(seen) if found.is_ok() => {
+                    found = Err(format_err!("PB-2: round {round}: {seen}"))
+                }
+                Err(_) => {}
+            }
+        }
         for name in &names {
             let path = format!("/api/collections/{name}/records?perPage=1");
             let (status, body) = raw_request(pod, Method::GET, &path, None).await?;
@@ -205,7 +217,7 @@ async fn concurrent_changes_keep_the_cache_of_collections(cx: &mut Cx) -> testki
                 ));
             }
         }
-        for name in &gone {
+        for name in deleted {
             let path = format!("/api/collections/{name}");
             let (status, _) = raw_request(pod, Method::GET, &path, None).await?;
             if status != 404 && found.is_ok() && !collection_in_database(pod, name).await? {
@@ -214,7 +226,7 @@ async fn concurrent_changes_keep_the_cache_of_collections(cx: &mut Cx) -> testki
                 ));
             }
         }
-        previous = names.to_vec();
+        previous = names;
     }
     // Whatever the rounds left in the cache, the tests after this one (it
     // has the pod to itself) find it as the database is.
@@ -234,21 +246,25 @@ async fn create_bare(cx: &Cx, name: &str) -> testkit::Result {
     Ok(())
 }
 
-/// Deletes collection `name` (when given) with one request, and stops
-/// tracking it once its delete answered 204.
-async fn delete_bare(cx: &Cx, name: Option<&String>) -> testkit::Result {
-    let Some(name) = name else {
-        return Ok(());
-    };
+/// Deletes collection `name` with one request, and stops
+/// tracking it once its delete answered 204. `Ok(Err(what))`: the delete
+/// answered 404 while the collection is in the database (PB-2); it stays
+/// tracked.
+async fn delete_bare(cx: &Cx, name: &str) -> testkit::Result<Result<(), String>> {
     let pod = cx.pod()?;
     let path = format!("/api/collections/{name}");
     let (status, body) = raw_request(pod, Method::DELETE, &path, None).await?;
+    if status == 404 && collection_in_database(pod, name).await? {
+        return Ok(Err(format!(
+            "collection {name} is in the database, but DELETE {path} answered 404 {body}"
+        )));
+    }
     ensure!(
         status == 204,
         "DELETE {path} answered {status} {body}, expected 204"
     );
     cx.forget(COLLECTION, name);
-    Ok(())
+    Ok(Ok(()))
 }
 
 testkit::main!();
