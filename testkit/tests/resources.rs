@@ -92,18 +92,25 @@ fn a_timed_out_test_is_cleaned_up() {
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
-#[test]
-fn transient_delete_failures_are_retried() {
-    let pod = Sandboxd::start(&["delete-fail=3"]);
-    let run = Run::new("deletefail");
+/// Runs `creates_two_and_passes` against sandboxd with `fault`: it passes,
+/// its cleanup verified and the pod clean after; its log.
+fn passes_and_cleans_up_under(fault: &str, tag: &str) -> (Run, String) {
+    let pod = Sandboxd::start(&[fault]);
+    let run = Run::new(tag);
     let (status, out) = run.exact(&pod, "creates_two_and_passes");
     assert!(status.success(), "{out}");
     let record = run.record("creates_two_and_passes");
     assert_eq!(record["outcome"], "passed", "{record:#}");
     assert_eq!(record["cleanup"], "verified", "{record:#}");
-    let log = record["output"].as_str().unwrap();
-    assert_eq!(log.matches("retrying in").count(), 3, "{log}");
     assert_pod_clean(&pod, &run, Duration::from_secs(5));
+    let log = record["output"].as_str().unwrap().to_owned();
+    (run, log)
+}
+
+#[test]
+fn transient_delete_failures_are_retried() {
+    let (_, log) = passes_and_cleans_up_under("delete-fail=3", "deletefail");
+    assert_eq!(log.matches("retrying in").count(), 3, "{log}");
 }
 
 #[test]
@@ -111,23 +118,11 @@ fn a_delete_that_answers_gone_for_a_resource_still_there_is_sent_again() {
     // The first delete answers 404 and deletes nothing: the resource is
     // neither "deleted by something else" nor leaked; one more delete
     // removes it, and the cleanup is verified.
-    let pod = Sandboxd::start(&["delete-miss=1"]);
-    let run = Run::new("deletemiss");
-    let (status, out) = run.exact(&pod, "creates_two_and_passes");
-    assert!(status.success(), "{out}");
-    let record = run.record("creates_two_and_passes");
-    assert_eq!(record["outcome"], "passed", "{record:#}");
-    assert_eq!(record["cleanup"], "verified", "{record:#}");
-    let log = record["output"].as_str().unwrap();
-    assert_eq!(
-        log.matches("its delete answered that it is gone, but it is still there")
-            .count(),
-        1,
-        "{log}"
-    );
+    let (run, log) = passes_and_cleans_up_under("delete-miss=1", "deletemiss");
+    let again = "its delete answered that it is gone, but it is still there";
+    assert_eq!(log.matches(again).count(), 1, "{log}");
     assert!(!log.contains("something else deleted it"), "{log}");
     assert_eq!(events_of(&run, Event::Verified).len(), 2);
-    assert_pod_clean(&pod, &run, Duration::from_secs(5));
 }
 
 #[test]
