@@ -24,8 +24,8 @@ const PB2_RESENDS: u32 = 5;
 /// An answer that may come from PB-2 (KNOWN-ISSUES.md: PocketBase's cache
 /// of collections disagreeing with its database) is checked against the
 /// database: a 404 for a collection that is there, or a collection's `GET`
-/// answered for one that is not. Then the cache is reloaded, the test's log
-/// says so, and the request is sent again. So what this returns is
+/// answered for one that is not. Then the cache is reloaded, a line on
+/// stderr says so, and the request is sent again. So what this returns is
 /// PocketBase's answer with a cache that agrees with the database.
 pub async fn request(
     pod: &Pod,
@@ -58,13 +58,15 @@ pub async fn request(
     Ok(answer)
 }
 
-/// Whether `collection` is in PocketBase's database. The listing of
+/// Whether `collection` (a name or an id) is in PocketBase's database. The listing of
 /// collections is read from the database; every other route of one
 /// collection looks it up in the cache first (even `PATCH`, whose save
 /// fails with "failed to retrieve old cached collection" when the cache
 /// lacks it).
 pub async fn collection_in_database(pod: &Pod, collection: &str) -> anyhow::Result<bool> {
-    let filter = format!("name={}", crate::quote(collection));
+    // By name or by id, as the routes of one collection take either.
+    let quoted = crate::quote(collection);
+    let filter = format!("name={quoted}||id={quoted}");
     let path = format!(
         "/api/collections?filter={}&fields=name&perPage=1",
         encode(&filter)
