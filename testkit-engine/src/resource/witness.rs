@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::kind::Kinds;
+use super::kind::{error_chain, Kinds};
 use super::names::Naming;
 use crate::config::WitnessSection;
 use crate::pod::Pod;
@@ -380,17 +380,6 @@ fn shorten(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

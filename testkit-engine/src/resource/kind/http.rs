@@ -372,7 +372,8 @@ async fn send(
     Ok((status, body, sent))
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// `e` and each of its sources, joined by `: `.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

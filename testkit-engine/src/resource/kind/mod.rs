@@ -42,6 +42,7 @@ use std::time::Duration;
 use super::names::Naming;
 
 mod http;
+pub(crate) use http::error_chain;
 mod parse;
 mod plugin;
 #[cfg(test)]
