@@ -58,6 +58,7 @@ pub async fn delete_and_verify(
     let deadline = crate::duration::tokio_deadline_after(start, kind.delete_timeout());
     let mut proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
     let mut backoff = FIRST_BACKOFF;
+    let mut still_there = false;
     // A delete answered "gone" for a resource that `exists` still finds: the
     // pod contradicts itself (a delete route that reads a stale cache, say).
     // The delete is sent again, with backoff, until it is accepted or the
@@ -67,6 +68,7 @@ pub async fn delete_and_verify(
         let Ok(Presence::Present(state)) = kind.exists(pod, resource).await else {
             break;
         };
+        still_there = true;
         if Instant::now() + backoff > deadline {
             break;
         }
@@ -80,10 +82,12 @@ pub async fn delete_and_verify(
         proven = delete_with_retries(pod, kind, resource, deadline, log).await?;
     }
     match proven {
-        Gone::BeforeDelete => log(format!(
+        // Said only of a resource no delete was seen to leave behind.
+        Gone::BeforeDelete if !still_there => log(format!(
             "{} `{name}` was already gone when its delete was sent: something else deleted it",
             kind.name()
         )),
+        Gone::BeforeDelete => {}
         Gone::Verified => deleted(),
     }
     let last = match wait_until_gone(pod, kind, resource, deadline).await {
