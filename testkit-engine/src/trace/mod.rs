@@ -19,6 +19,7 @@
 //! its schema, `version` 1.
 
 pub mod proxy;
+mod relay;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -21,21 +21,18 @@
 //! credited to the process's only running test when there is one (always,
 //! under nextest), and is otherwise not traced.
 //!
-//! Known limitations: `https` pods are not traced through the client (a
-//! proxy sees only a tunnel), and answers are read whole before they are
-//! forwarded, so a streamed answer arrives at once.
+//! What the proxy does with each connection is [`relay`]'s: HTTP/1 passed
+//! byte for byte, recorded on the way.
+//!
+//! Known limitation: `https` pods are not traced through the client (a
+//! proxy sees only a tunnel).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
-use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-
-use super::{cap_bytes, headers, EntryKind, Http, Recorder};
+use super::{relay, Recorder};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 static ACTIVE: RwLock<Vec<Recorder>> = RwLock::new(Vec::new());
@@ -148,230 +145,325 @@ fn start() -> Option<SocketAddr> {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(forward);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+            tokio::spawn(async move { relay::serve(stream, &Process).await });
         }
     });
     Some(addr)
 }
 
-/// Hop-by-hop headers and those the forwarding client sets itself.
-const NOT_FORWARDED: &[&str] = &[
-    "connection",
-    "proxy-connection",
-    "proxy-authorization",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-];
+/// This process's tests and pods, as the relay asks for them.
+struct Process;
 
-type Upstream = hyper_util::client::legacy::Client<
-    hyper_util::client::legacy::connect::HttpConnector,
-    Full<Bytes>,
->;
-
-/// hyper's own client rather than reqwest: the proxy forwards what it
-/// received as it is, and every conversion reqwest would make is CPU time
-/// each traced request pays.
-fn upstream() -> &'static Upstream {
-    static CLIENT: OnceLock<Upstream> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(http)
-    })
-}
-
-fn recorder_of(req: &Request<Incoming>) -> Option<Recorder> {
-    let id = req
-        .headers()
-        .get(hyper::header::PROXY_AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Basic "))
-        .and_then(|b| {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD.decode(b).ok()
-        })
-        .and_then(|user| {
-            let user = String::from_utf8(user).ok()?;
-            user.strip_prefix('t')?
-                .split(':')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        });
-    match id {
-        Some(id) => by_id(id),
-        None => only_active(),
-    }
-}
-
-async fn forward(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::io::Error> {
-    let started = Instant::now();
-    let recorder = recorder_of(&req);
-    let (parts, body) = req.into_parts();
-    let url = parts.uri.to_string();
-    if !origin_allowed(&parts.uri) {
-        return Ok(Response::builder()
-            .status(403)
-            .body(Full::new(Bytes::from_static(
-                b"testkit's trace proxy forwards only to the pods of its process",
-            )))
-            .unwrap_or_default());
-    }
-    let body = body
-        .collect()
-        .await
-        .map_err(std::io::Error::other)?
-        .to_bytes();
-    let mut exchange = request_of(&parts, &url, &body);
-    let outgoing = with_headers(
-        Request::builder()
-            .method(parts.method.clone())
-            .uri(parts.uri.clone()),
-        &parts.headers,
-        |b, k, v| b.header(k, v),
-    )
-    .body(Full::new(body))
-    .map_err(std::io::Error::other)?;
-    let answer = match upstream().request(outgoing).await {
-        Ok(answer) => answer,
-        // An error, not an answer: the client sees its request fail, as it
-        // would have without the proxy.
-        Err(e) => return Err(no_answer(recorder.as_ref(), started, exchange, &url, &e)),
-    };
-    let status = answer.status();
-    let (answer_parts, answer_body) = answer.into_parts();
-    let bytes = answer_body
-        .collect()
-        .await
-        .map_err(std::io::Error::other)?
-        .to_bytes();
-    if let Some(r) = &recorder {
-        answered(
-            &mut exchange,
-            status.as_u16(),
-            &answer_parts.headers,
-            &bytes,
-        );
-        let what = format!(
-            "{} {} → {}",
-            exchange.method,
-            path_of(&url),
-            status.as_u16()
-        );
-        let ok = status.as_u16() < 400;
-        r.add(
-            EntryKind::Http,
-            started,
-            started.elapsed(),
-            what,
-            ok,
-            String::new(),
-            Some(exchange),
-        );
-    }
-    with_headers(
-        Response::builder().status(status),
-        &answer_parts.headers,
-        |b, k, v| b.header(k, v),
-    )
-    .body(Full::new(bytes))
-    .map_err(std::io::Error::other)
-}
-
-/// Records a request the pod never answered; the error to fail it with.
-fn no_answer(
-    recorder: Option<&Recorder>,
-    started: Instant,
-    exchange: Http,
-    url: &str,
-    e: &dyn std::fmt::Display,
-) -> std::io::Error {
-    let message = format!("{e:#}");
-    if let Some(r) = recorder {
-        let what = format!("{} {} → no answer", exchange.method, path_of(url));
-        r.add(
-            EntryKind::Http,
-            started,
-            started.elapsed(),
-            what,
-            false,
-            message.clone(),
-            Some(exchange),
-        );
-    }
-    std::io::Error::other(message)
-}
-
-/// Whether `uri` goes to one of the pods of this process: nothing else is
-/// forwarded.
-fn origin_allowed(uri: &hyper::Uri) -> bool {
-    let origin = match (uri.scheme_str(), uri.authority()) {
-        (Some(scheme), Some(authority)) => format!("{scheme}://{authority}"),
-        _ => String::new(),
-    };
-    ORIGINS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&origin)
-}
-
-/// The request half of an exchange, as recorded (the proxy's own
-/// credential left out).
-fn request_of(parts: &hyper::http::request::Parts, url: &str, body: &Bytes) -> Http {
-    Http {
-        method: parts.method.to_string(),
-        url: url.to_owned(),
-        request_headers: headers(
-            parts
-                .headers
-                .iter()
-                .filter(|(k, _)| *k != hyper::header::PROXY_AUTHORIZATION)
-                .map(|(k, v)| (k.as_str(), v.as_bytes())),
-        ),
-        request_body: cap_bytes(body),
-        ..Http::default()
-    }
-}
-
-/// The answer half of an exchange, as recorded.
-fn answered(exchange: &mut Http, status: u16, answer_headers: &hyper::HeaderMap, body: &Bytes) {
-    exchange.status = Some(status);
-    exchange.response_headers = headers(
-        answer_headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_bytes())),
-    );
-    exchange.response_body = cap_bytes(body);
-}
-
-/// `builder` with every header of `from` a hop may pass on.
-fn with_headers<B>(
-    mut builder: B,
-    from: &hyper::HeaderMap,
-    add: impl Fn(B, &hyper::header::HeaderName, &hyper::header::HeaderValue) -> B,
-) -> B {
-    for (k, v) in from {
-        if !NOT_FORWARDED.contains(&k.as_str()) {
-            builder = add(builder, k, v);
+impl relay::Routes for Process {
+    fn recorder(&self, proxy_authorization: Option<&[u8]>) -> Option<Recorder> {
+        match proxy_authorization.and_then(recorder_id) {
+            Some(id) => by_id(id),
+            None => only_active(),
         }
     }
-    builder
+
+    fn allowed(&self, origin: &str) -> bool {
+        ORIGINS
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|o| o == origin)
+    }
 }
 
-fn path_of(url: &str) -> &str {
-    url.split_once("://")
-        .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]))
-        .unwrap_or(url)
+/// The recorder id [`route`] put in the proxy URL's user: `Basic
+/// base64("t<id>:")`.
+fn recorder_id(header: &[u8]) -> Option<u64> {
+    use base64::Engine as _;
+    let encoded = header.strip_prefix(b"Basic ")?;
+    let user = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    let user = std::str::from_utf8(&user).ok()?;
+    user.strip_prefix('t')?.split(':').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The proxy as tests meet it: a pod's client routed through it, a pod
+    //! that is a raw socket on loopback (so that what it receives, and how
+    //! it answers, is seen byte for byte).
+    use std::sync::OnceLock;
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+    use crate::trace::EntryKind;
+
+    /// One runtime for every test here: the proxy is served on the runtime
+    /// of the first client routed through it, for the whole process.
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+        RUNTIME
+            .get_or_init(|| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap()
+            })
+            .block_on(async { tokio::time::timeout(Duration::from_secs(30), f).await })
+            .expect("the test took over 30 s")
+    }
+
+    /// A traced client of the pod at `addr`, recording into `recorder` on
+    /// this thread.
+    fn traced_client(addr: std::net::SocketAddr, recorder: &Recorder) -> reqwest::Client {
+        enable();
+        enter(recorder);
+        route(
+            reqwest::Client::builder().no_proxy(),
+            &format!("http://{addr}"),
+        )
+        .build()
+        .unwrap()
+    }
+
+    /// Reads one request (head, and a body of `Content-Length`) as the pod
+    /// receives it.
+    async fn read_request(s: &mut TcpStream) -> Option<String> {
+        let mut buf = Vec::new();
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        Some(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    fn http_entries(r: &Recorder) -> Vec<crate::trace::Entry> {
+        r.snapshot()
+            .entries
+            .into_iter()
+            .filter(|e| e.kind == EntryKind::Http)
+            .collect()
+    }
+
+    #[test]
+    fn a_request_reaches_the_pod_as_sent_and_is_recorded_with_its_answer() {
+        block_on(async {
+            let pod = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = pod.local_addr().unwrap();
+            let seen = tokio::spawn(async move {
+                let (mut s, _) = pod.accept().await.unwrap();
+                let mut requests = Vec::new();
+                // Two requests on one connection: keep-alive passes through.
+                for n in 0..2 {
+                    let request = read_request(&mut s).await.unwrap();
+                    let body = format!("{{\"made\":{n}}}");
+                    let answer = format!(
+                        "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\nset-cookie: s=pod-cookie\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    s.write_all(answer.as_bytes()).await.unwrap();
+                    requests.push(request);
+                }
+                requests
+            });
+            let recorder = Recorder::start("sent_as_is");
+            let client = traced_client(addr, &recorder);
+            for n in 0..2 {
+                let answer = client
+                    .post(format!("http://{addr}/things?x={n}"))
+                    .bearer_auth("relay-token")
+                    .body(format!("{{\"name\":\"t{n}\"}}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status(), 201);
+                assert_eq!(answer.text().await.unwrap(), format!("{{\"made\":{n}}}"));
+            }
+            leave();
+            let requests = seen.await.unwrap();
+            for (n, request) in requests.iter().enumerate() {
+                // Origin-form, as the pod would have had it without a proxy,
+                // and without the proxy's own credential.
+                assert!(
+                    request.starts_with(&format!("POST /things?x={n} HTTP/1.1\r\n")),
+                    "{request}"
+                );
+                assert!(
+                    !request.to_ascii_lowercase().contains("proxy-authorization"),
+                    "{request}"
+                );
+                assert!(
+                    request.contains("authorization: Bearer relay-token"),
+                    "{request}"
+                );
+                assert!(
+                    request.ends_with(&format!("{{\"name\":\"t{n}\"}}")),
+                    "{request}"
+                );
+            }
+            let entries = http_entries(&recorder);
+            assert_eq!(entries.len(), 2, "{entries:#?}");
+            let e = &entries[1];
+            assert_eq!(e.title, "POST /things?x=1 → 201");
+            assert!(e.ok);
+            let http = e.http.as_ref().unwrap();
+            assert_eq!(http.status, Some(201));
+            assert_eq!(http.url, format!("http://{addr}/things?x=1"));
+            assert_eq!(http.request_body, r#"{"name":"t1"}"#);
+            assert_eq!(http.response_body, r#"{"made":1}"#);
+            let header = |hs: &[(String, String)], name: &str| {
+                hs.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.clone())
+            };
+            assert_eq!(
+                header(&http.request_headers, "authorization").as_deref(),
+                Some(crate::redact::REDACTED)
+            );
+            assert_eq!(header(&http.request_headers, "proxy-authorization"), None);
+            assert_eq!(
+                header(&http.response_headers, "set-cookie").as_deref(),
+                Some(crate::redact::REDACTED)
+            );
+        });
+    }
+
+    #[test]
+    fn a_streamed_answer_streams_through_the_proxy() {
+        block_on(async {
+            let pod = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = pod.local_addr().unwrap();
+            let (first_seen, wait_first) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(async move {
+                let (mut s, _) = pod.accept().await.unwrap();
+                read_request(&mut s).await.unwrap();
+                s.write_all(
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\nfirst \r\n",
+                )
+                .await
+                .unwrap();
+                // The rest only once the client has the first chunk.
+                let _ = wait_first.await;
+                s.write_all(b"4\r\nlast\r\n0\r\n\r\n").await.unwrap();
+            });
+            let recorder = Recorder::start("streams");
+            let client = traced_client(addr, &recorder);
+            let mut answer = client
+                .get(format!("http://{addr}/events"))
+                .send()
+                .await
+                .unwrap();
+            let first = tokio::time::timeout(Duration::from_secs(5), answer.chunk())
+                .await
+                .expect("the first chunk did not arrive before the last was sent")
+                .unwrap();
+            assert_eq!(first.as_deref(), Some(b"first ".as_slice()));
+            first_seen.send(()).unwrap();
+            let rest = answer.text().await.unwrap();
+            assert_eq!(rest, "last");
+            leave();
+            // The exchange is recorded once the answer has ended.
+            let entries = http_entries(&recorder);
+            assert_eq!(entries.len(), 1, "{entries:#?}");
+            assert_eq!(
+                entries[0].http.as_ref().unwrap().response_body,
+                "first last"
+            );
+        });
+    }
+
+    #[test]
+    fn a_pod_that_closes_an_idle_connection_does_not_fail_the_next_request() {
+        block_on(async {
+            let pod = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = pod.local_addr().unwrap();
+            tokio::spawn(async move {
+                // Each connection: one answer, then closed while idle.
+                loop {
+                    let (mut s, _) = pod.accept().await.unwrap();
+                    read_request(&mut s).await.unwrap();
+                    s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    drop(s);
+                }
+            });
+            let recorder = Recorder::start("idle_close");
+            let client = traced_client(addr, &recorder);
+            for _ in 0..3 {
+                let answer = client.get(format!("http://{addr}/")).send().await.unwrap();
+                assert_eq!(answer.text().await.unwrap(), "ok");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            leave();
+            assert_eq!(http_entries(&recorder).len(), 3);
+        });
+    }
+
+    #[test]
+    fn a_long_body_is_recorded_capped_and_passed_whole() {
+        block_on(async {
+            let pod = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = pod.local_addr().unwrap();
+            let big = "y".repeat(100_000);
+            let answer_body = big.clone();
+            tokio::spawn(async move {
+                let (mut s, _) = pod.accept().await.unwrap();
+                let request = read_request(&mut s).await.unwrap();
+                assert!(request.ends_with(&"x".repeat(50_000)));
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n",
+                    answer_body.len()
+                );
+                s.write_all(head.as_bytes()).await.unwrap();
+                s.write_all(answer_body.as_bytes()).await.unwrap();
+            });
+            let recorder = Recorder::start("long");
+            let client = traced_client(addr, &recorder);
+            let text = client
+                .put(format!("http://{addr}/blob"))
+                .body("x".repeat(50_000))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            assert_eq!(text, big);
+            leave();
+            let http = http_entries(&recorder).remove(0).http.unwrap();
+            let more = |n: usize| format!("… {n} bytes more");
+            assert!(http
+                .request_body
+                .ends_with(&more(50_000 - crate::trace::TEXT_CAP)));
+            assert!(http
+                .response_body
+                .ends_with(&more(100_000 - crate::trace::TEXT_CAP)));
+        });
+    }
 }
