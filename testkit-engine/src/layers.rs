@@ -10,6 +10,7 @@ const LAYERS: Layers<'static> = Layers {
         // Facts that know nothing of tests.
         ("redact", 0),
         ("duration", 0),
+        ("errors", 0),
         ("files", 1),
         ("ids", 0),
         ("process", 1),

@@ -25,6 +25,7 @@
 
 pub mod config;
 pub mod duration;
+mod errors;
 pub mod files;
 mod ids;
 pub mod install;

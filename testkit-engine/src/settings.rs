@@ -24,7 +24,7 @@
 //! | `TESTKIT_INSTALL` | `auto` (the default) or `never`: whether a missing Chromium or cargo-nextest is installed (see [`crate::install`]) |
 //! | `TESTKIT_BROWSER` | `on` (the default) or `off`: browser tests are skipped, saying so |
 //! | `TESTKIT_BROWSER_TEARDOWN` | how long ending a test's browser may take before it is killed (from 1ms to 24h) |
-//! | `TESTKIT_TRACE` | `off` (the default), `retain-on-failure` or `on`: which tests keep their trace |
+//! | `TESTKIT_TRACE` | `off`, `retain-on-failure` (the default) or `on`: which tests keep their trace |
 //! | `TESTKIT_RUN_AS` | set by testkit on a test binary it starts as a reaper |
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
@@ -196,19 +196,19 @@ pub struct Settings {
     pub browser_teardown: Duration,
     /// `TESTKIT_BUDGET_WAIT`, else [`DEFAULT_BUDGET_WAIT`].
     pub budget_wait: Duration,
-    /// `TESTKIT_TRACE`, else [`TracePolicy::Off`].
+    /// `TESTKIT_TRACE`, else [`TracePolicy::RetainOnFailure`].
     pub trace: TracePolicy,
 }
 
-/// Which tests keep their trace (`TESTKIT_TRACE`). Off unless asked for:
-/// recording puts a proxy on every request to the pod, which costs more
-/// than a test that is not traced should pay (bench/README.md).
+/// Which tests keep their trace (`TESTKIT_TRACE`). Every test records
+/// unless it is off, and a failed one keeps its trace by default: a
+/// traced request costs a copy of its head (bench/README.md measures it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum TracePolicy {
     /// Nothing is recorded.
-    #[default]
     Off,
     /// Every test records; a failed one keeps it.
+    #[default]
     RetainOnFailure,
     /// Every test records and keeps it.
     On,
@@ -650,8 +650,12 @@ mod tests {
     }
 
     #[test]
-    fn trace_policy_defaults_to_off_and_rejects_other_words() {
-        assert_eq!(read(&[]).unwrap().trace, TracePolicy::Off);
+    fn trace_policy_defaults_to_retain_on_failure_and_rejects_other_words() {
+        assert_eq!(read(&[]).unwrap().trace, TracePolicy::RetainOnFailure);
+        assert_eq!(
+            read(&[(var::TRACE, "off")]).unwrap().trace,
+            TracePolicy::Off
+        );
         assert_eq!(read(&[(var::TRACE, "on")]).unwrap().trace, TracePolicy::On);
         assert_eq!(
             read(&[(var::TRACE, "retain-on-failure")]).unwrap().trace,

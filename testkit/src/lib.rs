@@ -130,7 +130,7 @@ pub mod template {
 
 /// The pod a test drives: [`Cx::pod`] hands it out.
 pub mod pod {
-    pub use crate::engine::pod::{NoSuchNode, Node, Pod};
+    pub use crate::engine::pod::{Client, NoSuchNode, Node, Pod, RequestBuilder};
 }
 
 /// Resource kinds in Rust, for what `testkit.toml`'s HTTP templates cannot
@@ -140,7 +140,8 @@ pub mod resource {
     pub use crate::engine::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
 }
 
-/// The HTTP client `Pod::client` is, re-exported so suites use the same version.
+/// The HTTP client under `Pod::client`, re-exported so suites use the same
+/// version (its `Response`, `Error`, `header` and `Method`).
 pub use reqwest;
 
 /// What a test returns: `Ok(())` or any error, with context.

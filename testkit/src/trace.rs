@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::engine::report::TestRecord;
 use crate::engine::settings::TracePolicy;
-use crate::engine::trace::{proxy, EntryKind, Recorder, FILE_NAME};
+use crate::engine::trace::{active, EntryKind, Recorder, FILE_NAME};
 
 /// Starts recording the test `name` on this thread; `None` when traces are
 /// off.
@@ -14,11 +14,8 @@ pub(crate) fn begin(name: &str, policy: TracePolicy) -> Option<Recorder> {
     if policy == TracePolicy::Off {
         return None;
     }
-    // Before the pod is first connected: its client is built through the
-    // proxy only when this is on.
-    proxy::enable();
     let recorder = Recorder::start(name);
-    proxy::enter(&recorder);
+    active::enter(&recorder);
     Some(recorder)
 }
 
@@ -46,7 +43,7 @@ pub(crate) fn finish(
             None,
         );
     }
-    proxy::leave();
+    active::leave();
     let keep = match policy {
         TracePolicy::Off => false,
         TracePolicy::RetainOnFailure => failed,

@@ -172,8 +172,16 @@ pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthRepor
     };
     let start = Instant::now();
     let with_token = measured(
-        pod.send(|c| with_body(c.request(method.clone(), &url).timeout(timeout)))
-            .await,
+        pod.send(|c| {
+            let request = c.request(method.clone(), &url).timeout(timeout);
+            match &body {
+                Some(body) => request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone()),
+                None => request,
+            }
+        })
+        .await,
         start,
     );
     let without_token = probe(with_body(plain_client(timeout).request(method, &url))).await;

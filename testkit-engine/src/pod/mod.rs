@@ -32,6 +32,7 @@
 //!   and removes the secrets dir when the run ends.
 
 pub mod check;
+mod client;
 pub mod cluster;
 pub mod container;
 pub mod fault;
@@ -43,6 +44,7 @@ mod session;
 use std::fmt;
 
 pub use check::{check_auth, check_health, AuthReport, HealthReport, Probe};
+pub use client::{Client, RequestBuilder};
 pub use handle::{HandleError, HandlePolicy, PodHandle, TOKEN_ALPHABET};
 pub use launch::{
     launch, stop_recorded, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod, StopError,
@@ -104,7 +106,7 @@ impl Pod {
     /// An HTTP client that carries the pod's credential as it is now (a
     /// clone is cheap). Requests sent through [`Pod::send`] also survive the
     /// credential's expiry.
-    pub fn client(&self) -> reqwest::Client {
+    pub fn client(&self) -> Client {
         self.live
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -123,7 +125,7 @@ impl Pod {
     /// ```
     pub async fn send(
         &self,
-        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        build: impl Fn(&Client) -> RequestBuilder,
     ) -> reqwest::Result<reqwest::Response> {
         let (client, generation) = {
             let live = self.live.read().unwrap_or_else(|e| e.into_inner());
@@ -308,14 +310,14 @@ impl<'a> Node<'a> {
     }
 
     /// The pod's client, carrying its credential.
-    pub fn client(&self) -> reqwest::Client {
+    pub fn client(&self) -> Client {
         self.pod.client()
     }
 
     /// [`Pod::send`], to this node.
     pub async fn send(
         &self,
-        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        build: impl Fn(&Client) -> RequestBuilder,
     ) -> reqwest::Result<reqwest::Response> {
         self.pod.send(build).await
     }

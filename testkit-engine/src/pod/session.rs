@@ -155,7 +155,7 @@ const SESSION_VERSION: u32 = 2;
 #[derive(Debug)]
 pub(super) struct Live {
     pub generation: u64,
-    pub client: reqwest::Client,
+    pub client: super::Client,
     /// What the client sends with every request, for a browser.
     pub headers: Vec<(String, String)>,
 }
@@ -671,22 +671,20 @@ pub(super) fn client_for(
     handle: &PodHandle,
     auth: &AuthSection,
     credential: &Credential,
-) -> (reqwest::Client, Vec<(String, String)>) {
+) -> (super::Client, Vec<(String, String)>) {
     let mut headers = HeaderMap::new();
     apply(&mut headers, handle, auth, auth.send, credential);
     let pairs = headers
         .iter()
         .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
-    let builder = reqwest::Client::builder()
-        .default_headers(headers)
+    let client = reqwest::Client::builder()
+        .default_headers(headers.clone())
         .connect_timeout(Duration::from_secs(10))
-        .no_proxy();
-    // Through the recording proxy when traces are on: see trace::proxy.
-    let client = crate::trace::proxy::route(builder, handle.base_url())
+        .no_proxy()
         .build()
         .unwrap_or_else(|_| reqwest::Client::new());
-    (client, pairs)
+    (super::Client::new(client, headers), pairs)
 }
 
 fn build(

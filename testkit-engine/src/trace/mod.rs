@@ -10,16 +10,16 @@
 //! entries and counts those it dropped: a test's memory stays bounded
 //! however many requests it makes.
 //!
-//! Requests sent through a pod's client are seen by the [`proxy`]: see
-//! there why a loopback proxy, and how a request finds its test. A UI
+//! Requests sent through a pod's client are recorded by [`http`], in the
+//! trace of the test [`active`] says sent them. A UI
 //! test's browser steps carry a film frame ([`Entry::frame`], at most
 //! [`MAX_FRAMES`] a test), a JPEG beside the trace.
 //!
 //! The file format is the runner's input too (report.html): [`Trace`] is
 //! its schema, `version` 1.
 
-pub mod proxy;
-mod relay;
+pub mod active;
+pub mod http;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -255,6 +255,19 @@ pub fn headers<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<
     out
 }
 
+/// A step as it is kept until the trace is read.
+enum Step {
+    Done(Entry),
+    Http(Box<http::Exchange>),
+}
+
+impl Recorder {
+    /// Adds an HTTP exchange as it was seen.
+    fn push_exchange(&self, exchange: http::Exchange) {
+        self.push_step(Step::Http(Box::new(exchange)));
+    }
+}
+
 /// One test's recording: shared by what records (the harness, the proxy)
 /// and cheap to clone.
 #[derive(Clone)]
@@ -266,7 +279,10 @@ struct Inner {
     id: u64,
     test: String,
     start: Instant,
-    entries: Mutex<Vec<Entry>>,
+    /// Steps in the order they ended; HTTP exchanges as they were seen,
+    /// made text only when the trace is read ([`Recorder::snapshot`]): a
+    /// trace that is not kept costs no formatting.
+    entries: Mutex<Vec<Step>>,
     dropped: AtomicU64,
     frames: AtomicU64,
     frames_dropped: AtomicU64,
@@ -326,12 +342,16 @@ impl Recorder {
 
     /// Adds `entry` as it is (its texts already capped).
     pub fn push(&self, entry: Entry) {
+        self.push_step(Step::Done(entry));
+    }
+
+    fn push_step(&self, step: Step) {
         let mut entries = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
         if entries.len() >= MAX_ENTRIES {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        entries.push(entry);
+        entries.push(step);
     }
 
     /// The number (from 1) of the test's next film frame, or `None` when it
@@ -348,12 +368,17 @@ impl Recorder {
 
     /// What was recorded until now, in order of start.
     pub fn snapshot(&self) -> Trace {
-        let mut entries = self
+        let mut entries: Vec<Entry> = self
             .inner
             .entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .iter()
+            .map(|step| match step {
+                Step::Done(entry) => entry.clone(),
+                Step::Http(exchange) => exchange.entry(self),
+            })
+            .collect();
         entries.sort_by_key(|e| e.at_us);
         Trace {
             version: 1,
@@ -448,7 +473,7 @@ mod tests {
     }
 }
 
-/// Entries for the steps of the running test ([`proxy::current`]); each
+/// Entries for the steps of the running test ([`active::current`]); each
 /// does nothing when no trace is being recorded.
 pub mod step {
     use std::time::Instant;
@@ -460,7 +485,7 @@ pub mod step {
 
     /// A step of `kind` that began at `started` and ends now.
     pub fn record(kind: EntryKind, started: Instant, title: String, ok: bool, detail: String) {
-        if let Some(r) = super::proxy::current() {
+        if let Some(r) = super::active::current() {
             r.add(
                 kind,
                 started,
@@ -476,7 +501,7 @@ pub mod step {
     /// A wait for `what` that began at `started`: what it saw, in order, and
     /// how it ended (`failure`: its error).
     pub fn wait(what: &str, started: Instant, failure: Option<String>, seen: &[String]) {
-        if super::proxy::current().is_none() {
+        if super::active::current().is_none() {
             return;
         }
         let skipped = seen.len().saturating_sub(WAIT_OBSERVATIONS);
@@ -501,12 +526,12 @@ pub mod step {
 
     /// A run of the CLI: its command line, exit code and output tails.
     pub fn cli(line: &str, started: Instant, exit: Option<i32>, stdout: &str, stderr: &str) {
-        if super::proxy::current().is_none() {
+        if super::active::current().is_none() {
             return;
         }
         let code = exit.map_or("no exit code".to_owned(), |c| format!("exit {c}"));
         let detail = format!("--- stdout\n{}\n--- stderr\n{}", tail(stdout), tail(stderr));
-        if let Some(r) = super::proxy::current() {
+        if let Some(r) = super::active::current() {
             r.add(
                 EntryKind::Cli,
                 started,

@@ -2,8 +2,8 @@
 //! each navigation and action of a [`Page`](super::Page) as a step with its
 //! film frame (a small JPEG of the page after it, `trace-frame-NNN.jpg` in
 //! the artifacts folder), the page's console messages, and the page's own
-//! requests from the DevTools `Network` events (Chromium does not go
-//! through the recording proxy, so these are not traced twice).
+//! requests from the DevTools `Network` events (the browser's requests do
+//! not go through the pod's client, so these are not traced twice).
 //!
 //! A test that is not traced has no [`Film`]: no frame is captured and the
 //! events are dropped as they were before, so tracing off costs nothing.
@@ -42,7 +42,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Film {
     /// The film of the running test, when it is traced.
     pub(super) fn current() -> Option<Arc<Film>> {
-        crate::engine::trace::proxy::current().map(|recorder| {
+        crate::engine::trace::active::current().map(|recorder| {
             Arc::new(Film {
                 recorder,
                 pending: Mutex::new(HashMap::new()),
@@ -208,7 +208,7 @@ fn str_of(v: Option<&Value>) -> String {
     v.and_then(Value::as_str).unwrap_or("").to_owned()
 }
 
-/// DevTools headers (a JSON object), credentials blanked as the proxy's are.
+/// DevTools headers (a JSON object), credentials blanked as the client's are.
 fn json_headers(v: Option<&Value>) -> Vec<(String, String)> {
     let Some(map) = v.and_then(Value::as_object) else {
         return Vec::new();

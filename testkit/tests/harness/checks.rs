@@ -92,6 +92,11 @@ pub fn comparable(record: &TestRecord) -> String {
     for volatile in ["run_id", "started_at_ms", "duration_ms"] {
         object.remove(volatile);
     }
+    // A kept trace is under the run's own results folder: that it was kept
+    // is what compares.
+    if let Some(trace) = object.get_mut("trace") {
+        *trace = "kept".into();
+    }
     // Of the pod lock, the mode; when and how long are timing.
     if let Some(lock) = object.get_mut("lock").and_then(|l| l.as_object_mut()) {
         lock.retain(|key, _| key == "mode");
@@ -272,7 +277,16 @@ pub fn check_junit(path: &Path, records: &BTreeMap<String, TestRecord>, binaries
                 other => panic!("{context}: unknown outcome {other}"),
             }
             let out = child("system-out").and_then(|n| n.text()).unwrap_or("");
-            assert_eq!(out, record.output, "{context}");
+            // The log, then the kept trace (a failed test keeps it by
+            // default) as an attachment.
+            let mut want = record.output.clone();
+            if let Some(trace) = &record.trace {
+                if !want.is_empty() && !want.ends_with('\n') {
+                    want.push('\n');
+                }
+                want.push_str(&format!("[[ATTACHMENT|{trace}]]\n"));
+            }
+            assert_eq!(out, want, "{context}");
         }
     }
     assert_eq!(

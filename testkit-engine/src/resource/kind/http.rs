@@ -372,14 +372,4 @@ async fn send(
     Ok((status, body, sent))
 }
 
-/// `e` and each of its sources, joined by `: `.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
+pub(crate) use crate::errors::error_chain;

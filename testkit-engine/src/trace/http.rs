@@ -1,0 +1,256 @@
+//! Requests through the pod's client, recorded in the process: the
+//! request as it is sent, and its answer as the test reads it.
+//!
+//! [`send`] is what the pod's [`Client`](crate::pod::Client) sends with.
+//! When no test is traced it is reqwest's `execute` and nothing else. When
+//! one is, the request's head and body are copied (capped) before it goes,
+//! and the answer's body is handed to the test through a tee that keeps
+//! its first [`TEXT_CAP`](super::TEXT_CAP) bytes as they pass: a streamed
+//! answer still streams, and the exchange is recorded when the body ends
+//! (or is dropped unread), with how long it took until then. What is
+//! recorded is reqwest's own view: an `https` pod is traced like any
+//! other, and a request that fails fails with reqwest's error.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use reqwest::header::HeaderMap;
+use reqwest::ResponseBuilderExt as _;
+
+use super::{cap_bytes, headers, EntryKind, Http, Recorder, TEXT_CAP};
+
+/// Sends `request` with `client`, in the trace of the running test when
+/// there is one. `defaults` are the client's default headers (its
+/// credential), which reqwest adds as it sends: recorded, blanked.
+pub(crate) async fn send(
+    client: &reqwest::Client,
+    defaults: &Arc<HeaderMap>,
+    request: reqwest::Request,
+) -> reqwest::Result<reqwest::Response> {
+    let Some(recorder) = super::active::current() else {
+        return client.execute(request).await;
+    };
+    let mut exchange = Exchange {
+        started: Instant::now(),
+        took: Duration::ZERO,
+        method: request.method().clone(),
+        url: request.url().clone(),
+        defaults: defaults.clone(),
+        request_headers: request.headers().clone(),
+        request_body: match request.body() {
+            None => Kept::default(),
+            Some(body) => match body.as_bytes() {
+                Some(bytes) => Kept::of(bytes),
+                None => Kept::stream(),
+            },
+        },
+        status: None,
+        response_headers: HeaderMap::new(),
+        response_body: Kept::default(),
+        broke: None,
+    };
+    let response = match client.execute(request).await {
+        Ok(response) => response,
+        Err(e) => {
+            exchange.took = exchange.started.elapsed();
+            exchange.broke = Some(crate::errors::error_chain(&e));
+            recorder.push_exchange(exchange);
+            return Err(e);
+        }
+    };
+    exchange.status = Some(response.status().as_u16());
+    exchange.response_headers = response.headers().clone();
+    let url = response.url().clone();
+    let (parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
+    let tee = Tee {
+        body,
+        pending: Some((recorder, exchange)),
+    };
+    let mut answer = http::Response::builder()
+        .status(parts.status)
+        .version(parts.version);
+    if let Some(h) = answer.headers_mut() {
+        *h = parts.headers;
+    }
+    if let Some(x) = answer.extensions_mut() {
+        *x = parts.extensions;
+    }
+    // The builder has nothing it could refuse: the status and headers are
+    // the answer's own.
+    let answer = answer
+        .url(url)
+        .body(reqwest::Body::wrap(tee))
+        .unwrap_or_default();
+    Ok(reqwest::Response::from(answer))
+}
+
+/// An exchange as it was seen: made text only when its trace is read.
+pub(super) struct Exchange {
+    started: Instant,
+    took: Duration,
+    method: reqwest::Method,
+    url: reqwest::Url,
+    defaults: Arc<HeaderMap>,
+    request_headers: HeaderMap,
+    request_body: Kept,
+    status: Option<u16>,
+    response_headers: HeaderMap,
+    response_body: Kept,
+    /// Why no answer came, or why its body broke off.
+    broke: Option<String>,
+}
+
+impl Exchange {
+    /// The trace's entry for this exchange, in `recorder`'s time.
+    pub(super) fn entry(&self, recorder: &Recorder) -> super::Entry {
+        let http = Http {
+            method: self.method.to_string(),
+            url: self.url.to_string(),
+            status: self.status,
+            request_headers: header_pairs(self.defaults.iter().chain(self.request_headers.iter())),
+            request_body: self.request_body.text(),
+            response_headers: header_pairs(self.response_headers.iter()),
+            response_body: self.response_body.text(),
+        };
+        let outcome = self
+            .status
+            .map_or("no answer".to_owned(), |s| s.to_string());
+        let path = match self.url.query() {
+            Some(q) => format!("{}?{q}", self.url.path()),
+            None => self.url.path().to_owned(),
+        };
+        super::Entry {
+            at_us: recorder.offset(self.started),
+            duration_us: self.took.as_micros() as u64,
+            kind: EntryKind::Http,
+            title: format!("{} {path} → {outcome}", http.method),
+            ok: self.status.is_some_and(|s| s < 400) && self.broke.is_none(),
+            detail: self.broke.clone().unwrap_or_default(),
+            http: Some(http),
+            frame: None,
+        }
+    }
+}
+
+fn header_pairs<'a>(
+    pairs: impl Iterator<
+        Item = (
+            &'a reqwest::header::HeaderName,
+            &'a reqwest::header::HeaderValue,
+        ),
+    >,
+) -> Vec<(String, String)> {
+    headers(pairs.map(|(k, v)| (k.as_str(), v.as_bytes())))
+}
+
+/// The first [`TEXT_CAP`] bytes of a body, and how long it was.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    total: usize,
+    stream: bool,
+}
+
+impl Kept {
+    fn of(bytes: &[u8]) -> Kept {
+        let mut kept = Kept::default();
+        kept.add(bytes);
+        kept
+    }
+
+    fn stream() -> Kept {
+        Kept {
+            stream: true,
+            ..Kept::default()
+        }
+    }
+
+    fn add(&mut self, data: &[u8]) {
+        self.total += data.len();
+        if self.bytes.len() < TEXT_CAP {
+            let room = TEXT_CAP - self.bytes.len();
+            self.bytes.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+
+    fn text(&self) -> String {
+        if self.stream {
+            return "(a stream: not kept)".to_owned();
+        }
+        let mut text = cap_bytes(&self.bytes);
+        if self.total > self.bytes.len() {
+            text.push_str(&format!("… {} bytes more", self.total - self.bytes.len()));
+        }
+        text
+    }
+}
+
+/// The answer's body as the test reads it, recorded on the way.
+struct Tee {
+    body: reqwest::Body,
+    pending: Option<(Recorder, Exchange)>,
+}
+
+impl http_body::Body for Tee {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some((_, exchange))) = (frame.data_ref(), self.pending.as_mut())
+                {
+                    exchange.response_body.add(data);
+                }
+                if self.body.is_end_stream() {
+                    self.finish(None);
+                }
+            }
+            Poll::Ready(Some(Err(e))) => {
+                let why = format!(
+                    "the answer's body broke off: {}",
+                    crate::errors::error_chain(e)
+                );
+                self.finish(Some(why));
+            }
+            Poll::Ready(None) => self.finish(None),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Tee {
+    /// Records the exchange; `broke`: why its body ended early.
+    fn finish(&mut self, broke: Option<String>) {
+        if let Some((recorder, mut exchange)) = self.pending.take() {
+            exchange.took = exchange.started.elapsed();
+            exchange.broke = broke;
+            recorder.push_exchange(exchange);
+        }
+    }
+}
+
+impl Drop for Tee {
+    /// An answer whose body is never read to its end (dropped, or only its
+    /// status looked at) is recorded with what was read of it.
+    fn drop(&mut self) {
+        self.finish(None);
+    }
+}
