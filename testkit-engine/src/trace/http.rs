@@ -5,7 +5,7 @@
 //! When no test is traced it is reqwest's `execute` and nothing else. When
 //! one is, the request's head and body are copied (capped) before it goes,
 //! and the answer's body is handed to the test through a tee that keeps
-//! its first [`TEXT_CAP`](super::TEXT_CAP) bytes as they pass: a streamed
+//! its first [`TEXT_CAP`] bytes as they pass: a streamed
 //! answer still streams, and the exchange is recorded when the body ends
 //! (or is dropped unread), with how long it took until then. What is
 //! recorded is reqwest's own view: an `https` pod is traced like any

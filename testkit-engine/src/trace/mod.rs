@@ -10,16 +10,16 @@
 //! entries and counts those it dropped: a test's memory stays bounded
 //! however many requests it makes.
 //!
-//! Requests sent through a pod's client are recorded by [`http`], in the
-//! trace of the test [`active`] says sent them. A UI
-//! test's browser steps carry a film frame ([`Entry::frame`], at most
+//! Requests sent through the pod's [`Client`](crate::pod::Client) are
+//! recorded in the trace of the test [`active`] says sent them. A UI test's
+//! browser steps carry a film frame ([`Entry::frame`], at most
 //! [`MAX_FRAMES`] a test), a JPEG beside the trace.
 //!
 //! The file format is the runner's input too (report.html): [`Trace`] is
 //! its schema, `version` 1.
 
 pub mod active;
-pub mod http;
+pub(crate) mod http;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -257,7 +257,7 @@ pub fn headers<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Vec<
 
 /// A step as it is kept until the trace is read.
 enum Step {
-    Done(Entry),
+    Done(Box<Entry>),
     Http(Box<http::Exchange>),
 }
 
@@ -342,7 +342,7 @@ impl Recorder {
 
     /// Adds `entry` as it is (its texts already capped).
     pub fn push(&self, entry: Entry) {
-        self.push_step(Step::Done(entry));
+        self.push_step(Step::Done(Box::new(entry)));
     }
 
     fn push_step(&self, step: Step) {
@@ -375,7 +375,7 @@ impl Recorder {
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|step| match step {
-                Step::Done(entry) => entry.clone(),
+                Step::Done(entry) => (**entry).clone(),
                 Step::Http(exchange) => exchange.entry(self),
             })
             .collect();
