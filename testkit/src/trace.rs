@@ -53,6 +53,8 @@ pub(crate) fn finish(
         remove_frames(artifacts);
         return;
     }
+    // Answers the test let go of unread are still being read for it.
+    recorder.settle(std::time::Duration::from_secs(3));
     let path = artifacts.join(FILE_NAME);
     match recorder.snapshot().write(&path) {
         Ok(()) => record.trace = Some(path.display().to_string()),

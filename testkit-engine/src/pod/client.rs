@@ -472,4 +472,51 @@ mod tests {
             );
         });
     }
+
+    #[test]
+    fn an_answer_let_go_of_unread_has_its_body_in_the_trace() {
+        // The harness's shape: the test's future on its thread, spawned
+        // tasks on the runtime's workers, the trace settled after.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let recorder = Recorder::start("unread");
+        let status = runtime.block_on(async {
+            let pod = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = pod.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut s, _) = pod.accept().await.unwrap();
+                read_request(&mut s).await.unwrap();
+                let body = "conflict: the name is taken";
+                s.write_all(b"HTTP/1.1 409 Conflict\r\ncontent-length: 27\r\n\r\n")
+                    .await
+                    .unwrap();
+                // The body comes after the test has let go of the answer.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                s.write_all(body.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            });
+            let client = traced_client(&recorder);
+            let answer = client
+                .put(format!("http://{addr}/names/x"))
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status();
+            drop(answer);
+            leave();
+            status
+        });
+        assert_eq!(status, 409);
+        recorder.settle(Duration::from_secs(5));
+        let entries = http_entries(&recorder);
+        assert_eq!(entries.len(), 1, "{entries:#?}");
+        assert_eq!(entries[0].title, "PUT /names/x → 409");
+        assert_eq!(
+            entries[0].http.as_ref().unwrap().response_body,
+            "conflict: the name is taken"
+        );
+    }
 }

@@ -67,7 +67,7 @@ pub(crate) async fn send(
     let url = response.url().clone();
     let (parts, body) = http::Response::<reqwest::Body>::from(response).into_parts();
     let tee = Tee {
-        body,
+        body: Some(body),
         pending: Some((recorder, exchange)),
     };
     let mut answer = http::Response::builder()
@@ -191,7 +191,9 @@ impl Kept {
 
 /// The answer's body as the test reads it, recorded on the way.
 struct Tee {
-    body: reqwest::Body,
+    /// Taken when the tee is dropped unread: then what it holds is read
+    /// for the trace.
+    body: Option<reqwest::Body>,
     pending: Option<(Recorder, Exchange)>,
 }
 
@@ -203,14 +205,18 @@ impl http_body::Body for Tee {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = Pin::new(&mut *body).poll_frame(cx);
+        let ended = body.is_end_stream();
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let (Some(data), Some((_, exchange))) = (frame.data_ref(), self.pending.as_mut())
                 {
                     exchange.response_body.add(data);
                 }
-                if self.body.is_end_stream() {
+                if ended {
                     self.finish(None);
                 }
             }
@@ -228,11 +234,14 @@ impl http_body::Body for Tee {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.body.as_ref().is_none_or(|b| b.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        self.body
+            .as_ref()
+            .map(|b| b.size_hint())
+            .unwrap_or_default()
     }
 }
 
@@ -247,10 +256,47 @@ impl Tee {
     }
 }
 
+/// How long the body of an answer the test let go of unread is read for
+/// its trace, at most.
+const DRAIN: Duration = Duration::from_secs(2);
+
 impl Drop for Tee {
-    /// An answer whose body is never read to its end (dropped, or only its
-    /// status looked at) is recorded with what was read of it.
+    /// An answer the test let go of before its body ended (it looked at the
+    /// status only, or `error_for_status` failed it) is what a failure's
+    /// evidence most needs: its body is read on, up to the cap, for the
+    /// trace, and the trace waits for it ([`Recorder::settle`]).
     fn drop(&mut self) {
-        self.finish(None);
+        let (Some((recorder, mut exchange)), Some(mut body)) =
+            (self.pending.take(), self.body.take())
+        else {
+            return;
+        };
+        exchange.took = exchange.started.elapsed();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            recorder.push_exchange(exchange);
+            return;
+        };
+        let draining = recorder.draining();
+        runtime.spawn(async move {
+            let read = async {
+                while exchange.response_body.bytes.len() < TEXT_CAP {
+                    match std::future::poll_fn(|cx| {
+                        http_body::Body::poll_frame(Pin::new(&mut body), cx)
+                    })
+                    .await
+                    {
+                        Some(Ok(frame)) => {
+                            if let Some(data) = frame.data_ref() {
+                                exchange.response_body.add(data);
+                            }
+                        }
+                        Some(Err(_)) | None => break,
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN, read).await;
+            recorder.push_exchange(exchange);
+            drop(draining);
+        });
     }
 }

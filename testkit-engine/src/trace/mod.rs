@@ -286,6 +286,8 @@ struct Inner {
     dropped: AtomicU64,
     frames: AtomicU64,
     frames_dropped: AtomicU64,
+    /// Bodies of answers the test let go of, still being read for the trace.
+    draining: Arc<()>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -302,11 +304,30 @@ impl Recorder {
                 dropped: AtomicU64::new(0),
                 frames: AtomicU64::new(0),
                 frames_dropped: AtomicU64::new(0),
+                draining: Arc::new(()),
             }),
         }
     }
 
-    /// This recording's id in the process: how the proxy finds it.
+    /// A token held while a body is read for this trace: [`settle`] waits
+    /// until none is held.
+    ///
+    /// [`settle`]: Recorder::settle
+    pub(crate) fn draining(&self) -> Arc<()> {
+        self.inner.draining.clone()
+    }
+
+    /// Waits, at most `within`, for the bodies still being read for this
+    /// trace (answers the test let go of unread); call it before the
+    /// trace is written.
+    pub fn settle(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Arc::strong_count(&self.inner.draining) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// This recording's id in the process: how a step finds it.
     pub fn id(&self) -> u64 {
         self.inner.id
     }
