@@ -306,8 +306,8 @@ mod tests {
             leave();
             let requests = seen.await.unwrap();
             for (n, request) in requests.iter().enumerate() {
-                // Origin-form, as the pod would have had it without a proxy,
-                // and without the proxy's own credential.
+                // As the test built it: its own path and credential, and
+                // nothing a proxy would add.
                 assert!(
                     request.starts_with(&format!("POST /things?x={n} HTTP/1.1\r\n")),
                     "{request}"

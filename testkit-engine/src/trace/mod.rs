@@ -268,7 +268,8 @@ impl Recorder {
     }
 }
 
-/// One test's recording: shared by what records (the harness, the proxy)
+/// One test's recording: shared by what records (the harness, the pod's
+/// client)
 /// and cheap to clone.
 #[derive(Clone)]
 pub struct Recorder {
