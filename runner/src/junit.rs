@@ -49,12 +49,13 @@ use quick_junit::{
 
 use testkit_engine::redact::redact;
 use testkit_engine::report::{
-    read_records, write_records, AttemptRecord, FailureKind, FaultRecord, FaultState, Outcome,
-    ReportError, TestRecord,
+    read_records, read_starts, write_records, AttemptRecord, FailureKind, FaultRecord, FaultState,
+    Outcome, ReportError, TestRecord,
 };
 use testkit_engine::resource::read_journal;
 
 use crate::runs::{choose, latest_records, Chosen, RunChoiceError};
+use crate::seal::SealCheck;
 
 /// The JUnit `type` of a skipped testcase that is an expected failure.
 pub const XFAIL_TYPE: &str = "xfail";
@@ -505,17 +506,30 @@ pub fn write_results_junit(
     run: Option<&str>,
 ) -> Result<Chosen, RunChoiceError> {
     let journal = read_journal(results_dir);
-    let mut chosen = choose(results_dir, read_records(results_dir)?, &journal, run)?;
-    let killed = crate::killed::from_journal(results_dir, &chosen.records, &chosen.run_id);
-    if !killed.is_empty() {
-        write_records(results_dir, &killed)?;
-        // Read again: what counts only for a run that has records (the
-        // listing of its ignored tests) counts now.
-        chosen.records = read_records(results_dir)?
-            .into_iter()
-            .filter(|r| r.run_id == chosen.run_id)
-            .collect();
+    let starts = read_starts(results_dir)?;
+    let mut chosen = choose(
+        results_dir,
+        read_records(results_dir)?,
+        &journal,
+        &starts,
+        run,
+    )?;
+    // A sealed folder is read, never written: a record added to it is
+    // tampering.
+    let sealed = crate::seal::check(results_dir, &chosen.run_id) != SealCheck::Unsealed;
+    if !sealed {
+        let killed = crate::killed::from_journal(results_dir, &chosen.records, &chosen.run_id)?;
+        if !killed.is_empty() {
+            write_records(results_dir, &killed)?;
+            // Read again: what counts only for a run that has records (the
+            // listing of its ignored tests) counts now.
+            chosen.records = read_records(results_dir)?
+                .into_iter()
+                .filter(|r| r.run_id == chosen.run_id)
+                .collect();
+        }
     }
+    chosen.seal = crate::runs::complete(results_dir, &chosen.run_id, &mut chosen.records, true)?;
     if chosen.records.is_empty() {
         // Not a results folder, or one whose tests never ran: no JUnit
         // that would pass for an empty, green run.

@@ -1,39 +1,45 @@
-//! The records of tests whose process died before it wrote theirs
-//! (SIGKILL, the OOM killer, an abort): built from what the folder still
-//! says of them. A test process journals every resource before it creates
-//! it (`<results>/journal/<binary>-<pid>.jsonl`), and its reaper appends
-//! to the same file what it deleted or left, and logs beside it
-//! (`<binary>-<pid>.reaper.log`). A test of the journal without a record
-//! of its run is a test that was killed: failed, saying so, with its
-//! resources and what the reaper did with them.
+//! The records of tests that began and never ended: their process died
+//! before it wrote theirs (SIGKILL, the OOM killer, an abort, an exit
+//! halfway), or their record was lost afterwards. Every test writes its
+//! start before its body runs (`<results>/starts/`, see
+//! [`testkit_engine::report::TestStart`]); a start with no record of its
+//! attempt is a test that never ended, and fails, saying what is known.
 //!
-//! A killed test that journaled nothing (it created nothing) leaves no
-//! trace in the folder: only the test engine knows of it (`testkit-runner
-//! run` asks nextest; after a plain `cargo nextest run`, its own JUnit).
+//! What is known comes from the folder: a test process journals every
+//! resource before it creates it (`<results>/journal/<binary>-<pid>.jsonl`),
+//! and its reaper appends to the same file what it deleted or left, and
+//! logs beside it (`<binary>-<pid>.reaper.log`). A test of the journal
+//! without a record of its run was killed: failed, saying so, with its
+//! resources and what the reaper did with them. A test that created nothing
+//! has its start alone: "no end written".
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use testkit_engine::report::{
-    CleanupState, FailureKind, ResourceRecord, ResourceState, TestRecord,
+    read_starts, unended, CleanupState, FailureKind, ReportError, ResourceRecord, ResourceState,
+    TestRecord, TestStart,
 };
 use testkit_engine::resource::{journal, Event, JournalEntry};
 
 /// At most this much of a reaper's log goes into a record.
 const REAPER_LOG_CAP: usize = 16 * 1024;
 
-/// A record for every test of the run `run_id` that the folder's journals
-/// name and `records` (the run's) lack.
+/// A record for every test of the run `run_id` that began and that
+/// `records` (the run's) do not end: each test the folder's journals name
+/// and `records` lack, and each start without a record of its attempt.
+/// Starts that cannot be read are an error: without them a lost record
+/// would go unseen.
 pub(crate) fn from_journal(
     results_dir: &Path,
     records: &[TestRecord],
     run_id: &str,
-) -> Vec<TestRecord> {
+) -> Result<Vec<TestRecord>, ReportError> {
     let have: BTreeSet<(&str, &str)> = records
         .iter()
         .map(|r| (r.binary.as_str(), r.name.as_str()))
         .collect();
-    let mut out = Vec::new();
+    let mut out: Vec<TestRecord> = Vec::new();
     for (binary, pid, path) in journal_files(results_dir) {
         let entries = journal::read_file(&path);
         let mut tests: Vec<&str> = Vec::new();
@@ -60,7 +66,51 @@ pub(crate) fn from_journal(
             ));
         }
     }
-    out
+    let starts = read_starts(results_dir)?;
+    // The latest attempt first: the journal's record is of the test's last
+    // process.
+    for start in unended(records, &starts, run_id).into_iter().rev() {
+        // The journal knows more of a killed test than its start does.
+        let journaled = out
+            .iter_mut()
+            .find(|k| k.binary == start.binary && k.name == start.name && k.file.is_empty());
+        match journaled {
+            Some(killed) => {
+                killed.attempt = start.attempt.max(1);
+                killed.file = start.file.clone();
+                killed.line = start.line;
+                if killed.started_at_ms == 0 || start.at_ms < killed.started_at_ms {
+                    killed.started_at_ms = start.at_ms;
+                }
+            }
+            None => out.push(never_ended(start)),
+        }
+    }
+    Ok(out)
+}
+
+/// The record of a test that began (`start`) and wrote no end, and of which
+/// the journal knows nothing.
+fn never_ended(start: &TestStart) -> TestRecord {
+    let mut record = TestRecord::new(&start.run_id, &start.binary, &start.name);
+    record.attempt = start.attempt.max(1);
+    record.file = start.file.clone();
+    record.line = start.line;
+    record.started_at_ms = start.at_ms;
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(start.at_ms);
+    record.fail(
+        FailureKind::Error,
+        format!(
+            "no end written: the test started (attempt {}, pid {}, at {}) and its record was \
+             never written or was lost afterwards: its process was killed (SIGKILL, the OOM \
+             killer), crashed or exited before testkit recorded it, or something deleted the \
+             record; it created no resource",
+            start.attempt.max(1),
+            start.pid,
+            humantime::format_rfc3339_millis(at),
+        ),
+    );
+    record
 }
 
 /// The journal files of test processes: `(binary, pid, path)`. The

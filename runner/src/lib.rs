@@ -14,6 +14,7 @@ mod html;
 pub mod junit;
 mod killed;
 pub mod runs;
+pub mod seal;
 mod summary;
 mod verbs;
 

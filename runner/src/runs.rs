@@ -15,8 +15,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use testkit_engine::report::{read_records, ReportError, TestRecord};
+use testkit_engine::report::{
+    fold_attempts, read_records, read_starts, ReportError, TestRecord, TestStart,
+};
 use testkit_engine::resource::{read_journal, JournalEntry};
+
+use crate::seal::SealCheck;
 
 /// One run of a results folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,9 +32,13 @@ pub struct RunOf {
     pub last_ms: u64,
 }
 
-/// The runs `records` and `journal` know of, the latest first (ties by id,
-/// so that the order is the same on every reading).
-pub fn runs_of(records: &[TestRecord], journal: &[JournalEntry]) -> Vec<RunOf> {
+/// The runs `records`, `journal` and `starts` know of, the latest first
+/// (ties by id, so that the order is the same on every reading).
+pub fn runs_of(
+    records: &[TestRecord],
+    journal: &[JournalEntry],
+    starts: &[TestStart],
+) -> Vec<RunOf> {
     let mut last: BTreeMap<&str, u64> = BTreeMap::new();
     for r in records {
         let end = if r.started_at_ms == 0 {
@@ -45,6 +53,11 @@ pub fn runs_of(records: &[TestRecord], journal: &[JournalEntry]) -> Vec<RunOf> {
     for e in journal.iter().filter(|e| !e.test.is_empty()) {
         let slot = last.entry(&e.run).or_default();
         *slot = (*slot).max(e.time);
+    }
+    // A run whose only tests never ended has nothing but their starts.
+    for start in starts {
+        let slot = last.entry(&start.run_id).or_default();
+        *slot = (*slot).max(start.at_ms);
     }
     let mut runs: Vec<RunOf> = last
         .into_iter()
@@ -134,6 +147,9 @@ pub struct Chosen {
     pub others: Vec<RunOf>,
     /// Whether it is the folder's latest run.
     pub latest: bool,
+    /// What the run's seal says of the folder (unchecked until the run's
+    /// records are completed, see [`complete`]).
+    pub seal: SealCheck,
 }
 
 impl Chosen {
@@ -157,9 +173,10 @@ pub fn choose(
     dir: &Path,
     records: Vec<TestRecord>,
     journal: &[JournalEntry],
+    starts: &[TestStart],
     wanted: Option<&str>,
 ) -> Result<Chosen, RunChoiceError> {
-    let mut runs = runs_of(&records, journal);
+    let mut runs = runs_of(&records, journal, starts);
     let index = match wanted {
         Some(id) => {
             runs.iter()
@@ -189,21 +206,56 @@ pub fn choose(
         records,
         others: runs,
         latest: index == 0,
+        seal: SealCheck::Unsealed,
     })
 }
 
 /// The records of the latest run of the folder `dir` (with two equally
-/// late, the first by id): what a merge takes of each of its inputs.
+/// late, the first by id), as [`complete`] makes them: what a merge takes
+/// of each of its inputs.
 pub fn latest_records(dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
     let records = read_records(dir)?;
     let journal = read_journal(dir);
-    let Some(latest) = runs_of(&records, &journal).into_iter().next() else {
+    let starts = read_starts(dir)?;
+    let Some(latest) = runs_of(&records, &journal, &starts).into_iter().next() else {
         return Ok(records);
     };
-    Ok(records
+    let mut records = records
         .into_iter()
         .filter(|r| r.run_id == latest.id)
-        .collect())
+        .collect();
+    complete(dir, &latest.id, &mut records, true)?;
+    Ok(records)
+}
+
+/// What every reading of a run adds to its records (`records`, of the run
+/// `run_id` of the folder `dir`), so that none reads it greener than it was:
+/// a failure for each test that began and never ended (the `killed`
+/// module), and, when `hold_to_seal`, a failure for results changed after
+/// a runner judged them (the `seal` module), whose check it returns.
+pub fn complete(
+    dir: &Path,
+    run_id: &str,
+    records: &mut Vec<TestRecord>,
+    hold_to_seal: bool,
+) -> Result<SealCheck, ReportError> {
+    if run_id.is_empty() {
+        return Ok(SealCheck::Unsealed);
+    }
+    let unended = crate::killed::from_journal(dir, records, run_id)?;
+    if !unended.is_empty() {
+        records.extend(unended);
+        *records = fold_attempts(std::mem::take(records));
+    }
+    let seal = if hold_to_seal {
+        crate::seal::check(dir, run_id)
+    } else {
+        SealCheck::Unsealed
+    };
+    if let Some(failure) = seal.tampering_record(run_id) {
+        records.push(failure);
+    }
+    Ok(seal)
 }
 
 #[cfg(test)]
@@ -227,20 +279,21 @@ mod tests {
             rec("new", "a", 4000),
             rec("new", "ignored", 0),
         ];
-        let chosen = choose(Path::new("r"), records.clone(), &[], None).unwrap();
+        let chosen = choose(Path::new("r"), records.clone(), &[], &[], None).unwrap();
         assert_eq!(chosen.run_id, "new");
         assert_eq!(chosen.records.len(), 2);
         assert_eq!(chosen.others[0].id, "old");
         assert!(chosen.describe(Path::new("r")).contains("older runs: old"));
-        let old = choose(Path::new("r"), records.clone(), &[], Some("old")).unwrap();
+        let old = choose(Path::new("r"), records.clone(), &[], &[], Some("old")).unwrap();
         assert_eq!((old.run_id.as_str(), old.records.len()), ("old", 2));
         assert!(old.describe(Path::new("r")).contains("other runs: new"));
-        let e = choose(Path::new("r"), records, &[], Some("gone")).unwrap_err();
+        let e = choose(Path::new("r"), records, &[], &[], Some("gone")).unwrap_err();
         assert!(e.to_string().contains("old (tests last active"), "{e}");
         // Two runs none of whose tests ran: nothing says which is later.
         let e = choose(
             Path::new("r"),
             vec![rec("x", "a", 0), rec("y", "a", 0)],
+            &[],
             &[],
             None,
         )

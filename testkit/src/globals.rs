@@ -12,7 +12,9 @@ use std::sync::OnceLock;
 
 use engine::config::{ConfigError, SuiteConfig};
 use engine::pod::{connect, HandlePolicy, Pod, PodHandle, NO_POD_REASON};
-use engine::report::{KnownIssues, RecordFile, TestRecord, KNOWN_ISSUES_FILE};
+use engine::report::{
+    KnownIssues, RecordFile, StartFile, TestRecord, TestStart, KNOWN_ISSUES_FILE,
+};
 use engine::resource::{Event, Journal, JournalEntry, Kinds, ResourceKind};
 use engine::run::Run;
 use engine::settings::{Settings, SettingsError};
@@ -200,6 +202,18 @@ pub(crate) fn write_record(run: &Run, record: &TestRecord) {
             "testkit: failed to write the record of {}: {e}",
             record.name
         );
+    }
+}
+
+/// This process's start file: each test's start, written ahead of its body.
+static START_FILE: StartFile = StartFile::new();
+
+/// Appends a test's start before its body runs. A start that cannot be
+/// written loses the test as a lost record would: the process fails.
+pub(crate) fn write_start(run: &Run, start: &TestStart) {
+    if let Err(e) = START_FILE.write(run, start) {
+        RECORD_LOST.store(true, std::sync::atomic::Ordering::SeqCst);
+        eprintln!("testkit: failed to write the start of {}: {e}", start.name);
     }
 }
 

@@ -30,7 +30,8 @@ pub(crate) const FILE: &str = "report.html";
 /// its path. A folder that other runs wrote into too shows this one only.
 pub(crate) fn write(results_dir: &Path, run_id: &str) -> Result<PathBuf, ReportError> {
     let input = (results_dir.to_owned(), Some(run_id.to_owned()));
-    write_with(results_dir, &[input], None)
+    // The run being judged: its seal comes after its page.
+    write_parts(results_dir, &[input], None, false)
 }
 
 /// Writes `<out_dir>/report.html` from several results folders (one per
@@ -50,10 +51,19 @@ pub(crate) fn write_with(
     inputs: &[(PathBuf, Option<String>)],
     suite: Option<&Path>,
 ) -> Result<PathBuf, ReportError> {
+    write_parts(out_dir, inputs, suite, true)
+}
+
+fn write_parts(
+    out_dir: &Path,
+    inputs: &[(PathBuf, Option<String>)],
+    suite: Option<&Path>,
+    hold_to_seal: bool,
+) -> Result<PathBuf, ReportError> {
     let mut parts = inputs
         .iter()
         .filter(|(i, _)| i.is_dir())
-        .map(|(d, run)| Part::read(d, run.as_deref()))
+        .map(|(d, run)| Part::read(d, run.as_deref(), hold_to_seal))
         .collect::<Result<Vec<Part>, ReportError>>()?;
     if let Some(suite) = suite {
         let source = Source::of(suite);

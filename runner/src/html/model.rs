@@ -61,6 +61,8 @@ pub(super) struct Part {
     pub(super) phases: Vec<PhaseLine>,
     pub(super) lifetimes: Vec<Lifetime>,
     pub(super) source: Option<Source>,
+    /// What the run's seal says of the folder.
+    pub(super) seal: crate::seal::SealCheck,
 }
 
 impl Part {
@@ -68,18 +70,32 @@ impl Part {
     /// [`crate::runs`]): its records, its resources, and its phases when
     /// `verdict.jsonl` is of that run. A folder other runs wrote into shows
     /// nothing of theirs.
-    pub(super) fn read(dir: &Path, run: Option<&str>) -> Result<Part, ReportError> {
+    ///
+    /// Its records are as every reading completes them ([`crate::runs::complete`]):
+    /// a test that began and never ended fails, and, when `hold_to_seal`,
+    /// so do results changed after a runner sealed them (the runner's own
+    /// page, written before it seals the run, is not held to a seal).
+    pub(super) fn read(
+        dir: &Path,
+        run: Option<&str>,
+        hold_to_seal: bool,
+    ) -> Result<Part, ReportError> {
         let all = report::read_records(dir)?;
         let journal = read_journal(dir);
+        let starts = report::read_starts(dir)?;
         let run_id = match run {
             Some(id) => Some(id.to_owned()),
-            None => crate::runs::runs_of(&all, &journal)
+            None => crate::runs::runs_of(&all, &journal, &starts)
                 .into_iter()
                 .next()
                 .map(|r| r.id),
         };
         let of_run = |id: &str| run_id.as_deref().is_none_or(|r| r == id);
-        let records: Vec<TestRecord> = all.into_iter().filter(|r| of_run(&r.run_id)).collect();
+        let mut records: Vec<TestRecord> = all.into_iter().filter(|r| of_run(&r.run_id)).collect();
+        let seal = match &run_id {
+            Some(id) => crate::runs::complete(dir, id, &mut records, hold_to_seal)?,
+            None => crate::seal::SealCheck::Unsealed,
+        };
         let journal: Vec<JournalEntry> = journal.into_iter().filter(|e| of_run(&e.run)).collect();
         let mut phases = read_phases(dir)?;
         // `verdict.jsonl` is the last runner run's: another run's phases
@@ -98,6 +114,7 @@ impl Part {
             phases,
             lifetimes,
             source: Source::read(dir),
+            seal,
         })
     }
 
@@ -140,11 +157,20 @@ fn read_phases(dir: &Path) -> Result<Vec<PhaseLine>, ReportError> {
         }
     };
     // A run killed halfway may leave a last line cut short: the lines before
-    // it are what it got through.
-    Ok(text
+    // it are what it got through. A phase decided twice (the run's verdict,
+    // made worse when an output could not be written) counts as decided
+    // last.
+    let mut phases: Vec<PhaseLine> = Vec::new();
+    for line in text
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+        .filter_map(|l| serde_json::from_str::<PhaseLine>(l).ok())
+    {
+        match phases.iter_mut().find(|p| p.phase == line.phase) {
+            Some(earlier) => *earlier = line,
+            None => phases.push(line),
+        }
+    }
+    Ok(phases)
 }
 
 /// Each resource's life from its journal entries, in order of creation.

@@ -47,27 +47,34 @@ pub(super) struct Page<'a> {
 
 /// The run as a whole: the worst of its parts.
 pub(super) fn headline(parts: &[Part], summary: &Summary) -> &'static str {
+    let rank = |c: u8| match c {
+        0 => 0,
+        1 => 1,
+        130 => 2,
+        _ => 3,
+    };
     let mut worst = 0u8;
     for part in parts {
-        let code = match part.phase("run").and_then(|r| r.exit_code) {
+        let red = part
+            .records
+            .iter()
+            .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass));
+        let mut code = match part.phase("run").and_then(|r| r.exit_code) {
             Some(c) => c,
             // A plain `cargo test`, or a run killed before its end: the
             // records decide.
             None if part.phases.iter().any(|p| p.verdict == "fail") => 1,
-            None => {
-                let red = part
-                    .records
-                    .iter()
-                    .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass));
-                u8::from(red)
+            None => u8::from(red),
+        };
+        // Never greener than the runner judged, nor than the records say.
+        if let Some(seal) = part.seal.seal() {
+            if rank(seal.exit_code) > rank(code) {
+                code = seal.exit_code;
             }
-        };
-        let rank = |c: u8| match c {
-            0 => 0,
-            1 => 1,
-            130 => 2,
-            _ => 3,
-        };
+        }
+        if red && code == 0 {
+            code = 1;
+        }
         if rank(code) > rank(worst) {
             worst = code;
         }
@@ -344,6 +351,13 @@ impl Page<'_> {
                 esc(&source),
                 esc(&pod)
             );
+            if let Some(seal) = part.seal.describe() {
+                let _ = write!(
+                    out,
+                    "<dt>seal{n}</dt><dd class=\"seal\">{}</dd>",
+                    esc(&seal)
+                );
+            }
         }
         let _ = writeln!(out, "</dl></header>");
     }
@@ -1070,6 +1084,7 @@ mod unit {
             phases: Vec::new(),
             lifetimes,
             source: None,
+            seal: crate::seal::SealCheck::Unsealed,
         }];
         let html = Page {
             title: "big",
@@ -1141,6 +1156,7 @@ mod unit {
             phases: Vec::new(),
             lifetimes: Vec::new(),
             source: None,
+            seal: crate::seal::SealCheck::Unsealed,
         }];
         let html = Page {
             title: "faults",

@@ -53,10 +53,12 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
                 dir.display()
             )));
         }
-        // A folder whose only test was killed holds its journal only.
+        // A folder whose only test was killed holds its start, or its
+        // journal, only.
         if !dir.join("records").is_dir()
             && !dir.join("verdict.jsonl").is_file()
             && !dir.join("journal").is_dir()
+            && !dir.join(testkit_engine::report::STARTS_DIR).is_dir()
         {
             return Err(ExpectedError::bad_args(format_args!(
                 "report: {} holds neither records/ nor verdict.jsonl: it is not a results \
@@ -109,6 +111,9 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
             )));
         }
         println!("{}", chosen.describe(dir));
+        if let Some(seal) = chosen.seal.describe() {
+            println!("{seal}");
+        }
         inputs.push((dir.clone(), Some(chosen.run_id.clone())));
         all.extend(chosen.records);
     }

@@ -74,6 +74,7 @@
 
 pub mod known_issues;
 mod record;
+mod start;
 mod summary;
 
 use std::fs::File;
@@ -90,6 +91,7 @@ pub use record::{
     LockRecord, Outcome, ProcessFate, ResourceRecord, ResourceState, TestRecord,
     RECORD_SCHEMA_VERSION,
 };
+pub use start::{read_starts, unended, StartFile, TestStart, STARTS_DIR};
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};
 
 use crate::run::Run;
@@ -404,11 +406,13 @@ impl RecordFile {
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let result = match &mut *file {
             Some(f) => f.write_all(line.as_bytes()),
-            None => open_record_file(run).and_then(|mut f| {
-                let written = f.write_all(line.as_bytes());
-                *file = Some(f);
-                written
-            }),
+            None => open_process_file(&run.results_dir.join("records").join(&run.binary)).and_then(
+                |mut f| {
+                    let written = f.write_all(line.as_bytes());
+                    *file = Some(f);
+                    written
+                },
+            ),
         };
         result.map_err(|source| ReportError::Io {
             path: run.results_dir.join("records").join(&run.binary),
@@ -417,9 +421,10 @@ impl RecordFile {
     }
 }
 
-fn open_record_file(run: &Run) -> std::io::Result<File> {
-    let dir = run.results_dir.join("records").join(&run.binary);
-    std::fs::create_dir_all(&dir)?;
+/// Opens `<dir>/<pid>-<nanos>.jsonl` to append to, creating `dir`: a file
+/// of this process's own, which no other process writes.
+fn open_process_file(dir: &Path) -> std::io::Result<File> {
+    std::fs::create_dir_all(dir)?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -44,6 +44,22 @@ pub(super) fn run_test(
         .map_err(|e| Failed::from(format!("testkit could not set up the run: {e}")))?;
     let started_at = SystemTime::now();
     let start = Instant::now();
+    let attempt = settings.nextest_attempt.unwrap_or(1).max(1);
+    // Written ahead: a test that never ends (killed, exited halfway, its
+    // record lost) is still known to have begun, and counts as failed.
+    crate::globals::write_start(
+        run,
+        &crate::engine::report::TestStart {
+            run_id: run.id.clone(),
+            binary: run.binary.clone(),
+            name: def.full_name(),
+            attempt,
+            pid: std::process::id(),
+            at_ms: millis_since_epoch(started_at),
+            file: def.file.to_owned(),
+            line: def.line,
+        },
+    );
     let mut cx = Cx::new(
         def.full_name(),
         def.description,
@@ -82,7 +98,7 @@ pub(super) fn run_test(
     let lock = lock.map(|lock| lock.release());
 
     let mut record = def.record(run);
-    record.attempt = settings.nextest_attempt.unwrap_or(1).max(1);
+    record.attempt = attempt;
     record.started_at_ms = millis_since_epoch(started_at);
     record.duration_ms = start.elapsed().as_millis() as u64;
     record.resources = cleanup.resources.clone();

@@ -783,23 +783,33 @@ fn write_outputs<'s>(
     let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
         .map_err(|e| unwritten.push(e))
         .ok();
-    if unwritten.is_empty() {
-        return Outputs {
-            result,
-            code,
-            markdown,
-            report,
-            unwritten,
-        };
+    let (mut result, mut code) = (result, code);
+    if !unwritten.is_empty() {
+        result = Err(ExpectedError::Run(RunFailure::Incomplete));
+        code = crate::errors::exit_code(&result);
+        // The last `run` line of verdict.jsonl is the run's verdict.
+        log.finish(Verdict::Fail, code);
     }
-    let result = Err(ExpectedError::Run(RunFailure::Incomplete));
-    let code = crate::errors::exit_code(&result);
-    // The last `run` line of verdict.jsonl is the run's verdict.
-    log.finish(Verdict::Fail, code);
+    // Last: the seal of every file the verdict was judged from, so that no
+    // later reading of the folder can make the run greener than this.
+    let verdict = if result.is_ok() { "pass" } else { "fail" };
+    if let Err(e) = crate::seal::write(&plan.results_dir, &plan.run_id, verdict, code) {
+        unwritten.push(match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        });
+        result = Err(ExpectedError::Run(RunFailure::Incomplete));
+        code = crate::errors::exit_code(&result);
+        log.finish(Verdict::Fail, code);
+    }
+    let markdown = match (&markdown, unwritten.is_empty()) {
+        (Some(markdown), true) => Some(markdown.clone()),
+        _ => write_md(code).ok(),
+    };
     Outputs {
         result,
         code,
-        markdown: write_md(code).ok(),
+        markdown,
         report,
         unwritten,
     }

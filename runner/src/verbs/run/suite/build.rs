@@ -74,19 +74,152 @@ const VALUE_OPTIONS: &[&str] = &[
     "--profile",
 ];
 
-/// The part of `extra` that selects tests by name for `cargo nextest list`:
-/// the plain words before any `--`, but not the values of options.
-fn name_filters(extra: &[String]) -> Vec<String> {
-    let mut filters = Vec::new();
-    let mut args = extra.iter().take_while(|a| *a != "--");
+/// Options of `cargo nextest run` that select tests or builds them, and so
+/// go to `cargo nextest list` too: the list is of the tests the run runs.
+/// Those that take a value as the next argument…
+const SELECTING_VALUE_OPTIONS: &[&str] = &[
+    "-p",
+    "--package",
+    "--exclude",
+    "--bin",
+    "--example",
+    "--test",
+    "--bench",
+    "-F",
+    "--features",
+    "--cargo-profile",
+    "--target",
+    "--target-dir",
+    "--manifest-path",
+    "--config",
+    "--run-ignored",
+    "--partition",
+    "--platform-filter",
+    "-E",
+    "--filterset",
+    "-P",
+    "--profile",
+    "--config-file",
+    "--user-config-file",
+    "--tool-config-file",
+];
+
+/// …and those that do not.
+const SELECTING_FLAGS: &[&str] = &[
+    "--lib",
+    "--bins",
+    "--tests",
+    "--examples",
+    "--benches",
+    "--all-targets",
+    "--workspace",
+    "--all",
+    "--all-features",
+    "--no-default-features",
+    "--ignore-default-filter",
+    "--release",
+    "-r",
+    "--locked",
+    "--frozen",
+    "--offline",
+    "--ignore-rust-version",
+];
+
+/// The part of `extra` (the arguments after the runner's `--`) that
+/// `cargo nextest list` takes to list exactly the tests `cargo nextest
+/// run` with them runs: the selecting options with their values, the name
+/// filters (plain words, not the values of options), and the test binaries'
+/// arguments after a second `--` (`--skip`, `--exact`). What only a run
+/// takes (`--retries 1`, `-j 4`, `--no-capture`) is left out.
+fn list_args(extra: &[String]) -> Vec<String> {
+    let (before, after) = match extra.iter().position(|a| a == "--") {
+        Some(i) => (&extra[..i], &extra[i..]),
+        None => (extra, &[][..]),
+    };
+    let mut out = Vec::new();
+    let mut args = before.iter();
     while let Some(arg) = args.next() {
-        if VALUE_OPTIONS.contains(&arg.as_str()) {
-            args.next();
+        let name = arg.split_once('=').map_or(arg.as_str(), |(name, _)| name);
+        let inline = arg.contains('=') && arg.starts_with("--");
+        if SELECTING_VALUE_OPTIONS.contains(&name) {
+            out.push(arg.clone());
+            if !inline {
+                out.extend(args.next().cloned());
+            }
+        } else if SELECTING_FLAGS.contains(&name) {
+            out.push(arg.clone());
+        } else if VALUE_OPTIONS.contains(&name) {
+            if !inline {
+                args.next();
+            }
         } else if !arg.starts_with('-') {
-            filters.push(arg.clone());
+            out.push(arg.clone());
         }
     }
-    filters
+    out.extend(after.iter().cloned());
+    out
+}
+
+/// Options of `cargo test` that take a value as the next argument: cargo
+/// takes them (and their values), not the test binaries.
+const CARGO_TEST_VALUE_OPTIONS: &[&str] = &[
+    "-p",
+    "--package",
+    "--exclude",
+    "--test",
+    "--bin",
+    "--example",
+    "--bench",
+    "-F",
+    "--features",
+    "--target",
+    "--target-dir",
+    "--profile",
+    "-j",
+    "--jobs",
+    "--manifest-path",
+    "--message-format",
+    "--color",
+    "--config",
+    "-Z",
+    "--lockfile-path",
+];
+
+/// `extra` split as `cargo test` splits its arguments: cargo's own options
+/// (with their values: `--test NAME`, `-p PKG`, `--lib`), the name filter
+/// cargo hands every test binary, and the binaries' own arguments after
+/// `--`.
+struct CargoTestArgs {
+    cargo: Vec<String>,
+    filters: Vec<String>,
+    binaries: Vec<String>,
+}
+
+fn split_cargo_test(extra: &[String]) -> CargoTestArgs {
+    let (before, binaries) = match extra.iter().position(|a| a == "--") {
+        Some(i) => (&extra[..i], extra[i + 1..].to_vec()),
+        None => (extra, Vec::new()),
+    };
+    let mut split = CargoTestArgs {
+        cargo: Vec::new(),
+        filters: Vec::new(),
+        binaries,
+    };
+    let mut args = before.iter();
+    while let Some(arg) = args.next() {
+        let name = arg.split_once('=').map_or(arg.as_str(), |(name, _)| name);
+        if CARGO_TEST_VALUE_OPTIONS.contains(&name) {
+            split.cargo.push(arg.clone());
+            if !arg.contains('=') {
+                split.cargo.extend(args.next().cloned());
+            }
+        } else if arg.starts_with('-') {
+            split.cargo.push(arg.clone());
+        } else {
+            split.filters.push(arg.clone());
+        }
+    }
+    split
 }
 
 fn base_command(spec: &TestsSpec<'_>) -> tokio::process::Command {
@@ -146,7 +279,7 @@ pub(super) async fn build(
         Engine::Nextest => {
             build.args(["nextest", "list", "--message-format", "json"]);
             build.args(selection_args(spec));
-            build.args(name_filters(spec.extra));
+            build.args(list_args(spec.extra));
         }
         Engine::CargoTest => {
             build.args([
@@ -156,6 +289,17 @@ pub(super) async fn build(
                 "--message-format",
                 "json-render-diagnostics",
             ]);
+            // cargo's own options select the binaries built, and listed;
+            // the message format is the runner's to choose.
+            let cargo = split_cargo_test(spec.extra).cargo;
+            let mut cargo = cargo.iter();
+            while let Some(arg) = cargo.next() {
+                if arg == "--message-format" {
+                    cargo.next();
+                } else if !arg.starts_with("--message-format=") {
+                    build.arg(arg);
+                }
+            }
         }
     }
     match capture(build, &build_log, interrupt).await {
@@ -275,10 +419,11 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
 /// binaries report no records, so only testkit's are listed; a listed test
 /// that then writes no record did not pass.
 async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<Listed>, String> {
-    let (filters, binary_args) = match spec.extra.iter().position(|a| a == "--") {
-        Some(i) => (&spec.extra[..i], &spec.extra[i + 1..]),
-        None => (spec.extra, &[][..]),
-    };
+    let CargoTestArgs {
+        filters,
+        binaries: binary_args,
+        ..
+    } = split_cargo_test(spec.extra);
     let mut out = Vec::new();
     for line in stdout.split(|b| *b == b'\n') {
         let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
@@ -307,8 +452,8 @@ async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<List
             .unwrap_or_else(|| spec.suite_dir.to_owned());
         let mut list = tokio::process::Command::new(&exe);
         list.args(["--list", "--format", "terse"])
-            .args(filters.iter().filter(|a| !a.starts_with('-')))
-            .args(binary_args)
+            .args(&filters)
+            .args(&binary_args)
             .current_dir(&dir)
             .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
             .stdin(Stdio::null())
@@ -415,22 +560,58 @@ fn last_error(log: &Path) -> String {
 mod unit {
     use super::*;
 
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
     #[test]
-    fn option_values_are_not_name_filters() {
-        let args: Vec<String> = [
+    fn the_list_takes_what_selects_tests_and_leaves_what_only_a_run_takes() {
+        let args = strings(&[
             "create",
             "--retries",
             "1",
             "--no-capture",
             "-j",
             "4",
+            "-E",
+            "test(x)",
+            "--filterset=binary(y)",
+            "--max-fail=2",
+            "-p",
+            "suite",
             "list",
             "--",
-            "x",
-        ]
-        .map(String::from)
-        .to_vec();
-        assert_eq!(name_filters(&args), ["create", "list"]);
+            "--skip",
+            "z",
+        ]);
+        assert_eq!(
+            list_args(&args),
+            strings(&[
+                "create",
+                "-E",
+                "test(x)",
+                "--filterset=binary(y)",
+                "-p",
+                "suite",
+                "list",
+                "--",
+                "--skip",
+                "z"
+            ])
+        );
+    }
+
+    #[test]
+    fn cargo_test_options_go_to_cargo_and_not_to_the_test_binaries() {
+        let split = split_cargo_test(&strings(&[
+            "--test", "basics", "-p=suite", "--lib", "capab", "--", "--exact", "x",
+        ]));
+        assert_eq!(
+            split.cargo,
+            strings(&["--test", "basics", "-p=suite", "--lib"])
+        );
+        assert_eq!(split.filters, strings(&["capab"]));
+        assert_eq!(split.binaries, strings(&["--exact", "x"]));
     }
 
     #[test]

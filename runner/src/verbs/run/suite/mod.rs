@@ -170,7 +170,11 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
 /// exit status is one of.
 fn outcome(
     spec: &TestsSpec<'_>,
-    records::Records { records, crashed }: &records::Records,
+    records::Records {
+        records,
+        crashed,
+        unlisted,
+    }: &records::Records,
     followed: &events::Followed,
     tests_log: &Path,
     started: Instant,
@@ -205,6 +209,13 @@ fn outcome(
             "{engine} {} though every test record is green: a test binary crashed or the command failed; see {}",
             describe_status(status),
             tests_log.display()
+        ));
+    }
+    if !unlisted.is_empty() {
+        problems.push(format!(
+            "records of tests the run did not list (a process outside the run's tests wrote them, \
+             or a test's name changed under the run): {}",
+            unlisted.join(", ")
         ));
     }
     problems.extend(unfinished.iter().cloned());

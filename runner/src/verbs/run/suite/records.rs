@@ -22,6 +22,10 @@ pub(super) struct Records {
     /// `binary::name` of each listed test without a record that counts as
     /// a failure.
     pub(super) crashed: Vec<String>,
+    /// `binary::name` of each test that ran and that the engine did not
+    /// list: the list is what the run runs, so its record came from
+    /// elsewhere.
+    pub(super) unlisted: Vec<String>,
 }
 
 /// Reads this run's records, and writes one for every listed test that has
@@ -39,7 +43,7 @@ pub(super) fn complete(
             .collect();
         (journal, Vec::new(), Vec::new())
     } else {
-        let (killed, crashed) = killed_records(spec, listed, &records);
+        let (killed, crashed) = killed_records(spec, listed, &records)?;
         (Vec::new(), killed, crashed)
     };
     let have = last_attempts(records.iter().chain(&written));
@@ -67,7 +71,23 @@ pub(super) fn complete(
     // of the attempts before it, or given attempts that say they left none
     // (nextest retried them: they failed). Folding twice changes nothing.
     let records = report::fold_attempts(records);
-    Ok(Records { records, crashed })
+    let listed_names: std::collections::BTreeSet<(&str, &str)> = listed
+        .iter()
+        .map(|t| (t.binary.as_str(), t.name.as_str()))
+        .collect();
+    // A record of a test that never started (a statically ignored one, of a
+    // binary the filters left out but nextest listed) is no run of it.
+    let unlisted = records
+        .iter()
+        .filter(|r| r.started_at_ms > 0 || r.attempt > 1)
+        .filter(|r| !listed_names.contains(&(r.binary.as_str(), r.name.as_str())))
+        .map(|r| format!("{}::{}", r.binary, r.name))
+        .collect();
+    Ok(Records {
+        records,
+        crashed,
+        unlisted,
+    })
 }
 
 /// The records of this run in the results folder.
@@ -78,15 +98,17 @@ fn read_run_records(spec: &TestsSpec<'_>) -> Result<Vec<TestRecord>, String> {
     }
 }
 
-/// The records of tests whose process died after it journaled a resource
-/// (their journal and their reaper say what happened), with what nextest
-/// said of each, and their names, as crashed.
+/// The records of tests that began and never ended: their process died
+/// (their start, their journal and their reaper say what happened), or
+/// their record was lost; with what nextest said of each, and their names,
+/// as crashed.
 fn killed_records(
     spec: &TestsSpec<'_>,
     listed: &[Listed],
     records: &[TestRecord],
-) -> (Vec<TestRecord>, Vec<String>) {
-    let mut killed = crate::killed::from_journal(spec.results_dir, records, spec.run_id);
+) -> Result<(Vec<TestRecord>, Vec<String>), String> {
+    let mut killed = crate::killed::from_journal(spec.results_dir, records, spec.run_id)
+        .map_err(|e| format!("cannot read the tests' starts: {e}"))?;
     for record in &mut killed {
         let event = listed
             .iter()
@@ -100,7 +122,7 @@ fn killed_records(
         .iter()
         .map(|r| format!("{}::{}", r.binary, r.name))
         .collect();
-    (killed, crashed)
+    Ok((killed, crashed))
 }
 
 /// The last attempt each test recorded.
