@@ -464,11 +464,13 @@ fn the_janitor_removes_the_engine_objects_of_old_runs_only() {
     let claim = testkit_engine::run::claim_run(&settings, &live, results.path()).unwrap();
     plant(&old, &format!("testkit-tests-{old}"));
     plant(&live, &format!("testkit-tests-{live}"));
-    std::thread::sleep(Duration::from_secs(4));
+    // Old by 12 s, against a limit of 10 s: the young run keeps 10 s, for
+    // the janitor to start and list, however loaded the machine.
+    std::thread::sleep(Duration::from_secs(12));
     plant(&young, &format!("testkit-tests-{young}"));
     let ran = Ran::from(
         runner()
-            .args(["janitor", "--older-than", "3s", "--engine-only"])
+            .args(["janitor", "--older-than", "10s", "--engine-only"])
             .output()
             .unwrap(),
     );

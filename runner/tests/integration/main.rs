@@ -16,6 +16,7 @@ mod leftovers;
 mod outputs;
 mod report;
 mod run;
+mod sealed;
 mod trace;
 mod truth;
 mod witnesses;

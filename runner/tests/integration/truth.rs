@@ -179,6 +179,18 @@ fn a_full_disk_fails_the_run() {
         "{}",
         ran.stdout
     );
+    // Read again with room to write: the run's final verdict (exit 2), not
+    // the first one it wrote (exit 0, before its outputs failed).
+    let verdicts = std::fs::read_to_string(results.join("verdict.jsonl")).unwrap_or_default();
+    let copy = tempfile::tempdir().unwrap();
+    crate::copy_dir(&results, copy.path());
+    let report = Ran::from(runner().arg("report").arg(copy.path()).output().unwrap());
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let html = std::fs::read_to_string(copy.path().join("report.html")).unwrap();
+    assert!(
+        !html.contains("class=\"verdict pass\">PASSED"),
+        "a run that could not complete re-reads as PASSED; verdict.jsonl:\n{verdicts}"
+    );
 }
 
 /// The `run_id` property of each testcase of a `junit.xml`, with the

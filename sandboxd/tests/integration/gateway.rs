@@ -14,8 +14,14 @@ use tempfile::TempDir;
 use crate::{err_code, Server};
 
 const TOKEN_VAR: &str = "SANDBOXD_CLUSTER_TOKEN";
-/// The gateway's bound (600 ms) plus room for a loaded machine.
-const DETECT_LIMIT: Duration = Duration::from_millis(1500);
+/// The gateway's bound (600 ms) plus room for a loaded machine: a 2-core
+/// machine running a whole test suite can hold a process off the CPU for
+/// seconds. What the tests prove is that a dead worker is seen within a
+/// bound, not that the machine is quiet.
+const DETECT_LIMIT: Duration = Duration::from_secs(6);
+
+/// How long a worker that came back may take to be taken back.
+const RETURN_LIMIT: Duration = Duration::from_secs(30);
 
 fn shared_token() -> String {
     let nanos = SystemTime::now()
@@ -293,8 +299,8 @@ async fn a_frozen_worker_is_down_then_taken_back() {
     assert!(is_lost(st, &v), "{st} {v}");
     assert!(took < DETECT_LIMIT, "down only after {took:?}");
     eprintln!("frozen worker down after {took:?}");
-    wait_worker(gw, "w1", "live", Duration::from_secs(3)).await;
-    wait_for(gw, "f-a", Duration::from_secs(3), is_ready).await;
+    wait_worker(gw, "w1", "live", RETURN_LIMIT).await;
+    wait_for(gw, "f-a", RETURN_LIMIT, is_ready).await;
     // Placed on again: w2 has fewer first, then the tie goes to w1 by name.
     assert_eq!(create(gw, "f-b").await, "w2");
     assert_eq!(create(gw, "f-c").await, "w1");
@@ -320,13 +326,13 @@ async fn a_restarted_worker_is_taken_back_with_its_sandboxes() {
             break;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(3),
+            t0.elapsed() < RETURN_LIMIT,
             "w1 not taken back:\n{}",
             gw.log_text()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    wait_for(gw, "r-a", Duration::from_secs(3), is_ready).await;
+    wait_for(gw, "r-a", RETURN_LIMIT, is_ready).await;
     let (st, v) = gw
         .post("/api/sandboxes/r-a/exec", json!({"argv": ["echo", "back"]}))
         .await;

@@ -315,7 +315,9 @@ mod tests {
             .unwrap_err();
             let took = started.elapsed();
             assert!(
-                took >= Duration::from_millis(600) && took < Duration::from_secs(3),
+                // Not before its bound, and not for ever: a loaded machine
+                // may hold the process off the CPU for seconds.
+                took >= Duration::from_millis(600) && took < Duration::from_secs(60),
                 "{took:?}"
             );
             let message = err.to_string();

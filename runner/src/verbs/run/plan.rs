@@ -314,27 +314,26 @@ const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 mod unit {
     use super::*;
 
-    /// The variable that makes [`nextest_child`] run: it is this test
-    /// binary, started again by [`without_nextest_the_opt_out_names_the_command`].
+    /// Set in the copy of this test that [`without_nextest_the_opt_out_names_the_command`]
+    /// starts: that copy looks for nextest where there is none, and prints
+    /// what it found for the test to check. One test plays both parts, so
+    /// no test passes without checking anything.
     const CHILD: &str = "TESTKIT_TEST_NEXTEST_CHILD";
 
     #[test]
-    fn nextest_child() {
+    fn without_nextest_the_opt_out_names_the_command() {
         if std::env::var_os(CHILD).is_some() {
             match nextest() {
                 Ok(()) => println!("found"),
                 Err(e) => println!("error: {e:?}"),
             }
+            return;
         }
-    }
-
-    #[test]
-    fn without_nextest_the_opt_out_names_the_command() {
         let empty = tempfile::tempdir().unwrap();
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "verbs::run::plan::unit::nextest_child",
+                "verbs::run::plan::unit::without_nextest_the_opt_out_names_the_command",
                 "--nocapture",
             ])
             .env(CHILD, "1")

@@ -1,0 +1,337 @@
+//! Truth by construction: every test that began has exactly one verdict
+//! (its start is written ahead of its body), the list of what runs is made
+//! with every filter, and a judged run is sealed: no later reading of its
+//! folder can be greener than the runner judged it. Real runs of the
+//! fixture suite against sandboxd; real SIGKILLs, real lost and rewritten
+//! files.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use testkit_engine::report::{read_records, Outcome};
+
+use crate::truth::add_test_binary;
+use crate::{copy_dir, fixture, junit_counts, runner, CallerPod, Ran};
+
+/// The binary `dies`: its test SIGKILLs its own process before it creates
+/// anything.
+const DIES: &str = r#"
+use testkit::prelude::*;
+
+/// Kills its own process with SIGKILL, having created nothing.
+#[testkit::test]
+async fn killed_at_once(_cx: &mut Cx) -> testkit::Result {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &std::process::id().to_string()])
+        .status()?;
+    bail!("kill -9 of itself returned {status}")
+}
+
+testkit::main!();
+"#;
+
+/// `report DIR`'s page headline: `PASSED`, `FAILED`, …
+fn headline(dir: &Path) -> String {
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let at = html.find("id=\"verdict\"").expect("the page has a verdict");
+    let rest = &html[at..];
+    let start = rest.find('>').unwrap() + 1;
+    let end = rest.find('<').unwrap();
+    rest[start..end].to_owned()
+}
+
+/// A test that SIGKILLs itself before it creates anything, under a plain
+/// `cargo nextest run --retries 1`: nothing of it is in the journal, and
+/// yet `report DIR` counts it as failed (its starts have no end), in the
+/// summary, JUnit and the page.
+#[test]
+fn a_sigkilled_test_that_created_nothing_is_a_failure_of_the_report() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "dies", DIES);
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args(["nextest", "run", "--workspace", "--no-fail-fast"])
+        .args(["--retries", "1", "-E", "binary(dies) | binary(basics)"])
+        .env("CARGO_TARGET_DIR", crate::shared_target())
+        .env("TESTKIT_RESULTS_DIR", results.path())
+        .env(
+            "TESTKIT_SECRETS_DIR",
+            results.path().with_extension("secrets"),
+        )
+        .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+        .current_dir(suite.path())
+        .status()
+        .unwrap();
+    assert!(
+        !status.success(),
+        "nextest counts the killed test as failed"
+    );
+
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0, "the reports were written");
+    assert!(report.stdout.contains("1 failed"), "{}", report.stdout);
+    let (_, failures, _) = junit_counts(&results.path().join("junit.xml"));
+    assert_eq!(failures, 1);
+    let records = read_records(results.path()).unwrap();
+    let killed = records
+        .iter()
+        .find(|r| r.name == "dies::killed_at_once")
+        .expect("the killed test has a record");
+    assert_eq!(killed.outcome, Outcome::Failed, "{killed:#?}");
+    let message = killed.message.as_deref().unwrap_or("");
+    assert!(message.contains("no end written"), "{message}");
+    // Both attempts began, and neither ended.
+    assert_eq!(killed.attempt, 2, "{killed:#?}");
+    assert_eq!(killed.attempts.len(), 1, "{killed:#?}");
+    assert_eq!(headline(results.path()), "FAILED");
+}
+
+/// A failing test's record lost after a plain `cargo test` (deleted, as a
+/// child or the test itself could): its start has no end, and `report DIR`
+/// counts it failed, never "0 failed".
+#[test]
+fn a_lost_record_is_a_failure_not_a_pass() {
+    let suite = fixture("suite");
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO"))
+        .args(["test", "--test", "basics"])
+        .env("CARGO_TARGET_DIR", crate::shared_target())
+        .env("TESTKIT_RESULTS_DIR", results.path())
+        .env("TESTKIT_RUN_ID", "lostrecord")
+        .env(
+            "TESTKIT_SECRETS_DIR",
+            results.path().with_extension("secrets"),
+        )
+        .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+        .env("FIXTURE_MODE", "fail")
+        .current_dir(suite.path())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "cargo test saw the failure");
+    // The record file that holds the failure goes.
+    let records_dir = results.path().join("records/basics");
+    for file in std::fs::read_dir(&records_dir).unwrap() {
+        let path = file.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("\"outcome\":\"failed\"") {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0);
+    assert!(
+        !report.stdout.contains("0 failed"),
+        "a lost record read as a pass: {}",
+        report.stdout
+    );
+    let records = read_records(results.path()).unwrap();
+    let lost = records
+        .iter()
+        .find(|r| r.name == "basics::fails_when_asked")
+        .expect("the test whose record was lost is counted");
+    assert_eq!(lost.outcome, Outcome::Failed);
+    assert!(
+        lost.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("no end written"),
+        "{lost:#?}"
+    );
+    assert_eq!(headline(results.path()), "FAILED");
+}
+
+/// The ways a sealed folder can change after the runner judged it, each
+/// made to read greener than it was.
+enum Tamper {
+    DeleteFailedRecord,
+    RewriteFailedRecord,
+    AddPassingRecord,
+    EditVerdict,
+    RemoveSeal,
+}
+
+fn failed_record_file(dir: &Path) -> PathBuf {
+    let records = dir.join("records/basics");
+    std::fs::read_dir(&records)
+        .unwrap()
+        .map(|f| f.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .contains("\"outcome\":\"failed\"")
+        })
+        .expect("the failed test's record file")
+}
+
+impl Tamper {
+    fn apply(&self, dir: &Path) -> &'static str {
+        match self {
+            Tamper::DeleteFailedRecord => {
+                let file = failed_record_file(dir);
+                std::fs::remove_file(&file).unwrap();
+                "was removed"
+            }
+            Tamper::RewriteFailedRecord => {
+                let file = failed_record_file(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                let green = text
+                    .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+                    .replace("\"failure_kind\":\"error\"", "\"failure_kind\":null");
+                std::fs::write(&file, green).unwrap();
+                "was changed"
+            }
+            Tamper::AddPassingRecord => {
+                let file = failed_record_file(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                let line = text
+                    .lines()
+                    .find(|l| l.contains("\"outcome\":\"failed\""))
+                    .unwrap()
+                    .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+                    .replace("\"started_at_ms\":", "\"started_at_ms\":9");
+                std::fs::write(file.with_file_name("999-1.jsonl"), format!("{line}\n")).unwrap();
+                "was added"
+            }
+            Tamper::EditVerdict => {
+                let path = dir.join("verdict.jsonl");
+                let text = std::fs::read_to_string(&path).unwrap();
+                let green = text
+                    .replace("\"verdict\":\"fail\"", "\"verdict\":\"pass\"")
+                    .replace("\"exit_code\":1", "\"exit_code\":0");
+                std::fs::write(&path, green).unwrap();
+                "verdict.jsonl was changed"
+            }
+            Tamper::RemoveSeal => {
+                std::fs::remove_dir_all(dir.join("seal")).unwrap();
+                "NOT SEALED"
+            }
+        }
+    }
+}
+
+/// A run the runner judged failed is sealed; every change to its folder
+/// afterwards (a record deleted, rewritten or added, the verdict edited,
+/// the seal removed) is named by `report` and by `merge`, and neither, nor
+/// the page, nor JUnit, reads the run greener than it was judged.
+#[test]
+fn results_changed_after_the_seal_are_named_and_never_read_greener() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(basics)"])
+            .env("FIXTURE_MODE", "fail")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let judged = ran.results();
+    let seal = judged.join(format!("seal/{}.json", ran.run_id()));
+    assert!(seal.is_file(), "the run is sealed");
+
+    // Untouched, the report says the seal holds.
+    let report = Ran::from(runner().arg("report").arg(&judged).output().unwrap());
+    assert!(
+        report.stdout.contains("sealed: ") && report.stdout.contains("FAILED (exit 1)"),
+        "{}",
+        report.stdout
+    );
+    assert!(!report.stdout.contains("TAMPERED"), "{}", report.stdout);
+
+    for tamper in [
+        Tamper::DeleteFailedRecord,
+        Tamper::RewriteFailedRecord,
+        Tamper::AddPassingRecord,
+        Tamper::EditVerdict,
+        Tamper::RemoveSeal,
+    ] {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&judged, copy.path());
+        let named = tamper.apply(copy.path());
+        let report = Ran::from(runner().arg("report").arg(copy.path()).output().unwrap());
+        assert_eq!(report.code, 0, "{}", report.stderr);
+        assert!(
+            report.stdout.contains(named),
+            "the change is named ({named}): {}",
+            report.stdout
+        );
+        assert!(
+            report.stdout.contains("TAMPERED") || report.stdout.contains("NOT SEALED"),
+            "{}",
+            report.stdout
+        );
+        assert!(!report.stdout.contains(" 0 failed"), "{}", report.stdout);
+        let (_, failures, _) = junit_counts(&copy.path().join("junit.xml"));
+        assert!(failures >= 1, "JUnit reads green after the change");
+        assert_ne!(headline(copy.path()), "PASSED");
+
+        let merged = tempfile::tempdir().unwrap();
+        let merge = Ran::from(
+            runner()
+                .arg("merge")
+                .arg(merged.path())
+                .arg(copy.path())
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(merge.code, 0, "{}", merge.stderr);
+        assert!(!merge.stdout.contains(" 0 failed"), "{}", merge.stdout);
+        let (_, failures, _) = junit_counts(&merged.path().join("junit.xml"));
+        assert!(
+            failures >= 1,
+            "the merged JUnit reads green after the change"
+        );
+        assert_ne!(headline(merged.path()), "PASSED");
+    }
+}
+
+/// A filter after `--` (nextest's own `-E`) selects the tests the runner
+/// lists and counts: the tests it left out are not failures.
+#[test]
+fn a_filter_after_the_double_dash_is_counted_as_the_runners_own() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["--", "-E", "test(capabilities_answer)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "pass", "{evidence}");
+    assert!(evidence.contains("1 passed"), "{evidence}");
+    assert!(!evidence.contains("failed"), "{evidence}");
+}
+
+/// Under `--runner cargo-test`, cargo's own options after `--` (`--test
+/// NAME`) go to cargo, not to the test binaries as name filters.
+#[test]
+fn cargo_test_options_after_the_double_dash_go_to_cargo() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["--runner", "cargo-test", "--", "--test", "basics"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stdout);
+    let records = read_records(&ran.results()).unwrap();
+    assert!(
+        records.iter().all(|r| r.binary == "basics"),
+        "only the basics binary ran: {:?}",
+        records.iter().map(|r| &r.name).collect::<Vec<_>>()
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r.name == "basics::capabilities_answer" && r.outcome == Outcome::Passed),
+        "{records:#?}"
+    );
+}
