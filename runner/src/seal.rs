@@ -89,7 +89,7 @@ impl SealCheck {
     }
 
     /// One line for a report: what the seal says, or nothing for a run
-    /// no runner judged.
+    /// no runner judged. The verdict is said as the summary says it.
     pub fn describe(&self) -> Option<String> {
         match self {
             SealCheck::Unsealed => None,
@@ -97,14 +97,14 @@ impl SealCheck {
             SealCheck::Intact(seal) => Some(format!(
                 "sealed: testkit-runner judged run {} {} (exit {}); its {} files are as judged",
                 seal.run_id,
-                seal.verdict.to_uppercase(),
+                verdict_word(&seal.verdict),
                 seal.exit_code,
                 seal.files.len()
             )),
             SealCheck::Tampered(seal, changes) => Some(format!(
                 "TAMPERED: results of run {} changed after testkit-runner judged it {} (exit {}): {}",
                 seal.run_id,
-                seal.verdict.to_uppercase(),
+                verdict_word(&seal.verdict),
                 seal.exit_code,
                 changes
                     .iter()
@@ -128,6 +128,15 @@ impl SealCheck {
         record.fail(FailureKind::Error, why);
         record.started_at_ms = 0;
         Some(record)
+    }
+}
+
+/// `PASSED`, `FAILED`: a sealed verdict as the summary says it.
+fn verdict_word(verdict: &str) -> String {
+    match verdict {
+        "pass" => "PASSED".to_owned(),
+        "fail" => "FAILED".to_owned(),
+        other => other.to_uppercase(),
     }
 }
 
