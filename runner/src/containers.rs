@@ -454,13 +454,13 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool, refuse_live: 
         return !engine_only;
     }
     match janitor(run_id).await {
-        Ok(None) => {
+        Ok(Err(live)) => {
             println!(
-                "engine: skipped run {run_id}: it is live; the janitor leaves a live run's containers alone"
+                "engine: skipped run {run_id}: it is live ({live}); the janitor leaves a live run's containers alone"
             );
             !(engine_only && refuse_live)
         }
-        Ok(Some(found)) => {
+        Ok(Ok(found)) => {
             for item in &found {
                 println!("engine: {item}");
             }
@@ -579,13 +579,29 @@ async fn newest_of_each_run(
 }
 
 /// `janitor --run ID`: the run's containers, networks and volumes, by
-/// label, removed and proven gone. Nothing of a live run is touched.
-/// `None` when the run is live (its runner still runs).
-async fn janitor(run_id: &str) -> Result<Option<Vec<String>>, String> {
-    if testkit_engine::run::live_runner(crate::verbs::settings(), run_id).is_some() {
-        return Ok(None);
+/// label, removed and proven gone. Nothing of a live run is touched:
+/// `Err(why)` when it is live, which its objects'
+/// [`MAKER_LABEL`](testkit_engine::pod::container::MAKER_LABEL) say
+/// (checked against `/proc`, whatever this process's environment), or its
+/// runner's claim, where this process finds it.
+async fn janitor(run_id: &str) -> Result<Result<Vec<String>, String>, String> {
+    let docker = engine().await?;
+    let live: Vec<String> = docker
+        .makers(RUN_LABEL, run_id)
+        .await?
+        .into_iter()
+        .filter(|m| testkit_engine::pod::container::maker_is_live(m))
+        .collect();
+    if let Some(maker) = live.first() {
+        let pid = maker.split('-').next().unwrap_or(maker);
+        return Ok(Err(format!(
+            "its objects were made by pid {pid}, which still runs"
+        )));
     }
-    sweep(run_id, None).await.map(Some)
+    if let Some(claim) = testkit_engine::run::live_runner(crate::verbs::settings(), run_id) {
+        return Ok(Err(format!("testkit-runner pid {} holds it", claim.pid)));
+    }
+    sweep(run_id, None).await.map(Ok)
 }
 
 /// `, container NAME of image TAG` for a container pod, else nothing: what

@@ -2,7 +2,10 @@
 //! and validated once.
 //!
 //! A value that does not parse is an error naming the variable and what it
-//! expects; the harness fails every test with it rather than guessing. The
+//! expects; the harness fails every test with it rather than guessing. A
+//! path is checked against what it must name: a handle file that is there,
+//! a suite folder that is there, a results or secrets folder (or nothing
+//! yet, never a file). The
 //! lookup is injectable ([`Settings::from_lookup`]) so that the rules are
 //! tested without touching the process environment.
 //!
@@ -284,6 +287,17 @@ impl Settings {
         let keep = check.keep(var::KEEP, raw.keep);
         let keep_processes = check.keep(var::KEEP_PROCESSES, raw.keep_processes);
         let run_as = check.run_as(raw.run_as, raw.parent, &get);
+        // A reaper or a sweeper cleans up whatever is left: a path gone
+        // since (the run's handle, once the run ended) is no reason for it
+        // to give up, so the paths are checked for the harness only.
+        let path = |check: &mut Check, name: &str, want: Want| match run_as {
+            RunAs::Harness => check.path(name, get(name), want),
+            _ => get(name).map(PathBuf::from),
+        };
+        let results_dir = path(&mut check, var::RESULTS_DIR, Want::Folder);
+        let suite_dir = path(&mut check, var::SUITE_DIR, Want::Suite);
+        let pod_handle = path(&mut check, var::POD_HANDLE, Want::File);
+        let secrets_dir = path(&mut check, var::SECRETS_DIR, Want::Folder);
         if !check.problems.is_empty() {
             return Err(SettingsError {
                 problems: check.problems,
@@ -294,15 +308,15 @@ impl Settings {
             nextest_run_id: raw.nextest_run_id,
             under_nextest: get("NEXTEST").is_some(),
             nextest_attempt,
-            results_dir: get(var::RESULTS_DIR).map(PathBuf::from),
-            suite_dir: get(var::SUITE_DIR).map(PathBuf::from),
+            results_dir,
+            suite_dir,
             manifest_dir: get("CARGO_MANIFEST_DIR").map(PathBuf::from),
             target_dir: get("CARGO_TARGET_DIR").map(PathBuf::from),
             runtime_dir: get("XDG_RUNTIME_DIR")
                 .map(PathBuf::from)
                 .filter(|d| d.is_absolute()),
-            pod_handle: get(var::POD_HANDLE).map(PathBuf::from),
-            secrets_dir: get(var::SECRETS_DIR).map(PathBuf::from),
+            pod_handle,
+            secrets_dir,
             test_threads,
             timeout,
             grace,
@@ -372,6 +386,18 @@ impl Raw {
     }
 }
 
+/// What a path variable must name.
+#[derive(Clone, Copy)]
+enum Want {
+    /// A folder, or nothing yet (it is made): never a file.
+    Folder,
+    /// The suite's root: a folder that is there.
+    Suite,
+    /// A file that is there (a pod handle: never "no handle, so the
+    /// default pod").
+    File,
+}
+
 /// Validates the values of [`Raw`], collecting every problem: a value that
 /// is wrong gives its default here and fails the whole read.
 struct Check {
@@ -382,6 +408,38 @@ impl Check {
     fn bad(&mut self, name: &str, value: &str, expected: &str) {
         self.problems
             .push(format!("{name}={value:?} is invalid: {expected}"));
+    }
+
+    /// A path variable, checked against what it must name (it is only
+    /// looked at: nothing is made here).
+    fn path(&mut self, name: &str, value: Option<OsString>, want: Want) -> Option<PathBuf> {
+        let path = PathBuf::from(value?);
+        let shown = path.to_string_lossy().into_owned();
+        let meta = std::fs::metadata(&path);
+        let problem = match (want, &meta) {
+            (Want::Folder, Ok(m)) if !m.is_dir() => {
+                Some("it is not a folder: give a folder (made if missing), or unset it")
+            }
+            (Want::Folder, _) => None,
+            (Want::Suite, Ok(m)) if m.is_dir() => None,
+            (Want::Suite, _) => Some(
+                "it is not a folder that is there: give the suite's root, where testkit.toml \
+                 is, or unset it",
+            ),
+            (Want::File, Ok(m)) if m.is_file() => None,
+            (Want::File, _) => Some(
+                "it is not a file that is there: give a pod handle file (`testkit-runner pod \
+                 up` prints one), or unset it to run without a pod",
+            ),
+        };
+        if let Some(expected) = problem {
+            let why = match &meta {
+                Err(e) => format!("{e}; {expected}"),
+                Ok(_) => expected.to_owned(),
+            };
+            self.bad(name, &shown, &why);
+        }
+        Some(path)
     }
 
     fn run_id(&mut self, run_id: Option<String>) -> Option<String> {
@@ -518,6 +576,7 @@ impl Check {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::path::Path;
 
     fn read(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         let map: HashMap<String, OsString> = vars
@@ -605,6 +664,54 @@ mod tests {
         }
         let e = read(&[(var::RUN_AS, "reaper")]).unwrap_err().to_string();
         assert!(e.contains("TESTKIT_REAPER_JOURNAL"), "{e}");
+    }
+
+    #[test]
+    fn path_variables_name_what_they_must_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("handle.json");
+        std::fs::write(&file, "{}").unwrap();
+        let (d, f) = (dir.path().to_str().unwrap(), file.to_str().unwrap());
+        let s = read(&[
+            (var::POD_HANDLE, f),
+            (var::SUITE_DIR, d),
+            (var::RESULTS_DIR, "/not/yet/made"),
+            (var::SECRETS_DIR, d),
+        ])
+        .unwrap();
+        assert_eq!(s.pod_handle.as_deref(), Some(file.as_path()));
+        assert_eq!(s.results_dir.as_deref(), Some(Path::new("/not/yet/made")));
+        let e = read(&[
+            (var::POD_HANDLE, "/nonexistent.json"),
+            (var::SUITE_DIR, "/nonexistent"),
+            (var::RESULTS_DIR, f),
+            (var::SECRETS_DIR, f),
+        ])
+        .unwrap_err()
+        .to_string();
+        for needle in [
+            "TESTKIT_POD_HANDLE=\"/nonexistent.json\" is invalid: No such file",
+            "give a pod handle file",
+            "TESTKIT_SUITE_DIR=\"/nonexistent\" is invalid",
+            "give the suite's root",
+            &format!("TESTKIT_RESULTS_DIR={f:?} is invalid: it is not a folder"),
+            &format!("TESTKIT_SECRETS_DIR={f:?} is invalid: it is not a folder"),
+        ] {
+            assert!(e.contains(needle), "{needle:?} missing from: {e}");
+        }
+        let e = read(&[(var::POD_HANDLE, d)]).unwrap_err().to_string();
+        assert!(e.contains("it is not a file that is there"), "{e}");
+        // A reaper goes on whatever became of the paths.
+        let s = read(&[
+            (var::RUN_AS, "reaper"),
+            (var::REAPER_JOURNAL, "/r/j.jsonl"),
+            (var::POD_HANDLE, "/nonexistent.json"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.pod_handle.as_deref(),
+            Some(Path::new("/nonexistent.json"))
+        );
     }
 
     #[test]

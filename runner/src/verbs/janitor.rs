@@ -85,7 +85,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         &args.suite.join(testkit_engine::config::CONFIG_FILE),
     )
     .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
-    let handle = read_handle(&handle_path(&args)?, &config)?;
+    let handle = read_handle(&handle_path(&args)?, &config, args.handle_json.is_none())?;
     let target = target(&args);
     let session_dir = args
         .run
@@ -189,12 +189,29 @@ fn handle_path(args: &JanitorArgs) -> Result<PathBuf, ExpectedError> {
         .ok_or_else(|| ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE; a run still going keeps its handle in its secrets dir, found by --run)"))
 }
 
-fn read_handle(path: &Path, config: &SuiteConfig) -> Result<PodHandle, ExpectedError> {
+/// Reads the handle at `path`; `from_env`: when it was not given with
+/// `--handle-json`, the error names `TESTKIT_POD_HANDLE` if that is where
+/// it came from.
+fn read_handle(
+    path: &Path,
+    config: &SuiteConfig,
+    from_env: bool,
+) -> Result<PodHandle, ExpectedError> {
+    let var = testkit_engine::pod::HANDLE_ENV;
+    let named = std::env::var_os(var).is_some_and(|v| from_env && Path::new(&v) == path);
     let text = std::fs::read_to_string(path).map_err(|e| {
-        ExpectedError::bad_args(format_args!(
-            "janitor: cannot read the handle {}: {e}",
-            path.display()
-        ))
+        if named {
+            ExpectedError::bad_args(format_args!(
+                "janitor: {var}={:?} is invalid: {e}; give a pod handle file, or pass \
+                 --handle-json FILE",
+                path.as_os_str()
+            ))
+        } else {
+            ExpectedError::bad_args(format_args!(
+                "janitor: cannot read the handle {}: {e}",
+                path.display()
+            ))
+        }
     })?;
     PodHandle::parse(&text, &HandlePolicy::from_suite(config))
         .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {}: {e}", path.display())))

@@ -39,6 +39,18 @@ pub(crate) fn settings() -> &'static Settings {
     SETTINGS.get_or_init(|| Settings::from_env().unwrap_or_else(|_| Settings::defaults()))
 }
 
+/// Creates `dir` (and those above it) and proves that this process can
+/// write in it: a probe file made and removed.
+pub(crate) fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let probe = dir.join(format!(".testkit-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
+}
+
 /// A duration argument that bounds a wait (`pod down --grace`): `500ms`,
 /// `10s`, `30m`, `2h`; more than zero, at most a day
 /// ([`testkit_engine::duration::TIMEOUT`]).

@@ -148,8 +148,26 @@ pub(crate) fn stopped_by(results_dir: &std::path::Path) -> Option<StoppedBy> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// Where the pods of `pod up` and of runs are recorded.
+const PODS_DIR: &str = "TESTKIT_PODS_DIR";
+
+/// `TESTKIT_PODS_DIR`, when it is set, is a folder this process can write
+/// in (created if missing): else records of pods would go nowhere, and
+/// `pod ls` and `pod down` would not find them.
+pub(crate) fn check_pods_dir() -> Result<(), ExpectedError> {
+    let Some(value) = std::env::var_os(PODS_DIR).filter(|d| !d.is_empty()) else {
+        return Ok(());
+    };
+    crate::verbs::writable_dir(std::path::Path::new(&value)).map_err(|e| {
+        ExpectedError::bad_args(format_args!(
+            "{PODS_DIR}={value:?} is invalid: {e}; give a folder you can write in (it is made \
+             if missing), or unset it for $XDG_STATE_HOME/testkit/pods"
+        ))
+    })
+}
+
 fn pods_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TESTKIT_PODS_DIR").filter(|d| !d.is_empty()) {
+    if let Some(dir) = std::env::var_os(PODS_DIR).filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
@@ -162,6 +180,7 @@ fn pods_dir() -> PathBuf {
 }
 
 pub(crate) fn run(cmd: PodCommand) -> Result<(), ExpectedError> {
+    check_pods_dir()?;
     match cmd {
         PodCommand::Up(args) => block_on(up(args)),
         PodCommand::Status { name } => block_on(status(name.as_deref())),

@@ -231,6 +231,16 @@ fn a_sigkilled_runners_containers_networks_and_volumes_are_removed_by_its_watchd
             "a {kind} labelled with the run: {before:?}"
         );
     }
+    // Each names its maker, the runner, by which any janitor tells the
+    // run is live.
+    let runner_pid = child.pid().as_raw();
+    let ticks = testkit_engine::process::start_ticks(runner_pid).unwrap();
+    let maker = format!("testkit.maker={runner_pid}-{ticks}");
+    assert_eq!(
+        labelled("testkit.run", &run_id),
+        labelled("testkit.maker", &format!("{runner_pid}-{ticks}")),
+        "{maker}"
+    );
     let ls = Ran::from(
         runner()
             .env("TESTKIT_PODS_DIR", pods.path())
@@ -493,6 +503,73 @@ fn the_janitor_removes_the_engine_objects_of_old_runs_only() {
     assert!(labelled("testkit.run", &old).is_empty());
     assert_eq!(labelled("testkit.run", &young).len(), 3, "{}", ran.stdout);
     assert!(!ran.stdout.contains(&young), "{}", ran.stdout);
+}
+
+/// A run is live whatever the environment of the janitor that asks: cron's
+/// `janitor --run ID --engine-only` and `--older-than 0s --engine-only`,
+/// run with another `XDG_RUNTIME_DIR`, `TMPDIR` and `HOME` (where the
+/// runner's claim is not), leave alone the objects of a run whose maker
+/// (their `testkit.maker` label: pid and start time) still runs; once it
+/// is gone, the same janitor removes them. The cheapest fixture: a network
+/// and a volume labelled as a live runner labels them, its maker a
+/// `sleep` this test starts.
+#[test]
+fn the_janitor_leaves_a_live_run_alone_whatever_its_environment() {
+    let _one_janitor = JANITOR.lock().unwrap_or_else(|e| e.into_inner());
+    let run = fresh_run_id("elsewhere");
+    let _guard = EngineGuard(run.clone());
+    let mut maker = Command::new("sleep").arg("600").spawn().unwrap();
+    let pid = maker.id() as i32;
+    let ticks = testkit_engine::process::start_ticks(pid).unwrap();
+    let labels = [
+        "--label".to_owned(),
+        "testkit.owner=testkit".to_owned(),
+        "--label".to_owned(),
+        format!("testkit.run={run}"),
+        "--label".to_owned(),
+        format!("testkit.maker={pid}-{ticks}"),
+    ];
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let name = format!("testkit-tests-{run}");
+    for create in [["network", "create"], ["volume", "create"]] {
+        let mut args = create.to_vec();
+        args.extend(&labels);
+        args.push(&name);
+        docker(&args);
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    let janitor = |args: &[&str]| {
+        Ran::from(
+            runner()
+                .arg("janitor")
+                .args(args)
+                .arg("--engine-only")
+                .env("XDG_RUNTIME_DIR", elsewhere.path())
+                .env("TMPDIR", elsewhere.path())
+                .env("HOME", elsewhere.path())
+                .output()
+                .unwrap(),
+        )
+    };
+    let by_name = janitor(&["--run", &run]);
+    let by_age = janitor(&["--older-than", "0s"]);
+    let left = labelled("testkit.run", &run);
+    let _ = maker.kill();
+    let _ = maker.wait();
+    assert_eq!(left.len(), 2, "{}\n{}", by_name.stdout, by_age.stdout);
+    let live = format!("engine: skipped run {run}: it is live (its objects were made by pid {pid}");
+    assert!(by_name.stdout.contains(&live), "{}", by_name.stdout);
+    assert_eq!(
+        by_name.code, 1,
+        "asked for by name, not done: {}",
+        by_name.stdout
+    );
+    assert!(by_age.stdout.contains(&live), "{}", by_age.stdout);
+
+    let after = janitor(&["--run", &run]);
+    assert_eq!(after.code, 0, "{}", after.stdout);
+    assert!(after.stdout.contains("2 removed"), "{}", after.stdout);
+    assert!(labelled("testkit.run", &run).is_empty());
 }
 
 /// `janitor --run ID --engine-only` removes that run's containers, networks

@@ -148,6 +148,12 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
     let private = PathBuf::from(record["private_dir"].as_str().unwrap());
     assert!(running(pid) && private.is_dir());
     assert!(secrets.join("handle.json").is_file());
+    // What holds the token (the pod's raw stdout, its handle, the session)
+    // is for the owner alone: 0600 files in 0700 dirs.
+    assert!(private.join("stdout.raw").is_file());
+    for dir in [&private, &secrets] {
+        assert_private(dir);
+    }
     // Every process the runner started: the pod's group and the test
     // engine's (cargo, nextest, the test processes), not the leader alone.
     let started = descendants(child.pid().as_raw());
@@ -184,6 +190,19 @@ fn a_sigkilled_runner_does_not_orphan_its_pod() {
         record_dir.exists(),
         secrets.exists()
     );
+}
+
+/// `dir` is mode 0700 and every file directly in it 0600.
+fn assert_private(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(mode(&path), 0o600, "{}: {:o}", path.display(), mode(&path));
+        }
+    }
 }
 
 /// While a run goes on, `pod down NAME` takes its pod down by the name

@@ -469,16 +469,30 @@ fn a_binary_whose_only_tests_are_ignored_is_counted_as_skipped() {
 }
 
 /// A malformed `TESTKIT_*` value in the runner's environment is a bad
-/// argument naming the variable (exit 64), not a crash of every test or a
-/// silent default; a role testkit gives a binary is not handed on.
+/// argument naming the variable and its value (exit 64), not a crash of
+/// every test, a silent default or a setting silently overridden: a handle,
+/// a suite or a results folder other than the run's own (the tests would
+/// run against another pod, the results go elsewhere), a pods or secrets
+/// folder that cannot be one, a role that testkit alone gives a binary.
 #[test]
-fn malformed_settings_are_bad_arguments_and_roles_are_not_handed_on() {
+fn malformed_settings_are_bad_arguments_naming_the_variable_and_its_value() {
     let suite = fixture("suite");
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, "not a folder").unwrap();
+    let file = file.to_str().unwrap();
     for (var, value) in [
         ("TESTKIT_SWEEP_DEADLINE", "soon"),
         ("TESTKIT_SWEEP_DEADLINE", "0s"),
         ("TESTKIT_TIMEOUT", "forever"),
         ("TESTKIT_KEEP", "sometimes"),
+        ("TESTKIT_POD_HANDLE", "/nonexistent.json"),
+        ("TESTKIT_RESULTS_DIR", "/proc/x"),
+        ("TESTKIT_SUITE_DIR", "/nonexistent"),
+        ("TESTKIT_PODS_DIR", "/proc/x"),
+        ("TESTKIT_RUN_AS", "sweeper"),
+        ("TESTKIT_SWEEP_KINDS", "sandbox"),
+        ("TESTKIT_SECRETS_DIR", file),
     ] {
         let ran = Ran::from(
             runner()
@@ -489,20 +503,23 @@ fn malformed_settings_are_bad_arguments_and_roles_are_not_handed_on() {
                 .unwrap(),
         );
         assert_eq!(ran.code, 64, "{var}={value}: {}", ran.stderr);
-        assert!(ran.stderr.contains(var), "{var}={value}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains(&format!("{var}={value:?}")),
+            "{var}={value}: {}",
+            ran.stderr
+        );
     }
+    // A suite dir that is the run's own is no mistake.
     let ran = Ran::from(
         runner()
             .arg("run")
             .arg(suite.path())
-            .args(["-E", "binary(basics)"])
-            .env("TESTKIT_RUN_AS", "sweeper")
-            .env("TESTKIT_SWEEP_KINDS", "sandbox")
+            .args(["-E", "test(capabilities_answer)"])
+            .env("TESTKIT_SUITE_DIR", suite.path())
             .output()
             .unwrap(),
     );
-    assert_eq!(ran.code, 0, "{}", ran.stdout);
-    assert_eq!(ran.verdict("tests").0, "pass");
+    assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
 }
 
 /// A `KNOWN-ISSUES.md` the suite has is valid or an error naming its line:

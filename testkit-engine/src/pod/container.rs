@@ -13,7 +13,8 @@
 //! Everything a pod creates in the engine (its container, the one-off
 //! containers of its setup, its network, its volumes) carries the labels
 //! [`OWNER_LABEL`]` = testkit`, [`POD_LABEL`]` = <pod id>` and, in a run,
-//! [`RUN_LABEL`]` = <run id>`; it is found and removed by those labels,
+//! [`RUN_LABEL`]` = <run id>` and [`MAKER_LABEL`]` = <runner pid>-<its start
+//! time>` (by which a janitor tells a live run); it is found and removed by those labels,
 //! never by name. The container's `env` (where secrets belong) reaches it
 //! through an env file in the pod's private directory (mode 0700), read by
 //! the `docker` client: not an argument of a command line, and never a
@@ -41,6 +42,28 @@ pub const POD_LABEL: &str = "testkit.pod";
 pub const ROLE_LABEL: &str = "testkit.role";
 /// The label naming the node a container is, in a pod of several.
 pub const NODE_LABEL: &str = "testkit.node";
+/// The label naming the process that made an engine object of a run (the
+/// runner): `<pid>-<start time in clock ticks since boot>`. Whether the run
+/// is live is read from it and `/proc`, the same for every process on the
+/// machine whatever its environment ([`maker_is_live`]).
+pub const MAKER_LABEL: &str = "testkit.maker";
+
+/// The value of [`MAKER_LABEL`] for this process.
+fn maker_value() -> Option<String> {
+    let pid = std::process::id();
+    let ticks = crate::process::start_ticks(pid as i32)?;
+    Some(format!("{pid}-{ticks}"))
+}
+
+/// Whether the [`MAKER_LABEL`] value `value` names a process that still
+/// runs (the same pid, started at the same time). A value that does not
+/// parse names none.
+pub fn maker_is_live(value: &str) -> bool {
+    value
+        .split_once('-')
+        .and_then(|(pid, ticks)| Some((pid.parse::<i32>().ok()?, ticks.parse::<u64>().ok()?)))
+        .is_some_and(|(pid, ticks)| crate::process::is_running(pid, ticks))
+}
 
 /// The file in a pod's private directory that makes it a container pod.
 const RECORD_FILE: &str = "container.json";
@@ -440,6 +463,9 @@ fn label_args(spec: &ContainerSpec, pod_id: &str) -> Vec<String> {
     ];
     if let Some(run) = &spec.run_id {
         labels.push(format!("{RUN_LABEL}={run}"));
+        if let Some(maker) = maker_value() {
+            labels.push(format!("{MAKER_LABEL}={maker}"));
+        }
     }
     labels
         .iter()
@@ -711,6 +737,33 @@ impl Docker {
         found.networks = networks.lines().map(str::to_owned).collect();
         found.volumes = volumes.lines().map(str::to_owned).collect();
         Ok(found)
+    }
+
+    /// The [`MAKER_LABEL`] values of every container, network and volume
+    /// whose label `key` is exactly `value`, each once.
+    pub async fn makers(&self, key: &str, value: &str) -> Result<Vec<String>, String> {
+        let filter = format!("label={key}={value}");
+        let format = format!("{{{{.Label \"{MAKER_LABEL}\"}}}}");
+        let mut makers = Vec::new();
+        for list in [
+            &["ps", "-a"][..],
+            &["network", "ls"][..],
+            &["volume", "ls"][..],
+        ] {
+            let mut args = list.to_vec();
+            args.extend(["--filter", &filter, "--format", &format]);
+            makers.extend(
+                self.run(&args)
+                    .await?
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        makers.sort();
+        makers.dedup();
+        Ok(makers)
     }
 
     /// Removes what `objects` names (containers forcibly, with their

@@ -385,20 +385,30 @@ pub async fn remove_pod_rules(pod_id: &str) -> Result<Vec<String>, String> {
         let Ok(listing) = iptables(&["-S", chain]).await else {
             continue;
         };
-        for line in listing.lines().filter(|l| l.contains(&comment)) {
-            let Some(spec) = line.strip_prefix(&format!("-A {chain} ")) else {
-                continue;
-            };
-            let spec: Vec<String> = split_rule(spec);
-            let rule = Rule {
-                chain: chain.to_owned(),
-                spec,
-            };
+        for rule in listing
+            .lines()
+            .filter_map(|line| owned_rule(line, chain, &comment))
+        {
             remove_rule(&rule).await?;
             removed.push(format!("{chain} {}", rule.spec.join(" ")));
         }
     }
     Ok(removed)
+}
+
+/// The rule `line` of `iptables -S chain` lists, when its comment is
+/// `comment` whole: a rule whose comment merely holds it
+/// (`testkit.pod=<id>-admin`) is someone else's.
+fn owned_rule(line: &str, chain: &str, comment: &str) -> Option<Rule> {
+    let spec = split_rule(line.strip_prefix(&format!("-A {chain} "))?);
+    let given = spec
+        .windows(2)
+        .find(|w| w[0] == "--comment")
+        .map(|w| w[1].as_str())?;
+    (given == comment).then(|| Rule {
+        chain: chain.to_owned(),
+        spec,
+    })
 }
 
 /// Splits a rule as `iptables -S` prints it: words, with a quoted comment
@@ -472,6 +482,29 @@ mod tests {
             "testkit.pod=abc",
         );
         assert_eq!(split_rule(listed), rule.spec);
+    }
+
+    #[test]
+    fn only_a_rule_whose_whole_comment_is_the_pods_is_its_own() {
+        let comment = rule_comment("abc");
+        let line =
+            |c: &str| format!("-A OUTPUT -d 10.0.0.2/32 -m comment --comment \"{c}\" -j DROP");
+        let own = owned_rule(&line(&comment), "OUTPUT", &comment).expect("the pod's own rule");
+        assert_eq!(
+            own.spec,
+            drop_rule("OUTPUT", None, "10.0.0.2", &comment).spec
+        );
+        for foreign in [
+            "testkit.pod=abc-admin",
+            "x testkit.pod=abc",
+            "testkit.pod=ab",
+        ] {
+            assert!(
+                owned_rule(&line(foreign), "OUTPUT", &comment).is_none(),
+                "{foreign} is not the pod's"
+            );
+        }
+        assert!(owned_rule(&line(&comment), "DOCKER-USER", &comment).is_none());
     }
 
     #[test]

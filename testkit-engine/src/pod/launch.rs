@@ -381,7 +381,7 @@ async fn boot(
 
     let stdout_raw = private_dir.join("stdout.raw");
     let stderr_log = spec.logs_dir.join("pod.stderr.log");
-    let (out, err) = (create_log(&stdout_raw)?, create_log(&stderr_log)?);
+    let (out, err) = (create_private_log(&stdout_raw)?, create_log(&stderr_log)?);
     let pod = PodEnv {
         spec,
         home: &home,
@@ -451,6 +451,23 @@ fn create_log(path: &Path) -> Result<File, LaunchError> {
         what: format!("create {}", path.display()),
         cause: source,
     })
+}
+
+/// Creates the file the pod's stdout goes to, which holds its token until
+/// it is redacted: mode 0600, in the private dir (0700), for the owner
+/// alone whatever the umask.
+fn create_private_log(path: &Path) -> Result<File, LaunchError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| LaunchError::Io {
+            what: format!("create {}", path.display()),
+            cause: source,
+        })
 }
 
 /// Starts the pod's process in a process group of its own, and tells the

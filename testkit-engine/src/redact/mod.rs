@@ -58,6 +58,86 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The shortest start (or end) of a secret that a cut text may not end
+/// (or start) with: a cut that leaves half a secret leaves a guessable
+/// secret.
+const MIN_PART_LEN: usize = 3;
+
+/// `text` redacted, then cut to at most `max` bytes at a character
+/// boundary: the text kept, and how many bytes of the redacted text were
+/// cut. Redaction comes first, so that no cut splits a secret the text
+/// holds whole; and a kept text whose end is the start of a registered
+/// secret (one the text held past the cut, or past what was kept of it
+/// before) ends in [`REDACTED`] instead.
+pub fn redact_then_cut(text: &str, max: usize) -> (String, usize) {
+    let text = redact(text);
+    if text.len() <= max {
+        return (text.into_owned(), 0);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut kept = text[..end].to_owned();
+    mask_cut_end(&mut kept);
+    (kept, text.len() - end)
+}
+
+/// `text` redacted, then cut to its last `max` bytes at a character
+/// boundary: the text kept, and how many bytes came before it. As
+/// [`redact_then_cut`], from the other end.
+pub fn redact_then_cut_start(text: &str, max: usize) -> (String, usize) {
+    let text = redact(text);
+    if text.len() <= max {
+        return (text.into_owned(), 0);
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let mut kept = text[start..].to_owned();
+    mask_cut_start(&mut kept);
+    (kept, start)
+}
+
+/// Replaces the end of `kept`, a text that was cut there, when it is the
+/// start of a registered secret.
+pub fn mask_cut_end(kept: &mut String) {
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    let longest = secrets
+        .iter()
+        .filter_map(|secret| {
+            (MIN_PART_LEN..secret.len())
+                .rev()
+                .filter_map(|n| secret.get(..n))
+                .find(|part| kept.ends_with(part))
+                .map(str::len)
+        })
+        .max();
+    if let Some(n) = longest {
+        kept.truncate(kept.len() - n);
+        kept.push_str(REDACTED);
+    }
+}
+
+/// Replaces the start of `kept`, a text that was cut there, when it is the
+/// end of a registered secret.
+pub fn mask_cut_start(kept: &mut String) {
+    let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    let longest = secrets
+        .iter()
+        .filter_map(|secret| {
+            (1..=secret.len() - MIN_PART_LEN)
+                .filter_map(|n| secret.get(n..))
+                .find(|part| kept.starts_with(part))
+                .map(str::len)
+        })
+        .max();
+    if let Some(n) = longest {
+        kept.replace_range(..n, REDACTED);
+    }
+}
+
 /// The run's ledger of credentials, in its secrets dir: one JSON string a
 /// line, appended by every process that obtains one.
 pub const LEDGER_FILE: &str = "credentials";
@@ -142,6 +222,38 @@ mod tests {
         );
         assert_eq!(register_recorded(dir.path()), 2);
         assert_eq!(redact("a ledger \"secret\" 2 b"), "a [REDACTED] b");
+    }
+
+    #[test]
+    fn a_cut_never_keeps_part_of_a_secret() {
+        let secret = "cut-secret-0123456789abcdefghijklmnopqrstu";
+        register_secret(secret);
+        // The secret straddles the cut at every offset.
+        for at in 1..secret.len() {
+            let text = format!("{}{secret} after", "x".repeat(100 - at));
+            let (kept, cut) = redact_then_cut(&text, 100);
+            assert!(
+                !kept.contains(&secret[..at.max(MIN_PART_LEN)]),
+                "{at}: {kept}"
+            );
+            assert!(
+                kept.len() <= 100 && kept.len() + cut == text.len() - secret.len() + REDACTED.len(),
+                "{at}: {kept}"
+            );
+            let (kept, _) = redact_then_cut_start(&text, secret.len() - at + 6);
+            assert!(
+                !kept.contains(&secret[at.min(secret.len() - MIN_PART_LEN)..]),
+                "{at}: {kept}"
+            );
+        }
+        // What was kept of a text before the secret was known, cut there.
+        let mut kept = format!("body {}", &secret[..21]);
+        mask_cut_end(&mut kept);
+        assert_eq!(kept, "body [REDACTED]");
+        let mut kept = format!("{} tail", &secret[22..]);
+        mask_cut_start(&mut kept);
+        assert_eq!(kept, "[REDACTED] tail");
+        assert_eq!(redact_then_cut("short", 100), ("short".to_owned(), 0));
     }
 
     #[test]

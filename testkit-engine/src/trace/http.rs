@@ -5,7 +5,7 @@
 //! When no test is traced it is reqwest's `execute` and nothing else. When
 //! one is, the request's head and body are copied (capped) before it goes,
 //! and the answer's body is handed to the test through a tee that keeps
-//! its first [`TEXT_CAP`] bytes as they pass: a streamed
+//! its first [`super::TEXT_CAP`] bytes as they pass: a streamed
 //! answer still streams, and the exchange is recorded when the body ends
 //! (or is dropped unread), with how long it took until then. What is
 //! recorded is reqwest's own view: an `https` pod is traced like any
@@ -21,7 +21,7 @@ use http_body::{Frame, SizeHint};
 use reqwest::header::HeaderMap;
 use reqwest::ResponseBuilderExt as _;
 
-use super::{cap_bytes, headers, EntryKind, Http, Recorder, TEXT_CAP};
+use super::{cap_window, headers, EntryKind, Http, Recorder, WINDOW};
 
 /// Sends `request` with `client`, in the trace of the running test when
 /// there is one. `defaults` are the client's default headers (its
@@ -147,7 +147,8 @@ fn header_pairs<'a>(
     headers(pairs.map(|(k, v)| (k.as_str(), v.as_bytes())))
 }
 
-/// The first [`TEXT_CAP`] bytes of a body, and how long it was.
+/// The first [`WINDOW`] bytes of a body (cut to [`super::TEXT_CAP`] once
+/// redacted), and how long it was.
 #[derive(Default)]
 struct Kept {
     bytes: Vec<u8>,
@@ -171,8 +172,8 @@ impl Kept {
 
     fn add(&mut self, data: &[u8]) {
         self.total += data.len();
-        if self.bytes.len() < TEXT_CAP {
-            let room = TEXT_CAP - self.bytes.len();
+        if self.bytes.len() < WINDOW {
+            let room = WINDOW - self.bytes.len();
             self.bytes.extend_from_slice(&data[..data.len().min(room)]);
         }
     }
@@ -181,11 +182,7 @@ impl Kept {
         if self.stream {
             return "(a stream: not kept)".to_owned();
         }
-        let mut text = cap_bytes(&self.bytes);
-        if self.total > self.bytes.len() {
-            text.push_str(&format!("… {} bytes more", self.total - self.bytes.len()));
-        }
-        text
+        cap_window(&self.bytes, self.total)
     }
 }
 
@@ -279,7 +276,7 @@ impl Drop for Tee {
         let draining = recorder.draining();
         runtime.spawn(async move {
             let read = async {
-                while exchange.response_body.bytes.len() < TEXT_CAP {
+                while exchange.response_body.bytes.len() < WINDOW {
                     match std::future::poll_fn(|cx| {
                         http_body::Body::poll_frame(Pin::new(&mut body), cx)
                     })

@@ -177,61 +177,102 @@ impl Trace {
 }
 
 fn redact_entry(e: &mut Entry) {
-    let r = |s: &mut String| {
-        if let std::borrow::Cow::Owned(o) = crate::redact::redact(s) {
-            *s = o;
-        }
-    };
-    r(&mut e.title);
-    r(&mut e.detail);
+    redact_field(&mut e.title);
+    redact_field(&mut e.detail);
     if let Some(h) = &mut e.http {
-        r(&mut h.url);
-        r(&mut h.request_body);
-        r(&mut h.response_body);
-        for (_, v) in h
+        redact_field(&mut h.method);
+        redact_field(&mut h.url);
+        redact_field(&mut h.request_body);
+        redact_field(&mut h.response_body);
+        for (k, v) in h
             .request_headers
             .iter_mut()
             .chain(h.response_headers.iter_mut())
         {
-            r(v);
+            redact_field(k);
+            redact_field(v);
         }
     }
 }
 
 /// `text` cut to [`TEXT_CAP`] bytes (at a character boundary), saying how
-/// much more there was.
+/// much more there was: redacted before it is cut, so that no cut keeps
+/// part of a secret ([`crate::redact::redact_then_cut`]).
 pub fn cap(text: &str) -> String {
-    if text.len() <= TEXT_CAP {
-        return text.to_owned();
+    let (mut kept, more) = crate::redact::redact_then_cut(text, TEXT_CAP);
+    if more > 0 {
+        kept.push_str(&format!("{CUT_END}{more}{CUT_END_UNIT}"));
     }
-    let mut end = TEXT_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… {} bytes more", &text[..end], text.len() - end)
+    kept
 }
 
 /// The last [`TEXT_CAP`] bytes of `text`, saying how much came before: an
-/// output's tail, where a failure shows.
+/// output's tail, where a failure shows. Redacted before it is cut.
 pub fn tail(text: &str) -> String {
-    if text.len() <= TEXT_CAP {
-        return text.to_owned();
+    let (kept, before) = crate::redact::redact_then_cut_start(text, TEXT_CAP);
+    if before == 0 {
+        return kept;
     }
-    let mut start = text.len() - TEXT_CAP;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("… {} bytes before\n{}", start, &text[start..])
+    format!("{CUT_END}{before} bytes before\n{kept}")
 }
 
-/// Bytes as capped text: lossy UTF-8, with the length of what was cut.
+/// Bytes as capped text: lossy UTF-8, redacted, then cut, with the length
+/// of what was cut. Only what may hold a secret that straddles the cap is
+/// made text: the first [`WINDOW`] bytes.
 pub fn cap_bytes(bytes: &[u8]) -> String {
-    let kept = &bytes[..bytes.len().min(TEXT_CAP)];
-    let mut text = String::from_utf8_lossy(kept).into_owned();
-    if bytes.len() > kept.len() {
-        text.push_str(&format!("… {} bytes more", bytes.len() - kept.len()));
+    cap_window(&bytes[..bytes.len().min(WINDOW)], bytes.len())
+}
+
+/// How much of a text is kept to be cut to [`TEXT_CAP`]: a secret that
+/// straddles the cap is whole in it, and redacted before the cut.
+pub(crate) const WINDOW: usize = 2 * TEXT_CAP;
+
+/// The first bytes of a text of `total` bytes, as capped text: redacted,
+/// cut to [`TEXT_CAP`], and where the text went on past what is kept, its
+/// end masked when it is the start of a secret.
+pub(crate) fn cap_window(window: &[u8], total: usize) -> String {
+    let text = String::from_utf8_lossy(window);
+    let (mut kept, cut) = crate::redact::redact_then_cut(&text, TEXT_CAP);
+    if cut == 0 && total > window.len() {
+        crate::redact::mask_cut_end(&mut kept);
     }
-    text
+    let more = total - total.min(TEXT_CAP);
+    if more > 0 {
+        kept.push_str(&format!("{CUT_END}{more}{CUT_END_UNIT}"));
+    }
+    kept
+}
+
+/// What marks a cut text: `… N bytes more`.
+const CUT_END: &str = "… ";
+const CUT_END_UNIT: &str = " bytes more";
+
+/// `text` redacted with every registered secret; where it was cut (it ends
+/// in `… N bytes more`, or a tail starts with `… N bytes before`), the
+/// start or end of a secret registered since is masked at the cut too.
+fn redact_field(text: &mut String) {
+    if let std::borrow::Cow::Owned(o) = crate::redact::redact(text) {
+        *text = o;
+    }
+    if let Some(at) = text.rfind(CUT_END).filter(|&at| {
+        text[at + CUT_END.len()..]
+            .strip_suffix(CUT_END_UNIT)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        let marker = text.split_off(at);
+        crate::redact::mask_cut_end(text);
+        text.push_str(&marker);
+    }
+    if let Some(rest) = text.strip_prefix(CUT_END) {
+        if let Some((n, kept)) = rest.split_once(" bytes before\n") {
+            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+                let head = format!("{CUT_END}{n} bytes before\n");
+                let mut kept = kept.to_owned();
+                crate::redact::mask_cut_start(&mut kept);
+                *text = head + &kept;
+            }
+        }
+    }
 }
 
 /// `(name, value)` pairs, credentials blanked.
@@ -470,28 +511,102 @@ mod tests {
 
     #[test]
     fn a_written_trace_redacts_registered_secrets_everywhere() {
-        crate::redact::register_secret("trace-secret-4711");
+        // One plain, one that JSON escapes (so only the pass over the
+        // fields finds it), and one registered only after the entry was
+        // made and cut (a renewal), straddling the cut.
+        let plain = "trace-secret-4711";
+        let quoted = "trace\"secret\"4712";
+        let late = "late-secret-0123456789abcdefghijklmnopqrstu";
+        crate::redact::register_secret(plain);
+        crate::redact::register_secret(quoted);
         let r = Recorder::start("t");
+        let straddling = |s: &str| format!("{}{s}{}", "b".repeat(TEXT_CAP - 21), "a".repeat(100));
+        for secret in [plain, quoted] {
+            r.add(
+                EntryKind::Http,
+                Instant::now(),
+                Duration::ZERO,
+                format!("POST /login?p={secret}"),
+                true,
+                format!("said {secret}"),
+                Some(Http {
+                    method: "POST".into(),
+                    url: format!("http://127.0.0.1:1/?p={secret}"),
+                    status: Some(200),
+                    request_headers: vec![("x-note".into(), secret.into())],
+                    request_body: format!(r#"{{"password":"{secret}"}}"#),
+                    response_headers: vec![("x-echo".into(), secret.into())],
+                    response_body: format!(r#"{{"password":"{secret}"}}"#),
+                }),
+            );
+            // Cut as a step's detail and a body are, the secret straddling
+            // the cap.
+            r.add(
+                EntryKind::Cli,
+                Instant::now(),
+                Duration::ZERO,
+                "cli".into(),
+                true,
+                cap(&straddling(secret)),
+                Some(Http {
+                    request_body: cap_bytes(straddling(secret).as_bytes()),
+                    response_body: tail(&format!("{secret}{}", "c".repeat(TEXT_CAP - 5))),
+                    ..Http::default()
+                }),
+            );
+        }
         r.add(
-            EntryKind::Http,
+            EntryKind::Cli,
             Instant::now(),
             Duration::ZERO,
-            "POST /login".into(),
+            "cli".into(),
             true,
-            String::new(),
+            cap(&straddling(late)),
             Some(Http {
-                method: "POST".into(),
-                url: "http://127.0.0.1:1/?p=trace-secret-4711".into(),
-                response_body: r#"{"password":"trace-secret-4711"}"#.into(),
+                response_body: tail(&format!("{late}{}", "c".repeat(TEXT_CAP - 22))),
                 ..Http::default()
             }),
         );
+        crate::redact::register_secret(late);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         r.snapshot().write(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains("trace-secret-4711"), "{text}");
-        assert_eq!(Trace::read(&path).unwrap().entries.len(), 1);
+        let trace = Trace::read(&path).unwrap();
+        assert_eq!(trace.entries.len(), 5);
+        // Every field of every entry, as a reader of the trace sees it.
+        let fields: Vec<String> = trace
+            .entries
+            .iter()
+            .flat_map(|e| {
+                let mut f = vec![e.title.clone(), e.detail.clone()];
+                if let Some(h) = &e.http {
+                    f.extend([h.method.clone(), h.url.clone()]);
+                    f.extend([h.request_body.clone(), h.response_body.clone()]);
+                    for (k, v) in h.request_headers.iter().chain(&h.response_headers) {
+                        f.extend([k.clone(), v.clone()]);
+                    }
+                }
+                f
+            })
+            .collect();
+        for secret in [plain, quoted, late] {
+            assert!(!text.contains(secret), "{secret}: {text}");
+            // Not whole, and not the part on either side of a cut.
+            for part in [&secret[..secret.len() / 2], &secret[secret.len() / 2..]] {
+                for field in &fields {
+                    assert!(!field.contains(part), "{part:?} of {secret:?} in {field:?}");
+                }
+            }
+        }
+        assert!(
+            fields
+                .iter()
+                .filter(|f| f.contains(crate::redact::REDACTED))
+                .count()
+                >= 15,
+            "each field says what was redacted: {fields:?}"
+        );
     }
 }
 

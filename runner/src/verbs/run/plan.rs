@@ -72,6 +72,7 @@ impl Plan {
         }
         let run_id = run_id(args.run_id)?;
         let results_dir = results_dir(args.results, &run_id)?;
+        check_handed_on(&suite_dir, &results_dir, args.handle_json.as_deref())?;
         // Last, so that no other mistake leaves a claim behind; before the
         // run writes anything, so that a run id in use has nothing of the
         // live run's overwritten (its results folder may be this one).
@@ -125,14 +126,21 @@ fn suite_dir(suite: &Path) -> Result<PathBuf, ExpectedError> {
 
 /// The TESTKIT_* variables the runner hands its test processes, checked
 /// here, once: a bad one is a bad argument, not a crash of every test.
-/// (The roles testkit gives a binary are not handed on: see build.rs.)
-/// Then the runner's own, the sweep deadline, which it returns.
+/// The roles testkit gives a binary are never set by hand (and never handed
+/// on: see build.rs). Then the runner's own, the sweep deadline, which it
+/// returns.
 fn check_environment() -> Result<Duration, ExpectedError> {
     let roles = testkit_engine::settings::var::ROLES;
-    testkit_engine::settings::Settings::from_lookup(|name| {
-        std::env::var_os(name).filter(|_| !roles.contains(&name))
-    })
-    .map_err(ExpectedError::bad_args)?;
+    for role in roles {
+        if let Some(value) = std::env::var_os(role).filter(|v| !v.is_empty()) {
+            return Err(ExpectedError::bad_args(format_args!(
+                "{role}={value:?} is invalid here: testkit sets it on a test binary it starts as \
+                 a reaper or a sweeper, never on the runner; unset it"
+            )));
+        }
+    }
+    testkit_engine::settings::Settings::from_env().map_err(ExpectedError::bad_args)?;
+    crate::verbs::pod::check_pods_dir()?;
     testkit_engine::install::opted_out(std::env::var_os(testkit_engine::settings::var::INSTALL))
         .map_err(ExpectedError::bad_args)?;
     sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref()).map_err(ExpectedError::bad_args)
@@ -198,16 +206,71 @@ fn run_id(given: Option<String>) -> Result<String, ExpectedError> {
 }
 
 /// `--results` (else the run's folder under the default root), created,
-/// canonical.
+/// proven writable, canonical: a folder the run cannot write in is an
+/// error now, not outputs lost at the end.
 fn results_dir(given: Option<PathBuf>, run_id: &str) -> Result<PathBuf, ExpectedError> {
     let results_dir = given.unwrap_or_else(|| default_results_root().join(run_id));
-    if let Err(e) = std::fs::create_dir_all(&results_dir) {
+    if let Err(e) = crate::verbs::writable_dir(&results_dir) {
         return Err(ExpectedError::bad_args(format_args!(
-            "cannot create the results folder {}: {e}",
+            "cannot write in the results folder {}: {e}; give a folder you can write with \
+             --results DIR",
             results_dir.display()
         )));
     }
     Ok(results_dir.canonicalize().unwrap_or(results_dir))
+}
+
+/// The suite, the results folder and the pod's handle are the run's own,
+/// handed to its tests as `TESTKIT_SUITE_DIR`, `TESTKIT_RESULTS_DIR` and
+/// `TESTKIT_POD_HANDLE`: one of these in the runner's environment that
+/// names something else would be silently overridden (the tests run
+/// against another pod, the results go to another folder), so it is
+/// refused, naming what the run uses and how to say it.
+fn check_handed_on(
+    suite_dir: &Path,
+    results_dir: &Path,
+    handle_json: Option<&Path>,
+) -> Result<(), ExpectedError> {
+    use testkit_engine::settings::var;
+    let handle = handle_json.map(|h| h.canonicalize().unwrap_or_else(|_| h.to_owned()));
+    let checks = [
+        (
+            var::SUITE_DIR,
+            Some(suite_dir.to_owned()),
+            "the suite the run is given (`testkit-runner run SUITE_DIR`)",
+        ),
+        (
+            var::RESULTS_DIR,
+            Some(results_dir.to_owned()),
+            "the run's results folder (`--results DIR`)",
+        ),
+        (
+            var::POD_HANDLE,
+            handle,
+            "the handle of the pod the run starts, or of the caller's pod \
+             (`--handle-json FILE`)",
+        ),
+    ];
+    for (name, used, accepts) in checks {
+        let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let given = PathBuf::from(&value);
+        let found = given.canonicalize();
+        if found.as_ref().ok() == used.as_ref() {
+            continue;
+        }
+        let what = match (&found, &used) {
+            (Err(e), _) => format!("{}: {e}", given.display()),
+            (Ok(_), Some(used)) => format!("the run uses {}", used.display()),
+            (Ok(_), None) => "the run starts a pod of its own".to_owned(),
+        };
+        return Err(ExpectedError::bad_args(format_args!(
+            "{name}={value:?} is invalid here ({what}): testkit-runner run hands its tests \
+             {accepts} as {name}; give it that way, or unset {name}"
+        )));
+    }
+    Ok(())
 }
 
 /// Claims `run_id` for this runner. Two runs of one id would share its
@@ -234,10 +297,24 @@ fn claim_run_id(
                 dir.display()
             )))
         }
-        Err(ClaimError::Io { dir, error }) => Err(ExpectedError::bad_args(format_args!(
-            "cannot claim run id {run_id} in its private folder {}: {error}",
-            dir.display()
-        ))),
+        Err(ClaimError::Io { dir, error }) => {
+            let set = crate::verbs::settings()
+                .secrets_dir
+                .as_ref()
+                .map(|d| {
+                    format!(
+                        " ({}={:?}: give a folder of your own, made with mode 0700 if \
+                         missing, or unset it)",
+                        testkit_engine::settings::var::SECRETS_DIR,
+                        d.as_os_str()
+                    )
+                })
+                .unwrap_or_default();
+            Err(ExpectedError::bad_args(format_args!(
+                "cannot claim run id {run_id} in its private folder {}: {error}{set}",
+                dir.display()
+            )))
+        }
     }
 }
 
