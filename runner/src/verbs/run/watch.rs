@@ -582,8 +582,9 @@ pub(crate) struct NodeDeath {
     pub(crate) entry: bool,
     /// How long after the pod was up (zero when before).
     pub(crate) after: Duration,
-    /// The tests that were running when it exited, by their records.
-    pub(crate) tests: Vec<String>,
+    /// The tests that were running when it exited, by their records; or
+    /// why the records could not be read.
+    pub(crate) tests: Result<Vec<String>, String>,
 }
 
 impl NodeDeath {
@@ -599,10 +600,10 @@ impl NodeDeath {
         };
         let at = humantime::format_rfc3339_seconds(exit.at);
         let after = humantime::format_duration(Duration::from_secs(self.after.as_secs()));
-        let during = if self.tests.is_empty() {
-            "while no test was running".to_owned()
-        } else {
-            format!("while {} ran", self.tests.join(", "))
+        let during = match &self.tests {
+            Ok(tests) if tests.is_empty() => "while no test was running".to_owned(),
+            Ok(tests) => format!("while {} ran", tests.join(", ")),
+            Err(e) => format!("the tests running then are unknown ({e})"),
         };
         let lines = if exit.last_lines.is_empty() {
             "its output could not be read (its container is gone)".to_owned()
@@ -671,6 +672,25 @@ fn fault_windows(entries: &[JournalEntry]) -> Vec<FaultWindow> {
     windows
 }
 
+/// The tests of `records` that were running at `at_ms`, by name.
+fn running_at(records: &[testkit_engine::report::TestRecord], at_ms: u64) -> Vec<String> {
+    let mut tests: Vec<String> = records
+        .iter()
+        .filter(|r| {
+            // A test that waited for the pod's lock ran from when it took it.
+            let from = r
+                .lock
+                .as_ref()
+                .map_or(r.started_at_ms, |l| l.acquired_at_ms.max(r.started_at_ms));
+            r.started_at_ms > 0 && from <= at_ms && at_ms <= r.started_at_ms + r.duration_ms
+        })
+        .map(|r| r.name.clone())
+        .collect();
+    tests.sort();
+    tests.dedup();
+    tests
+}
+
 /// Whether a fault of `windows` explains an exit of `node` at `at_ms`.
 fn explained(windows: &[FaultWindow], node: &str, at_ms: u64) -> bool {
     windows.iter().any(|w| {
@@ -697,27 +717,16 @@ fn unexplained(
         return Vec::new();
     }
     let windows = fault_windows(&testkit_engine::resource::read_journal(results_dir));
-    let records = testkit_engine::report::read_records(results_dir).unwrap_or_default();
+    let records = testkit_engine::report::read_records(results_dir).map_err(|e| e.to_string());
     exits
         .into_iter()
         .filter(|exit| !explained(&windows, &exit.node, ms_of(exit.at)))
         .map(|exit| {
             let at = ms_of(exit.at);
-            let mut tests: Vec<String> = records
-                .iter()
-                .filter(|r| {
-                    // A test that waited for the pod's lock ran from when
-                    // it took it.
-                    let from = r
-                        .lock
-                        .as_ref()
-                        .map_or(r.started_at_ms, |l| l.acquired_at_ms.max(r.started_at_ms));
-                    r.started_at_ms > 0 && from <= at && at <= r.started_at_ms + r.duration_ms
-                })
-                .map(|r| r.name.clone())
-                .collect();
-            tests.sort();
-            tests.dedup();
+            let tests = records
+                .as_ref()
+                .map(|records| running_at(records, at))
+                .map_err(Clone::clone);
             NodeDeath {
                 entry: exit.node == entry,
                 after: exit.at.duration_since(up_at).unwrap_or_default(),
