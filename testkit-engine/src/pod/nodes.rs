@@ -56,6 +56,8 @@ pub struct NodeExit {
     pub signals: Vec<String>,
     /// Its last lines, stdout and stderr in the order written, redacted.
     pub last_lines: Vec<String>,
+    /// Whether its container started again after (a restart).
+    pub started_again: bool,
 }
 
 impl NodeExit {
@@ -74,9 +76,12 @@ impl NodeExit {
         }
         if !self.signals.is_empty() {
             status.push_str(&format!(
-                ", after the engine sent it signal {} (`docker stop` or `docker kill`)",
+                ", after the engine sent it signal {} (`docker stop`, `kill` or `restart`)",
                 self.signals.join(", then ")
             ));
+        }
+        if self.started_again {
+            status.push_str(", then started again");
         }
         status
     }
@@ -168,6 +173,14 @@ impl NodeWatch {
                 let Ok(event) = serde_json::from_str::<EngineEvent>(&line) else {
                     continue;
                 };
+                if event.action == "start" {
+                    // A restart: the exit it follows is not the node's end.
+                    let id = &event.actor.id;
+                    let mut seen = lock(&shared);
+                    if let Some(exit) = seen.exits.iter_mut().rev().find(|e| &e.container == id) {
+                        exit.started_again = true;
+                    }
+                }
                 if let Some(exit) = follow.event(event) {
                     let exit = NodeExit {
                         last_lines: last_lines(&docker, &exit.container).await,
@@ -260,6 +273,7 @@ impl Follow {
                 oom: self.oom.remove(&id),
                 signals: self.signals.remove(&id).unwrap_or_default(),
                 last_lines: Vec::new(),
+                started_again: false,
                 container: id,
             }),
             _ => None,
@@ -338,7 +352,7 @@ mod tests {
         assert_eq!(
             exit.status(),
             "exit code 143 (SIGTERM: 128 + 15), after the engine sent it signal 15 \
-             (`docker stop` or `docker kill`)"
+             (`docker stop`, `kill` or `restart`)"
         );
     }
 

@@ -318,7 +318,12 @@ impl<'a> Run<'a> {
         let (deaths, blind) = watch.node_deaths(&self.plan.results_dir);
         let mut new: Vec<NodeDeath> = deaths
             .into_iter()
-            .filter(|d| !self.node_deaths.iter().any(|o| o.exit == d.exit))
+            .filter(|d| {
+                !self
+                    .node_deaths
+                    .iter()
+                    .any(|o| o.exit.container == d.exit.container && o.exit.at == d.exit.at)
+            })
             .collect();
         if !new.is_empty() {
             // Their last lines were redacted of what the runner knew then.

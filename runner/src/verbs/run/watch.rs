@@ -584,7 +584,7 @@ pub(crate) struct NodeDeath {
     pub(crate) after: Duration,
     /// The tests that were running when it exited, by their records; or
     /// why the records could not be read.
-    pub(crate) tests: Result<Vec<String>, String>,
+    pub(crate) tests: Result<Running, String>,
 }
 
 impl NodeDeath {
@@ -601,8 +601,12 @@ impl NodeDeath {
         let at = humantime::format_rfc3339_seconds(exit.at);
         let after = humantime::format_duration(Duration::from_secs(self.after.as_secs()));
         let during = match &self.tests {
-            Ok(tests) if tests.is_empty() => "while no test was running".to_owned(),
-            Ok(tests) => format!("while {} ran", tests.join(", ")),
+            Ok(Running::During(tests)) => format!("while {} ran", tests.join(", ")),
+            Ok(Running::JustAfter(tests)) => format!(
+                "while no test was running, within a second after {} ended",
+                tests.join(", ")
+            ),
+            Ok(Running::Nothing) => "while no test was running".to_owned(),
             Err(e) => format!("the tests running then are unknown ({e})"),
         };
         let lines = if exit.last_lines.is_empty() {
@@ -672,23 +676,51 @@ fn fault_windows(entries: &[JournalEntry]) -> Vec<FaultWindow> {
     windows
 }
 
-/// The tests of `records` that were running at `at_ms`, by name.
-fn running_at(records: &[testkit_engine::report::TestRecord], at_ms: u64) -> Vec<String> {
-    let mut tests: Vec<String> = records
-        .iter()
-        .filter(|r| {
-            // A test that waited for the pod's lock ran from when it took it.
-            let from = r
-                .lock
-                .as_ref()
-                .map_or(r.started_at_ms, |l| l.acquired_at_ms.max(r.started_at_ms));
-            r.started_at_ms > 0 && from <= at_ms && at_ms <= r.started_at_ms + r.duration_ms
-        })
-        .map(|r| r.name.clone())
-        .collect();
-    tests.sort();
-    tests.dedup();
-    tests
+/// The tests that were running when a node exited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Running {
+    /// These tests were running.
+    During(Vec<String>),
+    /// None was, but these had ended in the second before the engine
+    /// stamped the exit, which it does once it has handled it, a moment
+    /// after the process ended.
+    JustAfter(Vec<String>),
+    /// No test was running.
+    Nothing,
+}
+
+/// The tests of `records` that were running when a node exited, which the
+/// engine stamped `at_ms`, by name.
+fn running_at(records: &[testkit_engine::report::TestRecord], at_ms: u64) -> Running {
+    let names = |keep: &dyn Fn(u64, u64) -> bool| -> Vec<String> {
+        let mut tests: Vec<String> = records
+            .iter()
+            .filter(|r| r.started_at_ms > 0)
+            .filter(|r| {
+                // A test that waited for the pod's lock ran from when it
+                // took it.
+                let from = r
+                    .lock
+                    .as_ref()
+                    .map_or(r.started_at_ms, |l| l.acquired_at_ms.max(r.started_at_ms));
+                keep(from, r.started_at_ms + r.duration_ms)
+            })
+            .map(|r| r.name.clone())
+            .collect();
+        tests.sort();
+        tests.dedup();
+        tests
+    };
+    let during = names(&|from, to| from <= at_ms && at_ms <= to);
+    if !during.is_empty() {
+        return Running::During(during);
+    }
+    let before = names(&|_, to| to < at_ms && at_ms <= to + CLOCK_SLACK_MS);
+    if before.is_empty() {
+        Running::Nothing
+    } else {
+        Running::JustAfter(before)
+    }
 }
 
 /// Whether a fault of `windows` explains an exit of `node` at `at_ms`.
@@ -813,6 +845,26 @@ mod tests {
 
     fn fault(node: &str, action: &str) -> String {
         format!(r#"{{"node":"{node}","action":{{"action":"{action}"}},"container":"c"}}"#)
+    }
+
+    #[test]
+    fn the_tests_running_at_an_exit_are_those_whose_time_holds_it() {
+        use testkit_engine::report::TestRecord;
+        let test = |name: &str, started: u64| {
+            let mut r = TestRecord::new("r", "b", name);
+            r.started_at_ms = started;
+            r.duration_ms = 1000;
+            r
+        };
+        let records = [test("a", 1000), test("b", 2500), test("never", 0)];
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(running_at(&records, 1500), Running::During(names(&["a"])));
+        assert_eq!(
+            running_at(&records, 2200),
+            Running::JustAfter(names(&["a"]))
+        );
+        assert_eq!(running_at(&records, 2600), Running::During(names(&["b"])));
+        assert_eq!(running_at(&records, 9000), Running::Nothing);
     }
 
     #[test]
