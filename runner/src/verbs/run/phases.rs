@@ -607,6 +607,10 @@ impl<'a> Run<'a> {
             env: test_env(plan, &self.handle_file),
         };
         let (verdict, mut evidence, leaks, unknown) = pod::residue(p, spec, witnesses).await;
+        if verdict == Verdict::Fail {
+            // A node that exited during the sweep may be why it failed.
+            self.pod_gone();
+        }
         if verdict == Verdict::Fail && !self.node_deaths.is_empty() {
             // What failed may be why: say which nodes were gone.
             let nodes: Vec<String> = self
