@@ -288,6 +288,11 @@ fn a_fault_whose_undo_fails_is_its_own_failure_named_on_the_node() {
     );
     let junit = std::fs::read_to_string(results.path().join("junit.xml")).unwrap();
     assert!(junit.contains("type=\"fault_not_undone\""), "{junit}");
+    assert_eq!(
+        pod_verdicts(&ran),
+        Vec::<(String, String)>::new(),
+        "worker-2's stop was a fault, not a crash"
+    );
 }
 
 /// A runner SIGKILLed while a test holds a cut leaves nothing: no node, no
@@ -364,4 +369,130 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
         "left 30 s after the runner's SIGKILL: {:?}",
         left_behind("testkit.run", &run_id, Some(&pod_id))
     );
+}
+
+/// Worker-2 with a shell as its PID 1: its sandboxd can die of SIGABRT (a
+/// PID 1 without a handler ignores it), and the shell then exits 134.
+const WORKER_2_UNDER_A_SHELL: &str = r#"[pod.container.nodes.worker-2]
+command = ["/bin/sh", "-c", "/bin/sandboxd serve --home /home/pod --listen {listen} --token-env SANDBOXD_TOKEN --token-window 1h; exit $?"]"#;
+
+/// The `pod` verdicts of a run, each `(verdict, evidence)`.
+fn pod_verdicts(ran: &Ran) -> Vec<(String, String)> {
+    ran.verdicts()
+        .into_iter()
+        .filter(|v| v["phase"] == "pod")
+        .map(|v| {
+            (
+                v["verdict"].as_str().unwrap_or_default().to_owned(),
+                v["evidence"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Two nodes that exit mid-run behind testkit's back, no fault of a test
+/// doing it (worker-1's PID 1 exits 0, worker-2's sandboxd dies of
+/// SIGABRT): the run fails with a `pod` verdict naming each node, its exit
+/// code, when, its last lines and the test that was running. The entry
+/// node, which a test stopped and healed on purpose as a fault, is not
+/// named.
+#[test]
+fn nodes_that_exit_mid_run_fail_it_with_a_pod_verdict_and_a_fault_does_not() {
+    let suite = cluster_fixture();
+    let toml = suite.path().join("testkit.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let text = text.replace("[pod.container.nodes.worker-2]", WORKER_2_UNDER_A_SHELL);
+    std::fs::write(&toml, text).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let ran = Ran::from(
+        runner()
+            .args(["run", "--results"])
+            .arg(results.path())
+            .arg(suite.path())
+            .args(["-E", "test(nodes_exit) | test(entry_stopped_on_purpose)"])
+            .env("FIXTURE_EXIT", "worker-1:term,worker-2:abort")
+            .env("FIXTURE_FAULT", "entry")
+            .output()
+            .unwrap(),
+    );
+    let (tests, why) = ran.verdict("tests");
+    assert_eq!(tests, "pass", "both tests did what they meant to: {why}");
+    let pods = pod_verdicts(&ran);
+    assert_eq!(pods.len(), 1, "one `pod` verdict: {pods:?}\n{}", ran.stdout);
+    let (verdict, evidence) = &pods[0];
+    assert_eq!(verdict, "fail", "{evidence}");
+    for said in [
+        "node `worker-1` exited mid-run",
+        "exit code 0",
+        "node `worker-2` exited mid-run",
+        "exit code 134 (SIGABRT",
+        "no fault of a test",
+        "while faults::nodes_exit ran (container",
+        "its last lines: ",
+    ] {
+        assert!(evidence.contains(said), "`{said}` in: {evidence}");
+    }
+    let year = format!(
+        " at {}",
+        &humantime::format_rfc3339(std::time::SystemTime::now()).to_string()[..4]
+    );
+    assert_eq!(
+        evidence.matches(&year).count(),
+        2,
+        "when each exited: {evidence}"
+    );
+    let lifecycle = std::fs::read_to_string(ran.results().join("pod/logs/pod.stdout.log")).unwrap();
+    assert!(
+        lifecycle.contains(" gateway die"),
+        "the fault did stop the entry node: {lifecycle}"
+    );
+    assert!(
+        !evidence.contains("`gateway`"),
+        "the stop of a fault is no crash: {evidence}"
+    );
+    assert_eq!(ran.code, 1, "the run fails");
+    assert!(
+        ran.stdout.contains("worker-2"),
+        "the summary names the node: {}",
+        ran.stdout
+    );
+}
+
+/// The entry node exits mid-run behind testkit's back: the `pod` verdict
+/// names it, and residue says it cannot list what the pod's API went
+/// with, rather than failing on a refused connection; the run could not
+/// complete.
+#[test]
+fn an_entry_node_that_exits_mid_run_is_a_pod_verdict_and_residue_says_why() {
+    let suite = cluster_fixture();
+    let results = tempfile::tempdir().unwrap();
+    let ran = Ran::from(
+        runner()
+            .args(["run", "--results"])
+            .arg(results.path())
+            .arg(suite.path())
+            .args(["-E", "test(nodes_exit)"])
+            .env("FIXTURE_EXIT", "gateway:term")
+            .output()
+            .unwrap(),
+    );
+    let pods = pod_verdicts(&ran);
+    assert_eq!(pods.len(), 1, "one `pod` verdict: {pods:?}\n{}", ran.stdout);
+    let (verdict, evidence) = &pods[0];
+    assert_eq!(verdict, "fail", "{evidence}");
+    for said in [
+        "the entry node `gateway` exited mid-run",
+        "exit code 0",
+        "while faults::nodes_exit ran (container",
+        "its last lines: ",
+    ] {
+        assert!(evidence.contains(said), "`{said}` in: {evidence}");
+    }
+    let (residue, why) = ran.verdict("residue");
+    assert_eq!(residue, "skip", "{why}");
+    assert!(
+        why.contains("the entry node `gateway` exited (see `pod`)"),
+        "{why}"
+    );
+    assert_eq!(ran.code, 2, "the run could not complete");
 }

@@ -39,6 +39,7 @@ pub mod fault;
 pub mod handle;
 pub mod launch;
 pub mod lock;
+pub mod nodes;
 mod session;
 
 use std::fmt;

@@ -16,7 +16,7 @@ use super::pod;
 use super::signal::Interrupt;
 use super::suite::{self, TestsOutcome};
 use super::verdict::{PhaseResult, Verdict, VerdictLog};
-use super::watch::{self, Crash, PodWatch};
+use super::watch::{self, Crash, NodeDeath, PodWatch};
 use crate::errors::{ExpectedError, RunFailure};
 use crate::summary::RunSummary;
 
@@ -80,6 +80,11 @@ pub(super) struct Run<'a> {
     record_dir: Option<PathBuf>,
     /// The pod's crash, once noticed (and given its verdict).
     crash: Option<Crash>,
+    /// The exits of nodes of a pod of several that no fault of a test
+    /// explains, once noticed (and given their verdict).
+    node_deaths: Vec<NodeDeath>,
+    /// Why its nodes could not be watched, once said in a verdict.
+    nodes_blind: Option<String>,
     /// The residue phase could not list or sweep everything: what is left
     /// on the pod is unknown, and the run could not complete.
     residue_unknown: bool,
@@ -123,6 +128,8 @@ impl<'a> Run<'a> {
             watch: None,
             record_dir: None,
             crash: None,
+            node_deaths: Vec::new(),
+            nodes_blind: None,
             residue_unknown: false,
         })
     }
@@ -281,9 +288,79 @@ impl<'a> Run<'a> {
         self.watch = Some(PodWatch::start(p, &self.plan.results_dir));
     }
 
-    /// Whether the pod crashed or was stopped by `pod down`; the first time,
-    /// its own verdict, `pod`.
-    pub(super) fn pod_crashed(&mut self) -> bool {
+    /// Whether the pod is gone: its process crashed or was stopped by `pod
+    /// down`, or the entry node of a pod of several exited. What is seen
+    /// the first time is its own verdict, `pod`: the crash, or the exits of
+    /// nodes that no fault of a test explains.
+    pub(super) fn pod_gone(&mut self) -> bool {
+        if !self.pod_crashed() {
+            self.nodes_exited();
+        }
+        self.crash.is_some() || self.entry_death().is_some()
+    }
+
+    /// The exit of the entry node of a pod of several, when one was seen.
+    fn entry_death(&self) -> Option<&NodeDeath> {
+        self.node_deaths.iter().find(|d| d.entry)
+    }
+
+    /// Decides a `pod` verdict for the node exits no fault explains that
+    /// have not had one yet, and for a node watch gone blind.
+    fn nodes_exited(&mut self) {
+        let Some(watch) = self.watch.as_ref() else {
+            return;
+        };
+        // `pod down` ends the nodes before the pod's process: its stop is
+        // named once that process exits, not as the nodes' exits.
+        if crate::verbs::pod::stopped_by(&self.plan.results_dir).is_some() {
+            return;
+        }
+        let (deaths, blind) = watch.node_deaths(&self.plan.results_dir);
+        let mut new: Vec<NodeDeath> = deaths
+            .into_iter()
+            .filter(|d| {
+                !self
+                    .node_deaths
+                    .iter()
+                    .any(|o| o.exit.container == d.exit.container && o.exit.at == d.exit.at)
+            })
+            .collect();
+        if !new.is_empty() {
+            // Their last lines were redacted of what the runner knew then.
+            testkit_engine::redact::register_recorded(&self.secrets_dir);
+            for line in new.iter_mut().flat_map(|d| d.exit.last_lines.iter_mut()) {
+                *line = testkit_engine::redact(line).into_owned();
+            }
+            let evidence = new
+                .iter()
+                .map(NodeDeath::describe)
+                .collect::<Vec<_>>()
+                .join("; ");
+            self.decide(PhaseResult::new(
+                "pod",
+                Verdict::Fail,
+                evidence,
+                new[0].after,
+            ));
+            self.node_deaths.extend(new);
+        }
+        if let (Some(why), None) = (blind, &self.nodes_blind) {
+            self.decide(PhaseResult::new(
+                "pod",
+                Verdict::Fail,
+                format!(
+                    "the pod's nodes were not watched to the end ({why}): a node that \
+                     exited mid-run would go unseen"
+                ),
+                Duration::ZERO,
+            ));
+            self.nodes_blind = Some(why);
+        }
+    }
+
+    /// Whether the pod's process crashed or was stopped by `pod down`; the
+    /// first time, its own verdict, `pod`.
+    fn pod_crashed(&mut self) -> bool {
         if self.crash.is_some() {
             return true;
         }
@@ -434,7 +511,7 @@ impl<'a> Run<'a> {
         let mut outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.end_left_running(&mut outcome.result).await;
         self.decide(outcome.result.clone());
-        self.pod_crashed();
+        self.pod_gone();
         Some(outcome)
     }
 
@@ -494,7 +571,7 @@ impl<'a> Run<'a> {
             ));
             return Vec::new();
         };
-        if self.pod_crashed() {
+        if self.pod_gone() {
             return self.residue_of_crashed();
         }
         let started = Instant::now();
@@ -529,7 +606,23 @@ impl<'a> Run<'a> {
             suite_dir: &plan.suite_dir,
             env: test_env(plan, &self.handle_file),
         };
-        let (verdict, evidence, leaks, unknown) = pod::residue(p, spec, witnesses).await;
+        let (verdict, mut evidence, leaks, unknown) = pod::residue(p, spec, witnesses).await;
+        if verdict == Verdict::Fail {
+            // A node that exited during the sweep may be why it failed.
+            self.pod_gone();
+        }
+        if verdict == Verdict::Fail && !self.node_deaths.is_empty() {
+            // What failed may be why: say which nodes were gone.
+            let nodes: Vec<String> = self
+                .node_deaths
+                .iter()
+                .map(|d| format!("`{}`", d.exit.node))
+                .collect();
+            evidence.push_str(&format!(
+                "; node {} had exited mid-run (see `pod`)",
+                nodes.join(", ")
+            ));
+        }
         self.residue_unknown = unknown;
         self.decide(PhaseResult::new(
             "residue",
@@ -540,10 +633,15 @@ impl<'a> Run<'a> {
         leaks
     }
 
-    /// The residue of a pod that crashed: nothing can be listed on it, and
-    /// the journal still says what was left.
+    /// The residue of a pod that is gone (it crashed, its entry node
+    /// exited): nothing can be listed on it, and the journal still says
+    /// what was left.
     fn residue_of_crashed(&mut self) -> Vec<String> {
-        let what = self.crash.as_ref().map_or("the pod crashed", Crash::what);
+        let what = match (&self.crash, self.entry_death()) {
+            (Some(c), _) => c.what().to_owned(),
+            (None, Some(d)) => format!("the entry node `{}` exited", d.exit.node),
+            (None, None) => "the pod crashed".to_owned(),
+        };
         // Nothing can be swept, but the journal still says what was left.
         let entries = testkit_engine::resource::read_journal(&self.plan.results_dir);
         let leaks: Vec<String> = testkit_engine::resource::outstanding(&entries)
@@ -597,7 +695,7 @@ impl<'a> Run<'a> {
                 ));
                 None
             }
-            RunPod::Started(p) if self.plan.keep && !self.pod_crashed() => {
+            RunPod::Started(p) if self.plan.keep && !self.pod_gone() => {
                 // Kept: the watchdog lets it be, `pod ls` still lists it.
                 watch::disarm();
                 let note = pod::keep_note(&p, &self.handle_file, &self.plan.run_id);
@@ -618,7 +716,7 @@ impl<'a> Run<'a> {
                 // Its logs are redacted as they are kept: with every
                 // credential the run's processes obtained.
                 testkit_engine::redact::register_recorded(&self.secrets_dir);
-                self.pod_crashed();
+                self.pod_gone();
                 let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
                 let (mut verdict, mut evidence) = pod::stop(*p).await;
                 // What the pod's tree held and outlived it (a crashed pod's
@@ -732,8 +830,10 @@ impl<'a> Run<'a> {
         // Without a session the run never got to test the pod.
         // Nor did it when the pod crashed under the tests.
         // Nor did it complete when what the tests left on the pod is unknown.
+        // Nor when the entry node of a pod of several went.
         let incomplete = !authenticated
             || self.crash.is_some()
+            || self.entry_death().is_some()
             || self.residue_unknown
             || tests.is_some_and(|t| t.incomplete);
         let failed = self.phases.iter().any(|p| p.verdict == Verdict::Fail);

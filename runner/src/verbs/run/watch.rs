@@ -20,6 +20,14 @@
 //! pod's tree held is remembered, so that teardown ends what outlived the
 //! pod. An exit is a crash unless `testkit-runner pod down` left word in the
 //! results folder that it stopped the pod: then it is named as that stop.
+//!
+//! The node watch: the pod's process of a pod of several is the engine's
+//! events of its nodes, which lives whatever becomes of a node. So each
+//! node is watched from up to down, through the engine's events
+//! ([`NodeWatch`]), and every exit of one is judged against the fault
+//! journal: an exit that no fault of a test (a stop, a kill, a restart of
+//! that node, from its journaling to its undo) explains is a [`NodeDeath`],
+//! the `pod` verdict.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
@@ -32,8 +40,11 @@ use std::time::{Duration, Instant, SystemTime};
 use clap::Args;
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
+use testkit_engine::pod::fault::{self, Fault, FaultAction};
+use testkit_engine::pod::nodes::{NodeExit, NodeWatch};
 use testkit_engine::pod::{BootObserver, BootStep, LaunchedPod};
 use testkit_engine::process;
+use testkit_engine::resource::{Event, JournalEntry};
 
 use crate::verbs::pod::BootingRecord;
 
@@ -423,10 +434,25 @@ struct Seen {
     tree: BTreeSet<(i32, u64)>,
 }
 
-/// Watches the pod's process until [`PodWatch::stop`].
+/// Watches the pod's process, and the nodes of a pod of several, until
+/// [`PodWatch::stop`].
 pub(crate) struct PodWatch {
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
+    nodes: Nodes,
+    up_at: SystemTime,
+}
+
+/// The nodes of a pod of several, as watched.
+enum Nodes {
+    /// A pod of one process or one container: its process is the watch.
+    None,
+    Watched {
+        watch: NodeWatch,
+        entry: String,
+    },
+    /// Its node watch could not start: why.
+    Blind(String),
 }
 
 impl PodWatch {
@@ -439,6 +465,7 @@ impl PodWatch {
         let stderr_log = pod.logs_dir.join("pod.stderr.log");
         let private_dir = pod.private_dir.clone();
         let up = Instant::now();
+        let nodes = watch_nodes(&private_dir);
         let shared = seen.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -481,7 +508,26 @@ impl PodWatch {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
-        PodWatch { seen, task }
+        PodWatch {
+            seen,
+            task,
+            nodes,
+            up_at: SystemTime::now(),
+        }
+    }
+
+    /// The node exits of a pod of several that no fault journaled in
+    /// `results_dir` explains, in order; or why its nodes were not
+    /// watched (all along, or since when).
+    pub(crate) fn node_deaths(&self, results_dir: &Path) -> (Vec<NodeDeath>, Option<String>) {
+        match &self.nodes {
+            Nodes::None => (Vec::new(), None),
+            Nodes::Blind(why) => (Vec::new(), Some(why.clone())),
+            Nodes::Watched { watch, entry } => {
+                let deaths = unexplained(watch.exits(), results_dir, entry, self.up_at);
+                (deaths, watch.ended())
+            }
+        }
     }
 
     /// The crash, if the pod exited.
@@ -497,9 +543,230 @@ impl PodWatch {
     /// process the pod's tree was seen to hold.
     pub(crate) fn stop(self) -> Vec<(i32, u64)> {
         self.task.abort();
+        if let Nodes::Watched { watch, .. } = self.nodes {
+            watch.stop();
+        }
         let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         s.tree.iter().copied().collect()
     }
+}
+
+/// Starts watching the nodes of the pod whose private dir is
+/// `private_dir`, when it is a pod of several; its `docker events` ends
+/// with the runner, should the runner die.
+fn watch_nodes(private_dir: &Path) -> Nodes {
+    let Some(record) = testkit_engine::pod::container::ContainerRecord::read(private_dir) else {
+        return Nodes::None;
+    };
+    let Some(entry) = record.entry.clone() else {
+        return Nodes::None;
+    };
+    match NodeWatch::start(&record) {
+        Ok(watch) => {
+            also_end(watch.pgid());
+            Nodes::Watched { watch, entry }
+        }
+        // The cause printed once, after the context.
+        Err(e) => Nodes::Blind(match std::error::Error::source(&e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        }),
+    }
+}
+
+/// An exit of a node that no fault of a test explains.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeDeath {
+    pub(crate) exit: NodeExit,
+    /// The node is the pod's entry: its API went with it.
+    pub(crate) entry: bool,
+    /// How long after the pod was up (zero when before).
+    pub(crate) after: Duration,
+    /// The tests that were running when it exited, by their records; or
+    /// why the records could not be read.
+    pub(crate) tests: Result<Running, String>,
+}
+
+impl NodeDeath {
+    /// `node `worker-1` exited mid-run, no fault of a test doing it: exit
+    /// code 0 at …, 12s after the pod was up, while t1 ran; its last
+    /// lines: …`.
+    pub(crate) fn describe(&self) -> String {
+        let exit = &self.exit;
+        let which = if self.entry {
+            format!("the entry node `{}`", exit.node)
+        } else {
+            format!("node `{}`", exit.node)
+        };
+        let at = humantime::format_rfc3339_seconds(exit.at);
+        let after = humantime::format_duration(Duration::from_secs(self.after.as_secs()));
+        let during = match &self.tests {
+            Ok(Running::During(tests)) => format!("while {} ran", tests.join(", ")),
+            Ok(Running::JustAfter(tests)) => format!(
+                "while no test was running, within a second after {} ended",
+                tests.join(", ")
+            ),
+            Ok(Running::Nothing) => "while no test was running".to_owned(),
+            Err(e) => format!("the tests running then are unknown ({e})"),
+        };
+        let lines = if exit.last_lines.is_empty() {
+            "its output could not be read (its container is gone)".to_owned()
+        } else {
+            format!("its last lines: {}", exit.last_lines.join(" | "))
+        };
+        let api = if self.entry {
+            "; the pod's API went with it"
+        } else {
+            ""
+        };
+        format!(
+            "{which} exited mid-run, no fault of a test doing it: {} at {at}, {after} after \
+             the pod was up, {during} (container {}){api}; {lines}",
+            exit.status(),
+            &exit.container[..exit.container.len().min(12)],
+        )
+    }
+}
+
+/// How far apart the runner's and the engine's clocks may be when an
+/// exit is matched with the fault that explains it.
+const CLOCK_SLACK_MS: u64 = 1000;
+
+/// A fault that ends its node's container (a stop, a kill, a restart),
+/// from its journaling to its undo (`None`: not undone yet).
+#[derive(Debug)]
+struct FaultWindow {
+    name: String,
+    node: String,
+    from_ms: u64,
+    to_ms: Option<u64>,
+}
+
+/// The windows of the faults journaled in `entries` that end a node.
+fn fault_windows(entries: &[JournalEntry]) -> Vec<FaultWindow> {
+    let mut windows: Vec<FaultWindow> = Vec::new();
+    for e in entries.iter().filter(|e| e.kind == fault::JOURNAL_KIND) {
+        if e.event == Event::Pending {
+            let Some(fault) = e.id.as_deref().and_then(|j| Fault::from_json(j).ok()) else {
+                continue;
+            };
+            if matches!(
+                fault.action,
+                FaultAction::Stop | FaultAction::Kill | FaultAction::Restart
+            ) {
+                windows.push(FaultWindow {
+                    name: e.name.clone(),
+                    node: fault.node,
+                    from_ms: e.time,
+                    to_ms: None,
+                });
+            }
+        } else if e.event.is_settled() || e.event == Event::Leaked {
+            // The journal is in time order: the latest open window of
+            // that name is the one this closes.
+            if let Some(w) = windows
+                .iter_mut()
+                .rev()
+                .find(|w| w.name == e.name && w.to_ms.is_none())
+            {
+                w.to_ms = Some(e.time);
+            }
+        }
+    }
+    windows
+}
+
+/// The tests that were running when a node exited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Running {
+    /// These tests were running.
+    During(Vec<String>),
+    /// None was, but these had ended in the second before the engine
+    /// stamped the exit, which it does once it has handled it, a moment
+    /// after the process ended.
+    JustAfter(Vec<String>),
+    /// No test was running.
+    Nothing,
+}
+
+/// The tests of `records` that were running when a node exited, which the
+/// engine stamped `at_ms`, by name.
+fn running_at(records: &[testkit_engine::report::TestRecord], at_ms: u64) -> Running {
+    let names = |keep: &dyn Fn(u64, u64) -> bool| -> Vec<String> {
+        let mut tests: Vec<String> = records
+            .iter()
+            .filter(|r| r.started_at_ms > 0)
+            .filter(|r| {
+                // A test that waited for the pod's lock ran from when it
+                // took it.
+                let from = r
+                    .lock
+                    .as_ref()
+                    .map_or(r.started_at_ms, |l| l.acquired_at_ms.max(r.started_at_ms));
+                keep(from, r.started_at_ms + r.duration_ms)
+            })
+            .map(|r| r.name.clone())
+            .collect();
+        tests.sort();
+        tests.dedup();
+        tests
+    };
+    let during = names(&|from, to| from <= at_ms && at_ms <= to);
+    if !during.is_empty() {
+        return Running::During(during);
+    }
+    let before = names(&|_, to| to < at_ms && at_ms <= to + CLOCK_SLACK_MS);
+    if before.is_empty() {
+        Running::Nothing
+    } else {
+        Running::JustAfter(before)
+    }
+}
+
+/// Whether a fault of `windows` explains an exit of `node` at `at_ms`.
+fn explained(windows: &[FaultWindow], node: &str, at_ms: u64) -> bool {
+    windows.iter().any(|w| {
+        w.node == node
+            && w.from_ms <= at_ms + CLOCK_SLACK_MS
+            && w.to_ms.is_none_or(|to| at_ms <= to + CLOCK_SLACK_MS)
+    })
+}
+
+fn ms_of(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The exits of `exits` that no fault journaled in `results_dir` explains,
+/// each with the tests running then.
+fn unexplained(
+    exits: Vec<NodeExit>,
+    results_dir: &Path,
+    entry: &str,
+    up_at: SystemTime,
+) -> Vec<NodeDeath> {
+    if exits.is_empty() {
+        return Vec::new();
+    }
+    let windows = fault_windows(&testkit_engine::resource::read_journal(results_dir));
+    let records = testkit_engine::report::read_records(results_dir).map_err(|e| e.to_string());
+    exits
+        .into_iter()
+        .filter(|exit| !explained(&windows, &exit.node, ms_of(exit.at)))
+        .map(|exit| {
+            let at = ms_of(exit.at);
+            let tests = records
+                .as_ref()
+                .map(|records| running_at(records, at))
+                .map_err(Clone::clone);
+            NodeDeath {
+                entry: exit.node == entry,
+                after: exit.at.duration_since(up_at).unwrap_or_default(),
+                tests,
+                exit,
+            }
+        })
+        .collect()
 }
 
 /// Ends the processes of `seen` still alive (the same pid with the same
@@ -562,4 +829,65 @@ fn last_lines(path: &Path, n: usize) -> Vec<String> {
         .collect();
     lines.reverse();
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(event: &str, name: &str, time: u64, fault: Option<&str>) -> JournalEntry {
+        serde_json::from_value(serde_json::json!({
+            "event": event, "kind": "fault", "name": name, "run": "r", "test": "t",
+            "pid": 1, "time": time, "id": fault,
+        }))
+        .unwrap()
+    }
+
+    fn fault(node: &str, action: &str) -> String {
+        format!(r#"{{"node":"{node}","action":{{"action":"{action}"}},"container":"c"}}"#)
+    }
+
+    #[test]
+    fn the_tests_running_at_an_exit_are_those_whose_time_holds_it() {
+        use testkit_engine::report::TestRecord;
+        let test = |name: &str, started: u64| {
+            let mut r = TestRecord::new("r", "b", name);
+            r.started_at_ms = started;
+            r.duration_ms = 1000;
+            r
+        };
+        let records = [test("a", 1000), test("b", 2500), test("never", 0)];
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(running_at(&records, 1500), Running::During(names(&["a"])));
+        assert_eq!(
+            running_at(&records, 2200),
+            Running::JustAfter(names(&["a"]))
+        );
+        assert_eq!(running_at(&records, 2600), Running::During(names(&["b"])));
+        assert_eq!(running_at(&records, 9000), Running::Nothing);
+    }
+
+    #[test]
+    fn a_node_exit_is_explained_only_by_a_fault_that_ends_it_while_it_is_held() {
+        let stop = fault("w1", "stop");
+        let pause = fault("w2", "pause");
+        let journal = [
+            entry("pending", "fault-01-stop-w1", 10_000, Some(&stop)),
+            entry("created", "fault-01-stop-w1", 10_100, None),
+            entry("verified", "fault-01-stop-w1", 20_000, None),
+            entry("pending", "fault-01-pause-w2", 30_000, Some(&pause)),
+            // The same name again, in another test process: still held.
+            entry("pending", "fault-01-stop-w1", 40_000, Some(&stop)),
+        ];
+        let windows = fault_windows(&journal);
+        assert!(explained(&windows, "w1", 10_050), "stopped by the fault");
+        assert!(!explained(&windows, "w2", 10_050), "another node");
+        assert!(!explained(&windows, "w1", 30_000), "after its undo");
+        assert!(
+            !explained(&windows, "w2", 30_500),
+            "a pause ends no container"
+        );
+        assert!(explained(&windows, "w1", 50_000), "a fault not undone yet");
+        assert!(!explained(&windows, "w1", 5_000), "before it");
+    }
 }
