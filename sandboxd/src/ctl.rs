@@ -156,7 +156,7 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 enum CtlError {
     #[error("{0}")]
     Usage(String),
-    #[error("cannot reach {url}: {source}")]
+    #[error("cannot reach {url}")]
     Unreachable {
         url: String,
         #[source]
@@ -548,7 +548,14 @@ pub fn main_impl(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
     match rt.block_on(run(ctl)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("sandboxctl: error: {e}");
+            // The error, then each cause once.
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            eprintln!("sandboxctl: error: {text}");
             e.exit_code()
         }
     }

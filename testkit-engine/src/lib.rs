@@ -11,7 +11,7 @@
 //!
 //! # Layers
 //!
-//! Imports point down only; a test (`tests/layers.rs` of `testkit`) keeps it
+//! Imports point down only; a test (`src/layers.rs` of `testkit`) keeps it
 //! so.
 //!
 //! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`

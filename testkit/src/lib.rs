@@ -55,7 +55,7 @@
 //!
 //! # Layers
 //!
-//! Imports point down only; a test (`tests/layers.rs`) keeps it so.
+//! Imports point down only; a test (`src/layers.rs`) keeps it so.
 //!
 //! 1. The engine (`testkit-engine`): config, settings, run ids, pods,
 //!    resource kinds, journal, records; every function takes its inputs as

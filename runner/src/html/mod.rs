@@ -5,7 +5,9 @@
 //!
 //! - `model`: what the page shows, read from each results folder;
 //! - `source`: the commit a run tested, kept in `source.json`;
-//! - `render`: the page itself.
+//! - `render`: the page itself;
+//! - `trace`: a test's trace, as a waterfall on the page;
+//! - `text`: escaping and printable text, for both.
 //!
 //! Everything on the page comes from files that are redacted when written
 //! (records, `verdict.jsonl`, the journal); the pod's folder, which holds
@@ -14,6 +16,7 @@
 mod model;
 mod render;
 pub(crate) mod source;
+mod text;
 mod trace;
 
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use testkit_engine::report::TestRecord;
 use testkit_engine::trace::{Entry, EntryKind, Trace, FILE_NAME};
 
-use super::render::esc;
+use super::text::esc;
 
 /// The most entries drawn for one test; the rest are counted.
 const MAX_ROWS: usize = 500;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::page::ConsoleEntry;
+use super::console::ConsoleEntry;
 use crate::engine::trace::{cap, headers, Entry, EntryKind, Http, Recorder};
 
 /// Requests waiting for their answer; past this many (a page that never

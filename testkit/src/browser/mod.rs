@@ -29,6 +29,7 @@
 //! Compiled only with the `browser` feature.
 
 mod cdp;
+mod console;
 mod film;
 mod launch;
 mod page;
@@ -40,8 +41,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+pub use console::ConsoleEntry;
 pub use launch::INSTALL_HINT;
-pub use page::{ConsoleEntry, Page};
+pub use page::Page;
 
 use crate::engine::pod::Pod;
 use crate::engine::report::{FailureKind, Outcome, TestRecord};
@@ -229,7 +231,7 @@ impl Browsers {
         let sink_console = console.clone();
         let sink_log = self.log.clone();
         Box::new(move |method: &str, params: &Value| {
-            if let Some(entry) = page::console_entry(method, params) {
+            if let Some(entry) = console::console_entry(method, params) {
                 if entry.level == "error" {
                     sink_log.push(format!("browser {index} console {entry}"));
                 }
