@@ -349,3 +349,52 @@ fn cargo_test_options_after_the_double_dash_go_to_cargo() {
         "{records:#?}"
     );
 }
+
+/// The binary `forger`: its test writes a passing record for a test that
+/// does not exist, as a process outside the run's tests could.
+const FORGER: &str = r#"
+use testkit::prelude::*;
+
+/// Writes a record of a test no binary has, beside its own.
+#[testkit::test]
+async fn writes_a_foreign_record(_cx: &mut Cx) -> testkit::Result {
+    let results = std::env::var("TESTKIT_RESULTS_DIR")?;
+    let run = std::env::var("TESTKIT_RUN_ID")?;
+    let dir = std::path::Path::new(&results).join("records/forger");
+    std::fs::create_dir_all(&dir)?;
+    let line = format!(
+        "{{\"schema\":1,\"run_id\":\"{run}\",\"binary\":\"forger\",\"name\":\"forger::imaginary\",\
+         \"description\":\"\",\"file\":\"\",\"line\":0,\"outcome\":\"passed\",\"failure_kind\":null,\
+         \"message\":null,\"skip_reason\":null,\"started_at_ms\":1,\"duration_ms\":1,\
+         \"known_issue\":null,\"fails_with\":null,\"requires\":[],\"capabilities_missing\":[],\
+         \"resources\":[],\"cleanup\":\"nothing\",\"output\":\"\"}}\n"
+    );
+    std::fs::write(dir.join("1-1.jsonl"), line)?;
+    Ok(())
+}
+
+testkit::main!();
+"#;
+
+/// A record of a test the run did not list fails the tests phase, naming
+/// it: the list is what the run runs, so the record came from elsewhere.
+#[test]
+fn a_record_of_a_test_the_run_did_not_list_fails_the_tests_phase() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "forger", FORGER);
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(forger)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let (verdict, evidence) = ran.verdict("tests");
+    assert_eq!(verdict, "fail", "{evidence}");
+    assert!(
+        evidence.contains("did not list") && evidence.contains("forger::imaginary"),
+        "{evidence}"
+    );
+}
