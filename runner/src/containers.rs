@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::verbs::run::verdict::Verdict;
+use crate::verdict::Verdict;
 use testkit_engine::config::{BuildSection, SuiteConfig};
 use testkit_engine::pod::container::{
     ContainerSpec, Docker, EngineObjects, OWNER_LABEL, POD_LABEL, RUN_LABEL,

@@ -17,6 +17,7 @@ pub mod runs;
 pub mod seal;
 mod summary;
 mod verbs;
+mod verdict;
 
 /// Parses the command line, runs the verb, and returns the exit code.
 pub fn main_impl() -> u8 {

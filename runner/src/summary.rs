@@ -11,7 +11,7 @@ use std::time::Duration;
 use testkit_engine::config::FlakyPolicy;
 use testkit_engine::report::Summary;
 
-use crate::verbs::run::verdict::{PhaseResult, Verdict};
+use crate::verdict::{PhaseResult, Verdict};
 
 pub(crate) struct RunSummary<'a> {
     pub(crate) suite: &'a Path,

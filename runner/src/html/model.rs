@@ -11,7 +11,7 @@ use testkit_engine::resource::{read_journal, Event, JournalEntry};
 
 use super::source::Source;
 
-/// One line of `verdict.jsonl`, as written by `run::verdict`.
+/// One line of `verdict.jsonl`, as written by the `verdict` module.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 pub(super) struct PhaseLine {
     pub(super) phase: String,

@@ -4,15 +4,16 @@
 //!
 //! `plan` turns the arguments into what the run will do (every usage error
 //! is found there), `phases` has a function per phase, `pod` what the pod
-//! phases do to the pod, `suite` the tests phase, `verdict` the
-//! `verdict.jsonl` they append to, and `signal` the Ctrl-C they all heed.
+//! phases do to the pod, `suite` the tests phase, and `signal` the Ctrl-C
+//! they all heed. The verdicts they give, and `verdict.jsonl` they append
+//! to, are the crate's `verdict` module: the summary and the container
+//! sweep give them too.
 
 mod phases;
 mod plan;
 mod pod;
 mod signal;
 mod suite;
-pub(crate) mod verdict;
 mod watch;
 
 use std::path::PathBuf;

@@ -15,10 +15,10 @@ use super::plan::Plan;
 use super::pod;
 use super::signal::Interrupt;
 use super::suite::{self, TestsOutcome};
-use super::verdict::{PhaseResult, Verdict, VerdictLog};
 use super::watch::{self, Crash, NodeDeath, PodWatch};
 use crate::errors::{ExpectedError, RunFailure};
 use crate::summary::RunSummary;
+use crate::verdict::{PhaseResult, Verdict, VerdictLog};
 
 /// The pod of a run, as the up phase left it.
 pub(super) enum RunPod {

@@ -14,7 +14,7 @@ use testkit_engine::resource::{
     check_witnesses, Kinds, PodHome, SweepBounds, SweepReport, WitnessReport, WitnessSite,
 };
 
-use super::verdict::Verdict;
+use crate::verdict::Verdict;
 
 /// The default pod, a package of the workspace this runner comes from.
 const DEFAULT_POD: &str = "sandboxd";

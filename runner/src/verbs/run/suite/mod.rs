@@ -31,7 +31,7 @@ use testkit_engine::config::FlakyPolicy;
 use testkit_engine::report::{KnownIssues, Summary, TestRecord};
 
 use super::signal::Interrupt;
-use super::verdict::{PhaseResult, Verdict};
+use crate::verdict::{PhaseResult, Verdict};
 pub(crate) use progress::{clear_progress, progress_line};
 
 /// The engine that runs the tests.
