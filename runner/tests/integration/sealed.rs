@@ -322,8 +322,9 @@ fn a_filter_after_the_double_dash_is_counted_as_the_runners_own() {
     assert!(!evidence.contains("no record"), "{evidence}");
 }
 
-/// Under `--runner cargo-test`, cargo's own options after `--` (`--test
-/// NAME`) go to cargo, not to the test binaries as name filters.
+/// Under `--runner cargo-test`, cargo's own options after `--` (`-p PKG
+/// --test NAME`) go to cargo, not to the test binaries as name filters
+/// (two of which a test binary's `--list` refuses).
 #[test]
 fn cargo_test_options_after_the_double_dash_go_to_cargo() {
     let suite = fixture("suite");
@@ -331,7 +332,15 @@ fn cargo_test_options_after_the_double_dash_go_to_cargo() {
         runner()
             .arg("run")
             .arg(suite.path())
-            .args(["--runner", "cargo-test", "--", "--test", "basics"])
+            .args([
+                "--runner",
+                "cargo-test",
+                "--",
+                "-p",
+                "runner-fixture",
+                "--test",
+                "basics",
+            ])
             .output()
             .unwrap(),
     );
