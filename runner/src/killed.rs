@@ -7,6 +7,11 @@
 //! of its run is a test that was killed: failed, saying so, with its
 //! resources and what the reaper did with them.
 //!
+//! A test process that a signal (SIGTERM, SIGINT) ended ran its cleanup
+//! first, and left a note of it beside its journal (the engine's
+//! `resource::terminated`): its tests are recorded "terminated (SIGTERM)",
+//! with whether that cleanup was verified, not killed.
+//!
 //! A killed test that journaled nothing (it created nothing) leaves no
 //! trace in the folder: only the test engine knows of it (`testkit-runner
 //! run` asks nextest; after a plain `cargo nextest run`, its own JUnit).
@@ -17,7 +22,7 @@ use std::path::{Path, PathBuf};
 use testkit_engine::report::{
     CleanupState, FailureKind, ResourceRecord, ResourceState, TestRecord,
 };
-use testkit_engine::resource::{journal, Event, JournalEntry};
+use testkit_engine::resource::{journal, terminated, Event, JournalEntry};
 
 /// At most this much of a reaper's log goes into a record.
 const REAPER_LOG_CAP: usize = 16 * 1024;
@@ -36,13 +41,15 @@ pub(crate) fn from_journal(
     let mut out = Vec::new();
     for (binary, pid, path) in journal_files(results_dir) {
         let entries = journal::read_file(&path);
+        let note = terminated::read(&terminated::path_for(&path)).filter(|n| n.run == run_id);
         let mut tests: Vec<&str> = Vec::new();
-        for e in entries
+        let named = entries
             .iter()
             .filter(|e| e.run == run_id && !e.test.is_empty())
-        {
-            if !tests.contains(&e.test.as_str()) {
-                tests.push(&e.test);
+            .map(|e| e.test.as_str());
+        for test in named.chain(note.iter().flat_map(|n| n.tests.iter().map(String::as_str))) {
+            if !tests.contains(&test) {
+                tests.push(test);
             }
         }
         for test in tests {
@@ -50,17 +57,59 @@ pub(crate) fn from_journal(
                 continue;
             }
             let log = std::fs::read_to_string(path.with_extension("reaper.log")).ok();
-            out.push(killed_record(
+            let mut record = killed_record(
                 run_id,
                 &binary,
                 test,
                 pid,
                 &entries,
                 log.as_deref(),
-            ));
+            );
+            if let Some(note) = note.as_ref().filter(|n| n.tests.iter().any(|t| t == test)) {
+                terminated_record(&mut record, pid, note, &entries);
+            }
+            out.push(record);
         }
     }
     out
+}
+
+/// Makes the record of a test whose process `pid` a signal ended (its
+/// note `note`) say so: terminated, not killed, and whether its own
+/// cleanup was verified or its reaper took over.
+fn terminated_record(
+    record: &mut TestRecord,
+    pid: u32,
+    note: &terminated::Terminated,
+    entries: &[JournalEntry],
+) {
+    let signal = &note.signal;
+    let mut message = format!(
+        "terminated ({signal}): the test process (pid {pid}) received {signal} before its test \
+         ended, ran its cleanup, and exited before it wrote its record; this record is built \
+         from its journal and its note"
+    );
+    if note.cleanup_verified() {
+        message = format!("terminated ({signal}), cleanup verified: {message}");
+    } else {
+        message = format!(
+            "terminated ({signal}), cleanup unfinished: {message}; {} were not settled within \
+             the grace, and its reaper took over",
+            note.left
+        );
+    }
+    if record.resources.is_empty() {
+        message.push_str("; it journaled no resource");
+    } else {
+        message.push_str(&format!(
+            "; it created {}",
+            record.resources.iter().map(what).collect::<Vec<_>>().join(", ")
+        ));
+        if !note.cleanup_verified() {
+            message.push_str(&what_the_reaper_did(pid, entries, &record.resources));
+        }
+    }
+    record.message = Some(message);
 }
 
 /// The journal files of test processes: `(binary, pid, path)`. The
@@ -72,14 +121,22 @@ fn journal_files(results_dir: &Path) -> Vec<(String, u32, PathBuf)> {
     let mut files: Vec<(String, u32, PathBuf)> = dir
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|p| {
-            let stem = p.file_stem()?.to_str()?;
+            // A process that journaled nothing may still have left a note.
+            let name = p.file_name()?.to_str()?;
+            let stem = name
+                .strip_suffix(".jsonl")
+                .or_else(|| name.strip_suffix(&format!(".{}", terminated::SUFFIX)))?;
             let (binary, pid) = stem.rsplit_once('-')?;
-            Some((binary.to_owned(), pid.parse().ok()?, p.clone()))
+            Some((
+                binary.to_owned(),
+                pid.parse().ok()?,
+                p.with_file_name(format!("{stem}.jsonl")),
+            ))
         })
         .collect();
     files.sort();
+    files.dedup();
     files
 }
 

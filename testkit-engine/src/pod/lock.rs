@@ -161,6 +161,13 @@ impl PodLock {
         self.mode
     }
 
+    /// The descriptor that holds it: a process that inherits or is sent
+    /// a duplicate holds the lock too, until it closes it.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.held.as_fd()
+    }
+
     /// How long [`acquire`] waited for it.
     pub fn waited(&self) -> Duration {
         self.waited
