@@ -84,20 +84,19 @@ fn terminated_record(
     entries: &[JournalEntry],
 ) {
     let signal = &note.signal;
-    let mut message = format!(
-        "terminated ({signal}): the test process (pid {pid}) received {signal} before its test \
-         ended, ran its cleanup, and exited before it wrote its record; this record is built \
-         from its journal and its note"
-    );
-    if note.cleanup_verified() {
-        message = format!("terminated ({signal}), cleanup verified: {message}");
+    let how = if note.cleanup_verified() {
+        "cleanup verified".to_owned()
     } else {
-        message = format!(
-            "terminated ({signal}), cleanup unfinished: {message}; {} were not settled within \
-             the grace, and its reaper took over",
+        format!(
+            "cleanup unfinished ({} not settled within the grace; its reaper took over)",
             note.left
-        );
-    }
+        )
+    };
+    let mut message = format!(
+        "terminated ({signal}), {how}: the test process (pid {pid}) received {signal} before \
+         its test ended, ran its cleanup and exited before it wrote its record; this record is \
+         built from its journal and the note it left"
+    );
     if record.resources.is_empty() {
         message.push_str("; it journaled no resource");
     } else {

@@ -34,7 +34,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::fcntl::{fcntl, FcntlArg, FdFlag, Flock, FlockArg};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, FlockArg};
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
 use crate::engine::pod::fault::{self, Fault, Reverted};
@@ -94,8 +94,10 @@ fn spawn(run: &crate::engine::run::Run, journal: &Path) -> std::io::Result<Reape
     // a single instruction: a runner that finds it free knows the reaper is
     // gone, not that it has yet to start.
     let alive = crate::engine::files::open_lock_file(&journal.with_extension(reapers::LOCK_SUFFIX))?;
-    let alive = Flock::lock(alive, FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+    // Not `Flock`: it unlocks when dropped, and an unlock lets go of the
+    // lock for every holder of the open file, the reaper too.
+    #[allow(deprecated)]
+    nix::fcntl::flock(alive.as_raw_fd(), FlockArg::LockExclusiveNonblock)?;
     let alive_fd = alive.as_raw_fd();
     let (ours, theirs) = UnixStream::pair()?;
     let mut command = Command::new(exe);
@@ -129,7 +131,8 @@ fn spawn(run: &crate::engine::run::Run, journal: &Path) -> std::io::Result<Reape
     // process is gone.
     let child = command.spawn()?;
     drop(command);
-    // The reaper holds the lock now; this process's copy may go.
+    // The reaper holds the lock now; this process's descriptor may close
+    // (a close, unlike an unlock, leaves the reaper's lock alone).
     drop(alive);
     Ok(Reaper {
         child,
