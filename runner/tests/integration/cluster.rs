@@ -536,7 +536,9 @@ fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_f
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     let _ = holder.wait();
     let next = waiting.wait().unwrap();
-    let (reaped_at, event) = fault_settled(results.path()).expect("the reaper settled the fault");
+    // The next test ended: the reaper settled the fault before it began.
+    let (reaped_at, event) = fault_settled(results.path())
+        .expect("the reaper settled the fault before the next test ended");
     assert_eq!(event, "reaped");
     let whole = record_named(results.path(), "cluster_is_whole");
     let took = whole["lock"]["acquired_at_ms"].as_u64().unwrap();
