@@ -254,10 +254,7 @@ pub(crate) fn fault_state_name(state: FaultState) -> &'static str {
 /// Whether a fault was undone, and its undo proven: only then is the pod
 /// as the next test expects it.
 pub(crate) fn fault_undone(fault: &FaultRecord) -> bool {
-    matches!(
-        fault.state,
-        FaultState::Undone | FaultState::GoneBeforeUndo
-    )
+    matches!(fault.state, FaultState::Undone | FaultState::GoneBeforeUndo)
 }
 
 /// What became of a fault: `undone after 1447 ms`, `not undone: <problem>`,

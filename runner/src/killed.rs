@@ -57,14 +57,7 @@ pub(crate) fn from_journal(
                 continue;
             }
             let log = std::fs::read_to_string(path.with_extension("reaper.log")).ok();
-            let mut record = killed_record(
-                run_id,
-                &binary,
-                test,
-                pid,
-                &entries,
-                log.as_deref(),
-            );
+            let mut record = killed_record(run_id, &binary, test, pid, &entries, log.as_deref());
             if let Some(note) = note.as_ref().filter(|n| n.tests.iter().any(|t| t == test)) {
                 terminated_record(&mut record, pid, note, &entries);
             }
@@ -102,7 +95,12 @@ fn terminated_record(
     } else {
         message.push_str(&format!(
             "; it created {}",
-            record.resources.iter().map(what).collect::<Vec<_>>().join(", ")
+            record
+                .resources
+                .iter()
+                .map(what)
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         if !note.cleanup_verified() {
             message.push_str(&what_the_reaper_did(pid, entries, &record.resources));

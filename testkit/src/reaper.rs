@@ -48,7 +48,6 @@ use crate::engine::settings::var;
 /// to answer `release`.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
-
 struct Reaper {
     child: Child,
     /// The test process's end of the socket.
@@ -93,7 +92,8 @@ fn spawn(run: &crate::engine::run::Run, journal: &Path) -> std::io::Result<Reape
     // Taken here and inherited, so that it is held before the reaper runs
     // a single instruction: a runner that finds it free knows the reaper is
     // gone, not that it has yet to start.
-    let alive = crate::engine::files::open_lock_file(&journal.with_extension(reapers::LOCK_SUFFIX))?;
+    let alive =
+        crate::engine::files::open_lock_file(&journal.with_extension(reapers::LOCK_SUFFIX))?;
     // Not `Flock`: it unlocks when dropped, and an unlock lets go of the
     // lock for every holder of the open file, the reaper too.
     #[allow(deprecated)]
@@ -270,9 +270,10 @@ fn listen() -> Heard {
         };
         // SAFETY: the kernel just installed these descriptors in this
         // process, for it alone.
-        heard
-            .pod_locks
-            .extend(fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+        heard.pod_locks.extend(
+            fds.into_iter()
+                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+        );
         if n == 0 {
             return heard;
         }

@@ -77,9 +77,13 @@ fn note_termination(name: &str, finished: bool, left: usize) {
         return;
     }
     let journal = crate::globals::journal(run).path();
-    let note = crate::engine::resource::terminated::Terminated::new(&run.id, name, tests, finished, left);
+    let note =
+        crate::engine::resource::terminated::Terminated::new(&run.id, name, tests, finished, left);
     if let Err(e) = crate::engine::resource::terminated::write(journal, &note) {
-        eprintln!("testkit: could not note the {name} beside {}: {e}", journal.display());
+        eprintln!(
+            "testkit: could not note the {name} beside {}: {e}",
+            journal.display()
+        );
     }
 }
 

@@ -225,7 +225,11 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
             "{fault}: worker-1 is down"
         ),
         "restart" => {
-            assert_eq!(pod.state("worker-1"), "true false", "restart: worker-1 runs");
+            assert_eq!(
+                pod.state("worker-1"),
+                "true false",
+                "restart: worker-1 runs"
+            );
             assert_ne!(
                 pod.started_at("worker-1"),
                 started_before,
@@ -508,20 +512,32 @@ fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_f
     // The pod lock passes to the reaper of a SIGKILLed test.
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
-    let mut holder = nextest(suite.path(), &pod, results.path(), "test(hold_fault)", "pause")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut holder = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(hold_fault)",
+        "pause",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let held = wait_for(Duration::from_secs(600), || {
         flag.exists() || holder.try_wait().unwrap().is_some()
     });
     assert!(held && flag.exists(), "the test holds its pause");
-    let mut waiting = nextest(suite.path(), &pod, results.path(), "test(cluster_is_whole)", "")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut waiting = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(cluster_is_whole)",
+        "",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let lock = results.path().with_extension("secrets").join("pod.lock");
     assert!(
         wait_for(Duration::from_secs(120), || someone_waits_for(&lock)),
@@ -547,7 +563,10 @@ fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_f
         "the next test took the pod lock at {took}, before the reaper proved the fault undone \
          at {reaped_at}: {whole:#}"
     );
-    assert!(next.success(), "the next test finds the cluster whole: {whole:#}");
+    assert!(
+        next.success(),
+        "the next test finds the cluster whole: {whole:#}"
+    );
     eprintln!(
         "timing: the reaper held the pod lock {} ms after the SIGKILL (the fault proven undone \
          at +{} ms)",
@@ -571,20 +590,38 @@ fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_f
     assert_eq!(planted.len(), 2, "the two planted rules: {planted:?}");
     assert!(!unprovable.status.success(), "both tests fail");
     for (test, why) in [
-        ("stop_then_unreachable", "`gateway` does not reach `worker-2`"),
-        ("restart_then_unhealthy", "node `worker-1` did not answer its health check"),
+        (
+            "stop_then_unreachable",
+            "`gateway` does not reach `worker-2`",
+        ),
+        (
+            "restart_then_unhealthy",
+            "node `worker-1` did not answer its health check",
+        ),
     ] {
         let record = record_named(results.path(), test);
-        assert_eq!(record["failure_kind"], "fault_not_undone", "{test}: {record:#}");
+        assert_eq!(
+            record["failure_kind"], "fault_not_undone",
+            "{test}: {record:#}"
+        );
         let message = record["message"].as_str().unwrap_or_default();
         assert!(message.contains(why), "{test}: {why}: {record:#}");
         assert_eq!(record["faults"][0]["state"], "not_undone", "{record:#}");
     }
-    let whole = nextest(suite.path(), &pod, results.path(), "test(cluster_is_whole)", "")
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(whole.success(), "the cluster is whole once the rules are gone");
+    let whole = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(cluster_is_whole)",
+        "",
+    )
+    .stdout(Stdio::null())
+    .status()
+    .unwrap();
+    assert!(
+        whole.success(),
+        "the cluster is whole once the rules are gone"
+    );
 }
 
 /// One run of the runner: a test process sent SIGTERM while it holds a
@@ -629,8 +666,12 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
             let _ = run.kill();
             let mut out = String::new();
             for pipe in [
-                run.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read>),
-                run.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read>),
+                run.stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+                run.stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
             ]
             .into_iter()
             .flatten()
@@ -646,7 +687,9 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
     hold(&mut run, &slow_flag, "hold_slow_fault holds its stop");
     let slow_pid = pid_of(&slow_flag);
     kill(Pid::from_raw(slow_pid), Signal::SIGKILL).unwrap();
-    let done = wait_for(Duration::from_secs(600), || run.try_wait().unwrap().is_some());
+    let done = wait_for(Duration::from_secs(600), || {
+        run.try_wait().unwrap().is_some()
+    });
     if !done {
         let _ = run.kill();
     }
@@ -671,12 +714,18 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.to_string_lossy().ends_with(&format!("-{slow_pid}.reaper.log")))
+        .find(|p| {
+            p.to_string_lossy()
+                .ends_with(&format!("-{slow_pid}.reaper.log"))
+        })
         .map(|p| std::fs::read_to_string(p).unwrap())
         .expect("the killed test's reaper log");
     let (settled_at, event) = fault_settled(results.path())
         .unwrap_or_else(|| panic!("the reaper settled the stop: {reaper_log}"));
-    assert_eq!(event, "leaked", "the planted rule fails the proof: {reaper_log}");
+    assert_eq!(
+        event, "leaked",
+        "the planted rule fails the proof: {reaper_log}"
+    );
     assert!(
         reaper_log.contains("`gateway` does not reach `worker-2`")
             && !reaper_log.contains("No such container"),

@@ -85,7 +85,10 @@ mod tests {
         let journal = dir.path().join("faults-42.jsonl");
         let note = Terminated::new("r1", "SIGTERM", vec!["faults::hold".into()], true, 0);
         write(&journal, &note).unwrap();
-        assert_eq!(path_for(&journal), dir.path().join("faults-42.terminated.json"));
+        assert_eq!(
+            path_for(&journal),
+            dir.path().join("faults-42.terminated.json")
+        );
         assert_eq!(read(&path_for(&journal)), Some(note.clone()));
         assert!(note.cleanup_verified());
     }
