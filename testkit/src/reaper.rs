@@ -166,18 +166,19 @@ pub(crate) fn hand_over_pod_lock(lock: BorrowedFd<'_>) -> Result<(), String> {
 
 /// Takes the pod lock back from the reaper: it lets go of its duplicate,
 /// and says so, before this returns. Call before the test lets go of the
-/// lock, or the reaper keeps it taken.
-pub(crate) fn take_back_pod_lock() {
+/// lock, or the reaper keeps it taken. A reaper that does not answer is
+/// killed (its duplicate closes with it), and the error says so.
+pub(crate) fn take_back_pod_lock() -> Result<(), String> {
     let mut guard = lock_reaper();
     let Some(Some(reaper)) = guard.as_mut() else {
-        return;
+        return Ok(());
     };
     if !reaper.holds_pod_lock {
-        return;
+        return Ok(());
     }
     reaper.holds_pod_lock = false;
     let Some(channel) = reaper.channel.as_mut() else {
-        return;
+        return Ok(());
     };
     let answered = channel
         .write_all(b"release\n")
@@ -186,16 +187,17 @@ pub(crate) fn take_back_pod_lock() {
             let mut answer = [0u8; 9];
             channel.read_exact(&mut answer).map(|()| answer)
         });
-    if !matches!(answered, Ok(ref a) if a == b"released\n") {
-        eprintln!(
-            "testkit: the reaper (pid {}) did not let go of the pod lock ({answered:?}); \
-             killing it, or the next test would wait on it",
-            reaper.child.id()
-        );
-        let _ = reaper.child.kill();
-        let _ = reaper.child.wait();
-        *guard = Some(None);
+    if matches!(answered, Ok(ref a) if a == b"released\n") {
+        return Ok(());
     }
+    let pid = reaper.child.id();
+    let _ = reaper.child.kill();
+    let _ = reaper.child.wait();
+    *guard = Some(None);
+    Err(format!(
+        "the reaper (pid {pid}) did not let go of the pod lock ({answered:?}): killed it, or \
+         the next test would wait on it; this process has no reaper from here on"
+    ))
 }
 
 /// Tells the reaper this process cleaned up after itself, and waits for it

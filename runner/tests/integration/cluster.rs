@@ -497,6 +497,12 @@ fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_f
             .map(|f| &f["state"])
             .collect();
         assert_eq!(states, ["undone", "undone"], "{test}: {record:#}");
+        // The reaper gave the pod lock back when asked.
+        let log = record["output"].as_str().unwrap_or_default();
+        assert!(
+            log.contains("fault undone") && !log.contains("did not let go"),
+            "{test}: {record:#}"
+        );
     }
     let own = record_named(results.path(), "undoes_its_own_fault");
     assert_eq!(own["outcome"], "passed", "{own:#}");

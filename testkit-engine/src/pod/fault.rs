@@ -7,6 +7,9 @@
 //! caller journals the plan, then [`inject`]s it, so that whoever finds the
 //! journal (the test's cleanup, the reaper of a killed test process, the
 //! pod's teardown) can [`undo`] exactly what was done, even half of it.
+//! The faults of one test are undone together ([`undo_all`]): all of them
+//! reverted before any is proven, since a proof asks every peer, and a
+//! peer another fault still freezes answers nothing.
 //!
 //! Stopping, killing, freezing and restarting are the Docker Engine's
 //! (`docker stop`, `kill`, `pause`, `restart`; undone by `start` and

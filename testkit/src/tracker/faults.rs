@@ -170,7 +170,10 @@ impl Inner {
     /// Takes the pod lock back from the reaper, if it was handed over.
     pub(super) fn take_back_pod_lock(&self) {
         if lock(&self.pod_lock).is_some() {
-            crate::reaper::take_back_pod_lock();
+            if let Err(e) = crate::reaper::take_back_pod_lock() {
+                eprintln!("testkit: {}: {e}", self.test);
+                self.log.push(e);
+            }
         }
     }
 
