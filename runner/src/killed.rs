@@ -309,3 +309,70 @@ pub(crate) fn journaled(
     };
     Some((resources, cleanup))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit_engine::resource::terminated::Terminated;
+    use testkit_engine::resource::Journal;
+
+    /// A process that a SIGTERM ended after it undid its fault, and one
+    /// that journaled nothing before its SIGTERM: both are terminated with
+    /// their cleanup verified, never killed; a note of another run names
+    /// no test of this one.
+    #[test]
+    fn a_note_of_a_sigterm_makes_the_record_terminated_not_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let journals = journal::dir(dir.path());
+        std::fs::create_dir_all(&journals).unwrap();
+        let with_fault = journals.join("faults-41.jsonl");
+        let journal = Journal::at(with_fault.clone());
+        for event in [Event::Pending, Event::Created, Event::Verified] {
+            let entry = JournalEntry::new(event, "fault", "fault-01-pause-w", "r1", "t::a", None);
+            journal.append(&entry).unwrap();
+        }
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::a".into()], true, 0);
+        terminated::write(&with_fault, &note).unwrap();
+        let quiet = journals.join("faults-42.jsonl");
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::b".into()], true, 0);
+        terminated::write(&quiet, &note).unwrap();
+        let other_run = journals.join("faults-43.jsonl");
+        let note = Terminated::new("r0", "SIGTERM", vec!["t::c".into()], true, 0);
+        terminated::write(&other_run, &note).unwrap();
+
+        let records = from_journal(dir.path(), &[], "r1");
+        let names: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["t::a", "t::b"]);
+        for r in &records {
+            let message = r.message.as_deref().unwrap_or_default();
+            assert!(
+                message.starts_with("terminated (SIGTERM), cleanup verified")
+                    && !message.contains("SIGKILL"),
+                "{message}"
+            );
+        }
+        assert_eq!(records[0].cleanup, CleanupState::Verified);
+    }
+
+    /// A note that says the cleanup did not finish says the reaper took
+    /// over, and what it did.
+    #[test]
+    fn an_unfinished_cleanup_after_a_sigterm_names_the_reaper() {
+        let dir = tempfile::tempdir().unwrap();
+        let journals = journal::dir(dir.path());
+        std::fs::create_dir_all(&journals).unwrap();
+        let path = journals.join("faults-41.jsonl");
+        let journal = Journal::at(path.clone());
+        let entry = JournalEntry::new(Event::Pending, "sandbox", "ct-r1-01", "r1", "t::a", None);
+        journal.append(&entry).unwrap();
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::a".into()], false, 1);
+        terminated::write(&path, &note).unwrap();
+        let records = from_journal(dir.path(), &[], "r1");
+        let message = records[0].message.as_deref().unwrap_or_default();
+        assert!(
+            message.starts_with("terminated (SIGTERM), cleanup unfinished (1 not settled")
+                && message.contains("its reaper"),
+            "{message}"
+        );
+    }
+}
