@@ -149,7 +149,7 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     // A killed test process's reaper may still be undoing its faults or
     // deleting its resources: its records, the residue sweep and the
     // pod's teardown would judge a pod it is still working on.
-    let reapers_left = wait_for_reapers(spec.results_dir).await;
+    let reapers_left = wait_for_reapers(spec.results_dir, interrupt).await;
     let records = match records::complete(spec, &listed, followed.interrupted) {
         Ok(r) => r,
         Err(evidence) => return incomplete(evidence),
@@ -191,8 +191,9 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
 const REAPER_WAIT: Duration = Duration::from_secs(120);
 
 /// Waits until no reaper of the run's test processes runs, within
-/// [`REAPER_WAIT`], saying so while it waits; the reapers still running.
-async fn wait_for_reapers(results_dir: &Path) -> Vec<PathBuf> {
+/// [`REAPER_WAIT`] or until a signal the run has not seen yet, saying so
+/// while it waits; the reapers still running.
+async fn wait_for_reapers(results_dir: &Path, interrupt: &mut Interrupt) -> Vec<PathBuf> {
     use testkit_engine::resource::reapers::live_reapers;
     let mut live = live_reapers(results_dir);
     if live.is_empty() {
@@ -204,8 +205,15 @@ async fn wait_for_reapers(results_dir: &Path) -> Vec<PathBuf> {
         humantime::format_duration(REAPER_WAIT)
     );
     let deadline = Instant::now() + REAPER_WAIT;
+    let seen = interrupt.count();
     while !live.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = interrupt.more_than(seen) => {
+                eprintln!("tests: interrupted: the residue sweep and the teardown go on without the reapers");
+                break;
+            }
+        }
         live = live_reapers(results_dir);
     }
     live
