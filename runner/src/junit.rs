@@ -243,6 +243,7 @@ pub(crate) fn fault_state_name(state: FaultState) -> &'static str {
     match state {
         FaultState::InEffect => "in_effect",
         FaultState::Undone => "undone",
+        FaultState::GoneBeforeUndo => "gone_before_undo",
         FaultState::NotUndone => "not_undone",
         FaultState::Kept => "kept",
         // A state of a newer engine: not undone, as far as this runner
@@ -254,7 +255,7 @@ pub(crate) fn fault_state_name(state: FaultState) -> &'static str {
 /// Whether a fault was undone, and its undo proven: only then is the pod
 /// as the next test expects it.
 pub(crate) fn fault_undone(fault: &FaultRecord) -> bool {
-    fault.state == FaultState::Undone
+    matches!(fault.state, FaultState::Undone | FaultState::GoneBeforeUndo)
 }
 
 /// What became of a fault: `undone after 1447 ms`, `not undone: <problem>`,
@@ -274,6 +275,11 @@ pub(crate) fn fault_fate(fault: &FaultRecord) -> String {
             )
         }
         (FaultState::Undone, None) => "undone".to_owned(),
+        (FaultState::GoneBeforeUndo, _) => {
+            "undone before its cleanup came (gone_before_undo): nothing of it was left to \
+             undo, and the node is proven whole"
+                .to_owned()
+        }
         (FaultState::Kept, _) => format!("kept (TESTKIT_KEEP){problem}"),
         (FaultState::InEffect, _) => format!("still in effect, never undone{problem}"),
         _ => format!("not undone{problem}"),

@@ -12,6 +12,11 @@
 //! without a record of its run was killed: failed, saying so, with its
 //! resources and what the reaper did with them. A test that created nothing
 //! has its start alone: "no end written".
+//!
+//! A test process that a signal (SIGTERM, SIGINT) ended ran its cleanup
+//! first, and left a note of it beside its journal (the engine's
+//! `resource::terminated`): its tests are recorded "terminated (SIGTERM)",
+//! with whether that cleanup was verified, not killed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,7 +25,7 @@ use testkit_engine::report::{
     read_starts, unended, CleanupState, FailureKind, ReportError, ResourceRecord, ResourceState,
     TestRecord, TestStart,
 };
-use testkit_engine::resource::{journal, Event, JournalEntry};
+use testkit_engine::resource::{journal, terminated, Event, JournalEntry};
 
 /// At most this much of a reaper's log goes into a record.
 const REAPER_LOG_CAP: usize = 16 * 1024;
@@ -42,13 +47,15 @@ pub(crate) fn from_journal(
     let mut out: Vec<TestRecord> = Vec::new();
     for (binary, pid, path) in journal_files(results_dir) {
         let entries = journal::read_file(&path);
+        let note = terminated::read(&terminated::path_for(&path)).filter(|n| n.run == run_id);
         let mut tests: Vec<&str> = Vec::new();
-        for e in entries
+        let named = entries
             .iter()
             .filter(|e| e.run == run_id && !e.test.is_empty())
-        {
-            if !tests.contains(&e.test.as_str()) {
-                tests.push(&e.test);
+            .map(|e| e.test.as_str());
+        for test in named.chain(note.iter().flat_map(|n| n.tests.iter().map(String::as_str))) {
+            if !tests.contains(&test) {
+                tests.push(test);
             }
         }
         for test in tests {
@@ -56,14 +63,11 @@ pub(crate) fn from_journal(
                 continue;
             }
             let log = std::fs::read_to_string(path.with_extension("reaper.log")).ok();
-            out.push(killed_record(
-                run_id,
-                &binary,
-                test,
-                pid,
-                &entries,
-                log.as_deref(),
-            ));
+            let mut record = killed_record(run_id, &binary, test, pid, &entries, log.as_deref());
+            if let Some(note) = note.as_ref().filter(|n| n.tests.iter().any(|t| t == test)) {
+                terminated_record(&mut record, pid, note, &entries);
+            }
+            out.push(record);
         }
     }
     let starts = read_starts(results_dir)?;
@@ -113,6 +117,48 @@ fn never_ended(start: &TestStart) -> TestRecord {
     record
 }
 
+/// Makes the record of a test whose process `pid` a signal ended (its
+/// note `note`) say so: terminated, not killed, and whether its own
+/// cleanup was verified or its reaper took over.
+fn terminated_record(
+    record: &mut TestRecord,
+    pid: u32,
+    note: &terminated::Terminated,
+    entries: &[JournalEntry],
+) {
+    let signal = &note.signal;
+    let how = if note.cleanup_verified() {
+        "cleanup verified".to_owned()
+    } else {
+        format!(
+            "cleanup unfinished ({} not settled within the grace; its reaper took over)",
+            note.left
+        )
+    };
+    let mut message = format!(
+        "terminated ({signal}), {how}: the test process (pid {pid}) received {signal} before \
+         its test ended, ran its cleanup and exited before it wrote its record; this record is \
+         built from its journal and the note it left"
+    );
+    if record.resources.is_empty() {
+        message.push_str("; it journaled no resource");
+    } else {
+        message.push_str(&format!(
+            "; it created {}",
+            record
+                .resources
+                .iter()
+                .map(what)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if !note.cleanup_verified() {
+            message.push_str(&what_the_reaper_did(pid, entries, &record.resources));
+        }
+    }
+    record.message = Some(message);
+}
+
 /// The journal files of test processes: `(binary, pid, path)`. The
 /// janitor's journals name no test.
 fn journal_files(results_dir: &Path) -> Vec<(String, u32, PathBuf)> {
@@ -122,14 +168,22 @@ fn journal_files(results_dir: &Path) -> Vec<(String, u32, PathBuf)> {
     let mut files: Vec<(String, u32, PathBuf)> = dir
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|p| {
-            let stem = p.file_stem()?.to_str()?;
+            // A process that journaled nothing may still have left a note.
+            let name = p.file_name()?.to_str()?;
+            let stem = name
+                .strip_suffix(".jsonl")
+                .or_else(|| name.strip_suffix(&format!(".{}", terminated::SUFFIX)))?;
             let (binary, pid) = stem.rsplit_once('-')?;
-            Some((binary.to_owned(), pid.parse().ok()?, p.clone()))
+            Some((
+                binary.to_owned(),
+                pid.parse().ok()?,
+                p.with_file_name(format!("{stem}.jsonl")),
+            ))
         })
         .collect();
     files.sort();
+    files.dedup();
     files
 }
 
@@ -304,4 +358,71 @@ pub(crate) fn journaled(
         CleanupState::Failed
     };
     Some((resources, cleanup))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testkit_engine::resource::terminated::Terminated;
+    use testkit_engine::resource::Journal;
+
+    /// A process that a SIGTERM ended after it undid its fault, and one
+    /// that journaled nothing before its SIGTERM: both are terminated with
+    /// their cleanup verified, never killed; a note of another run names
+    /// no test of this one.
+    #[test]
+    fn a_note_of_a_sigterm_makes_the_record_terminated_not_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let journals = journal::dir(dir.path());
+        std::fs::create_dir_all(&journals).unwrap();
+        let with_fault = journals.join("faults-41.jsonl");
+        let journal = Journal::at(with_fault.clone());
+        for event in [Event::Pending, Event::Created, Event::Verified] {
+            let entry = JournalEntry::new(event, "fault", "fault-01-pause-w", "r1", "t::a", None);
+            journal.append(&entry).unwrap();
+        }
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::a".into()], true, 0);
+        terminated::write(&with_fault, &note).unwrap();
+        let quiet = journals.join("faults-42.jsonl");
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::b".into()], true, 0);
+        terminated::write(&quiet, &note).unwrap();
+        let other_run = journals.join("faults-43.jsonl");
+        let note = Terminated::new("r0", "SIGTERM", vec!["t::c".into()], true, 0);
+        terminated::write(&other_run, &note).unwrap();
+
+        let records = from_journal(dir.path(), &[], "r1").unwrap();
+        let names: Vec<&str> = records.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["t::a", "t::b"]);
+        for r in &records {
+            let message = r.message.as_deref().unwrap_or_default();
+            assert!(
+                message.starts_with("terminated (SIGTERM), cleanup verified")
+                    && !message.contains("SIGKILL"),
+                "{message}"
+            );
+        }
+        assert_eq!(records[0].cleanup, CleanupState::Verified);
+    }
+
+    /// A note that says the cleanup did not finish says the reaper took
+    /// over, and what it did.
+    #[test]
+    fn an_unfinished_cleanup_after_a_sigterm_names_the_reaper() {
+        let dir = tempfile::tempdir().unwrap();
+        let journals = journal::dir(dir.path());
+        std::fs::create_dir_all(&journals).unwrap();
+        let path = journals.join("faults-41.jsonl");
+        let journal = Journal::at(path.clone());
+        let entry = JournalEntry::new(Event::Pending, "sandbox", "ct-r1-01", "r1", "t::a", None);
+        journal.append(&entry).unwrap();
+        let note = Terminated::new("r1", "SIGTERM", vec!["t::a".into()], false, 1);
+        terminated::write(&path, &note).unwrap();
+        let records = from_journal(dir.path(), &[], "r1").unwrap();
+        let message = records[0].message.as_deref().unwrap_or_default();
+        assert!(
+            message.starts_with("terminated (SIGTERM), cleanup unfinished (1 not settled")
+                && message.contains("its reaper"),
+            "{message}"
+        );
+    }
 }

@@ -25,7 +25,7 @@ pub struct Cx {
     pub(crate) capabilities_missing: Vec<String>,
     /// `#[testkit::test(exclusive)]`: the test holds the pod lock alone.
     exclusive: bool,
-    resources: Tracker,
+    pub(crate) resources: Tracker,
     #[cfg(feature = "browser")]
     browsers: crate::browser::Browsers,
 }

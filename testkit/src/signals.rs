@@ -1,6 +1,9 @@
 //! SIGINT and SIGTERM (Ctrl-C, nextest's timeout): clean up every live test's
 //! resources within a grace period, then exit with 128 + the signal number.
-//! A second signal exits at once; the reaper finishes what is left.
+//! A second signal exits at once; the reaper finishes what is left. The
+//! tests it ended are named in a note beside the journal (the engine's
+//! `resource::terminated`), so that the runner records them terminated,
+//! not killed.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -46,6 +49,7 @@ pub(crate) fn install_signal_handler(grace: Duration) {
             _ = term.recv() => false,
         };
         let left = OUTSTANDING.load(Ordering::SeqCst);
+        note_termination(name, finished, left);
         if finished && left == 0 {
             reaper::finish_process();
         } else {
@@ -58,6 +62,29 @@ pub(crate) fn install_signal_handler(grace: Duration) {
         crate::engine::redact::stdio::restore();
         std::process::exit(128 + signo);
     });
+}
+
+/// Leaves the note that tells the runner these tests were terminated by
+/// `name` and how their cleanup went: their records are never written
+/// (the process exits first), and without it the runner could only say
+/// they were killed.
+fn note_termination(name: &str, finished: bool, left: usize) {
+    let tests = crate::tracker::live_tests();
+    let Ok(run) = crate::globals::run() else {
+        return;
+    };
+    if tests.is_empty() {
+        return;
+    }
+    let journal = crate::globals::journal(run).path();
+    let note =
+        crate::engine::resource::terminated::Terminated::new(&run.id, name, tests, finished, left);
+    if let Err(e) = crate::engine::resource::terminated::write(journal, &note) {
+        eprintln!(
+            "testkit: could not note the {name} beside {}: {e}",
+            journal.display()
+        );
+    }
 }
 
 fn libc_sigint() -> i32 {

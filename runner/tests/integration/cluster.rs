@@ -4,6 +4,7 @@
 //! finds the cluster whole; a fault whose undo fails is its own failure; a
 //! runner SIGKILLed mid-fault leaves no node, network, volume or rule.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -109,6 +110,16 @@ impl ClusterPod {
         ])
     }
 
+    /// When `node`'s container last started.
+    fn started_at(&self, node: &str) -> String {
+        docker(&[
+            "inspect",
+            "--format",
+            "{{.State.StartedAt}}",
+            &self.container(node),
+        ])
+    }
+
     /// `running paused` of `node`'s container.
     fn state(&self, node: &str) -> String {
         docker(&[
@@ -185,6 +196,7 @@ fn now_ms() -> u64 {
 /// reaper's proof; the milliseconds from the kill to the proof.
 fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
     let results = tempfile::tempdir().unwrap();
+    let started_before = pod.started_at("worker-1");
     let flag = results.path().join("holding.pid");
     let mut run: Child = nextest(suite, pod, results.path(), "test(hold_fault)", fault)
         .stdout(Stdio::null())
@@ -203,8 +215,28 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
         .trim()
         .parse()
         .unwrap();
-    if fault == "pause" {
-        assert_eq!(pod.state("worker-1"), "true true", "worker-1 is frozen");
+    // Each fault took, while it is held: a fault that does nothing would
+    // leave its undo nothing to prove.
+    match fault {
+        "pause" => assert_eq!(pod.state("worker-1"), "true true", "worker-1 is frozen"),
+        "stop" | "kill" => assert_eq!(
+            pod.state("worker-1"),
+            "false false",
+            "{fault}: worker-1 is down"
+        ),
+        "restart" => {
+            assert_eq!(
+                pod.state("worker-1"),
+                "true false",
+                "restart: worker-1 runs"
+            );
+            assert_ne!(
+                pod.started_at("worker-1"),
+                started_before,
+                "restart: worker-1 started again"
+            );
+        }
+        _ => {}
     }
     if matches!(fault, "cut" | "isolate") {
         assert!(
@@ -339,6 +371,11 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
     .next()
     .unwrap_or_default()
     .to_owned();
+    // An empty id would match the rules of every pod on the host.
+    assert!(
+        !pod_id.is_empty(),
+        "the run's containers carry their pod's id"
+    );
     let before = left_behind("testkit.run", &run_id, Some(&pod_id));
     for kind in ["container", "network", "volume", "rule"] {
         assert!(
@@ -495,4 +532,353 @@ fn an_entry_node_that_exits_mid_run_is_a_pod_verdict_and_residue_says_why() {
         "{why}"
     );
     assert_eq!(ran.code, 2, "the run could not complete");
+}
+
+/// The records under `results`, one JSON value each.
+fn records(results: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut dirs = vec![results.join("records")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "jsonl") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                out.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok()));
+            }
+        }
+    }
+    out
+}
+
+/// The record of the test `name` (its last, when several), or a panic
+/// listing the tests that have one.
+fn record_named(results: &Path, name: &str) -> serde_json::Value {
+    let all = records(results);
+    let full = format!("faults::{name}");
+    all.iter()
+        .rev()
+        .find(|r| r["name"] == name || r["name"] == full.as_str())
+        .cloned()
+        .unwrap_or_else(|| {
+            let names: Vec<&serde_json::Value> = all.iter().map(|r| &r["name"]).collect();
+            panic!("no record of {name} in {}: {names:?}", results.display())
+        })
+}
+
+/// Removes every packet-filter rule of the pod `pod_id`: what a fixture
+/// test planted behind testkit's back.
+fn remove_rules_of(pod_id: &str) {
+    for rule in rules_of(pod_id) {
+        let delete = rule.replacen("-A ", "-D ", 1);
+        let status = Command::new("sh")
+            .args(["-c", &format!("iptables -w {delete}")])
+            .status()
+            .unwrap();
+        assert!(status.success(), "removed the planted rule {rule}");
+    }
+}
+
+/// Whether some process waits for the `flock` on `path` (a blocked
+/// request is listed in /proc/locks with `->`).
+fn someone_waits_for(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    let inode = format!(":{} ", meta.ino());
+    std::fs::read_to_string("/proc/locks")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains("->") && l.contains("FLOCK") && l.contains(&inode))
+}
+
+/// The faults of one test, against one cluster: several at once are each
+/// undone and proven (pause then cut, pause then stop, whose proofs used
+/// to run `reach` in the still-frozen node and fail after 30 s); a fault
+/// the test undid itself is `gone_before_undo`; a SIGKILLed test's pod lock
+/// passes to its reaper, so that the test waiting for the pod starts only
+/// once the fault is undone and proven; and two undos that work but whose
+/// proof must fail (a peer that cannot reach the started node, a restarted
+/// node that answers no health check) fail their tests.
+#[test]
+fn several_faults_are_undone_the_lock_waits_for_the_reaper_and_a_failing_proof_fails() {
+    let suite = cluster_fixture();
+    let pod = ClusterPod::up(suite.path());
+
+    // Several faults at once, and one undone behind testkit's back.
+    let results = tempfile::tempdir().unwrap();
+    let several = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(pause_then_cut) | test(pause_then_stop) | test(undoes_its_own_fault)",
+        "several",
+    )
+    .output()
+    .unwrap();
+    for test in ["pause_then_cut", "pause_then_stop"] {
+        let record = record_named(results.path(), test);
+        assert_eq!(record["outcome"], "passed", "{test}: {record:#}");
+        let states: Vec<&serde_json::Value> = record["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| &f["state"])
+            .collect();
+        assert_eq!(states, ["undone", "undone"], "{test}: {record:#}");
+        // The reaper gave the pod lock back when asked.
+        let log = record["output"].as_str().unwrap_or_default();
+        assert!(
+            log.contains("fault undone") && !log.contains("did not let go"),
+            "{test}: {record:#}"
+        );
+    }
+    let own = record_named(results.path(), "undoes_its_own_fault");
+    assert_eq!(own["outcome"], "passed", "{own:#}");
+    assert_eq!(own["faults"][0]["state"], "gone_before_undo", "{own:#}");
+    assert!(
+        several.status.success(),
+        "{}",
+        String::from_utf8_lossy(&several.stderr)
+    );
+    assert_eq!(pod.state("worker-1"), "true false");
+    assert_eq!(pod.state("worker-2"), "true false");
+
+    // The pod lock passes to the reaper of a SIGKILLed test.
+    let results = tempfile::tempdir().unwrap();
+    let flag = results.path().join("holding.pid");
+    let mut holder = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(hold_fault)",
+        "pause",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let held = wait_for(Duration::from_secs(600), || {
+        flag.exists() || holder.try_wait().unwrap().is_some()
+    });
+    assert!(held && flag.exists(), "the test holds its pause");
+    let mut waiting = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(cluster_is_whole)",
+        "",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let lock = results.path().with_extension("secrets").join("pod.lock");
+    assert!(
+        wait_for(Duration::from_secs(120), || someone_waits_for(&lock)),
+        "the next test waits for the pod lock"
+    );
+    let pid: i32 = std::fs::read_to_string(&flag)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let killed = now_ms();
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    let _ = holder.wait();
+    let next = waiting.wait().unwrap();
+    // The next test ended: the reaper settled the fault before it began.
+    let (reaped_at, event) = fault_settled(results.path())
+        .expect("the reaper settled the fault before the next test ended");
+    assert_eq!(event, "reaped");
+    let whole = record_named(results.path(), "cluster_is_whole");
+    let took = whole["lock"]["acquired_at_ms"].as_u64().unwrap();
+    assert!(
+        took >= reaped_at,
+        "the next test took the pod lock at {took}, before the reaper proved the fault undone \
+         at {reaped_at}: {whole:#}"
+    );
+    assert!(
+        next.success(),
+        "the next test finds the cluster whole: {whole:#}"
+    );
+    eprintln!(
+        "timing: the reaper held the pod lock {} ms after the SIGKILL (the fault proven undone \
+         at +{} ms)",
+        took.saturating_sub(killed),
+        reaped_at.saturating_sub(killed)
+    );
+
+    // Undos that work, proofs that must fail.
+    let results = tempfile::tempdir().unwrap();
+    let unprovable = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(stop_then_unreachable) | test(restart_then_unhealthy)",
+        "unprovable",
+    )
+    .output()
+    .unwrap();
+    let planted = rules_of(&pod.pod_id);
+    remove_rules_of(&pod.pod_id);
+    assert_eq!(planted.len(), 2, "the two planted rules: {planted:?}");
+    assert!(!unprovable.status.success(), "both tests fail");
+    for (test, why) in [
+        (
+            "stop_then_unreachable",
+            "`gateway` does not reach `worker-2`",
+        ),
+        (
+            "restart_then_unhealthy",
+            "node `worker-1` did not answer its health check",
+        ),
+    ] {
+        let record = record_named(results.path(), test);
+        assert_eq!(
+            record["failure_kind"], "fault_not_undone",
+            "{test}: {record:#}"
+        );
+        let message = record["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{test}: {why}: {record:#}");
+        assert_eq!(record["faults"][0]["state"], "not_undone", "{record:#}");
+    }
+    let whole = nextest(
+        suite.path(),
+        &pod,
+        results.path(),
+        "test(cluster_is_whole)",
+        "",
+    )
+    .stdout(Stdio::null())
+    .status()
+    .unwrap();
+    assert!(
+        whole.success(),
+        "the cluster is whole once the rules are gone"
+    );
+}
+
+/// One run of the runner: a test process sent SIGTERM while it holds a
+/// pause thaws it and is recorded "terminated (SIGTERM), cleanup
+/// verified", not killed; a test process SIGKILLed while it holds a stop
+/// whose proof takes 30 s to fail leaves its reaper working, and the
+/// runner waits for that reaper before it sweeps for residue and takes the
+/// pod down.
+#[test]
+fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
+    let suite = cluster_fixture();
+    let results = tempfile::tempdir().unwrap();
+    let flag = results.path().join("holding.pid");
+    let slow_flag = results.path().join("slow.pid");
+    let mut run = runner()
+        .args(["run", "--results"])
+        .arg(results.path())
+        .arg(suite.path())
+        .args(["-E", "test(hold_fault) | test(hold_slow_fault)"])
+        .env("FIXTURE_FAULT", "pause")
+        .env("FIXTURE_FLAG", &flag)
+        .env("FIXTURE_SLOW_FLAG", &slow_flag)
+        // One at a time, in name order: `hold_fault` first, so that the
+        // rule `hold_slow_fault` plants breaks no proof of the other.
+        .args(["--", "--test-threads", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_of = |path: &Path| -> i32 {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    fn hold(run: &mut Child, flag: &Path, what: &str) {
+        wait_for(Duration::from_secs(600), || {
+            flag.exists() || run.try_wait().unwrap().is_some()
+        });
+        if !flag.exists() {
+            let _ = run.kill();
+            let mut out = String::new();
+            for pipe in [
+                run.stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+                run.stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let mut pipe = pipe;
+                let _ = pipe.read_to_string(&mut out);
+            }
+            panic!("{what}: the run ended first:\n{out}");
+        }
+    }
+    hold(&mut run, &flag, "hold_fault holds its pause");
+    kill(Pid::from_raw(pid_of(&flag)), Signal::SIGTERM).unwrap();
+    hold(&mut run, &slow_flag, "hold_slow_fault holds its stop");
+    let slow_pid = pid_of(&slow_flag);
+    kill(Pid::from_raw(slow_pid), Signal::SIGKILL).unwrap();
+    let done = wait_for(Duration::from_secs(600), || {
+        run.try_wait().unwrap().is_some()
+    });
+    if !done {
+        let _ = run.kill();
+    }
+    let ran = Ran::from(run.wait_with_output().unwrap());
+    assert!(done, "the run ended");
+
+    let terminated = record_named(results.path(), "hold_fault");
+    let message = terminated["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("terminated (SIGTERM), cleanup verified"),
+        "{terminated:#}"
+    );
+    assert!(!message.contains("SIGKILL"), "{terminated:#}");
+    let killed = record_named(results.path(), "hold_slow_fault");
+    let message = killed["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("killed"), "{killed:#}");
+
+    // The reaper of the killed test settled its fault (it could not prove
+    // it: the planted rule), before the residue sweep began.
+    let journal = results.path().join("journal");
+    let reaper_log = std::fs::read_dir(&journal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.to_string_lossy()
+                .ends_with(&format!("-{slow_pid}.reaper.log"))
+        })
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .expect("the killed test's reaper log");
+    let (settled_at, event) = fault_settled(results.path())
+        .unwrap_or_else(|| panic!("the reaper settled the stop: {reaper_log}"));
+    assert_eq!(
+        event, "leaked",
+        "the planted rule fails the proof: {reaper_log}"
+    );
+    assert!(
+        reaper_log.contains("`gateway` does not reach `worker-2`")
+            && !reaper_log.contains("No such container"),
+        "the reaper failed on the planted rule, not on a pod taken down under it: {reaper_log}"
+    );
+    let verdicts = std::fs::read_to_string(results.path().join("verdict.jsonl")).unwrap();
+    let residue: serde_json::Value = verdicts
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["phase"] == "residue")
+        .unwrap_or_else(|| panic!("a residue verdict: {verdicts}"));
+    let residue_began = residue["at"].as_u64().unwrap() - residue["duration_ms"].as_u64().unwrap();
+    assert!(
+        residue_began >= settled_at,
+        "the residue sweep began at {residue_began}, before the reaper settled the fault at \
+         {settled_at}: {}",
+        ran.stderr
+    );
 }

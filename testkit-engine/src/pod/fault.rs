@@ -7,6 +7,9 @@
 //! caller journals the plan, then [`inject`]s it, so that whoever finds the
 //! journal (the test's cleanup, the reaper of a killed test process, the
 //! pod's teardown) can [`undo`] exactly what was done, even half of it.
+//! The faults of one test are undone together ([`undo_all`]): all of them
+//! reverted before any is proven, since a proof asks every peer, and a
+//! peer another fault still freezes answers nothing.
 //!
 //! Stopping, killing, freezing and restarting are the Docker Engine's
 //! (`docker stop`, `kill`, `pause`, `restart`; undone by `start` and
@@ -276,23 +279,87 @@ impl State {
     }
 }
 
+/// What the undo of a fault found of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reverted {
+    /// Something of it was in effect, and is undone now.
+    Undone,
+    /// Nothing of it was in effect: the node ran unfrozen and no rule of
+    /// it was left, before the undo touched anything (the test undid it
+    /// itself, or a later fault on the same node did). A restart is never
+    /// this: there is nothing of it to undo, only its proof.
+    AlreadyUndone,
+}
+
 /// Undoes a fault (any part of it that was done), then proves it undone:
 /// the container runs unfrozen, no rule of it is left, the node answers
 /// its health check and every peer reaches it, all within `limit`.
-pub async fn undo(cluster: &ClusterInfo, fault: &Fault, limit: Duration) -> Result<(), String> {
+pub async fn undo(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    limit: Duration,
+) -> Result<Reverted, String> {
+    undo_all(cluster, std::slice::from_ref(fault), limit)
+        .await
+        .pop()
+        .unwrap_or_else(|| Err("nothing to undo".to_owned()))
+}
+
+/// Undoes the faults of one test, given oldest first: every one is
+/// reverted first, newest first, and only then is each proven, newest
+/// first, within `limit` from now. A proof runs `reach` in every running
+/// peer and asks the node's health: one fault's proof run while another
+/// of the same test still freezes a peer, or cuts it off, would wait on
+/// that peer until `limit` and fail. The outcomes are in the order given.
+pub async fn undo_all(
+    cluster: &ClusterInfo,
+    faults: &[Fault],
+    limit: Duration,
+) -> Vec<Result<Reverted, String>> {
     let deadline = Instant::now() + limit;
+    let mut outcomes: Vec<Result<Reverted, String>> = Vec::with_capacity(faults.len());
+    for fault in faults.iter().rev() {
+        outcomes.push(revert(cluster, fault).await);
+    }
+    outcomes.reverse();
+    for (fault, outcome) in faults.iter().zip(outcomes.iter_mut()).rev() {
+        if outcome.is_ok() {
+            if let Err(why) = prove(cluster, fault, deadline).await {
+                *outcome = Err(why);
+            }
+        }
+    }
+    outcomes
+}
+
+/// Removes the fault's rules and starts or thaws its container; what it
+/// found.
+async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, String> {
     let id = fault.container.as_str();
     let docker = cluster.docker();
+    let mut found = matches!(fault.action, FaultAction::Restart);
     for rule in &fault.rules {
-        remove_rule(rule).await?;
+        found |= remove_rule(rule).await?;
     }
     let state = State::of(cluster, id).await?;
     if state.paused {
         docker.run(&["unpause", id]).await?;
+        found = true;
     } else if !state.running {
         docker.run(&["start", id]).await?;
+        found = true;
     }
-    let state = State::of(cluster, id).await?;
+    Ok(if found {
+        Reverted::Undone
+    } else {
+        Reverted::AlreadyUndone
+    })
+}
+
+/// Proves a reverted fault undone before `deadline`: its container runs
+/// unfrozen, the node answers its health check, every peer reaches it.
+async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Result<(), String> {
+    let state = State::of(cluster, &fault.container).await?;
     if !state.running || state.paused {
         return Err(format!("its container is {} after the undo", state.status));
     }
@@ -302,11 +369,11 @@ pub async fn undo(cluster: &ClusterInfo, fault: &Fault, limit: Duration) -> Resu
 }
 
 /// Deletes `rule` until none like it is left (a rule inserted twice is
-/// there twice), and proves it gone.
-async fn remove_rule(rule: &Rule) -> Result<(), String> {
-    for _ in 0..16 {
+/// there twice), and proves it gone; whether there was one.
+async fn remove_rule(rule: &Rule) -> Result<bool, String> {
+    for round in 0..16 {
         if iptables(&rule.args("-C")).await.is_err() {
-            return Ok(());
+            return Ok(round > 0);
         }
         iptables(&rule.args("-D")).await?;
     }

@@ -21,6 +21,11 @@
 //! file closes, which is also when a process dies: a test process that is
 //! killed while it holds the lock (nextest's timeout, SIGKILL, a crash)
 //! releases it with no help, and no stale lock can outlive its holder.
+//! A test that injects a fault makes its reaper a holder too: it sends the
+//! reaper a duplicate of the descriptor ([`PodLock::as_fd`]), so that the
+//! lock outlives a killed test process until the reaper has undone the
+//! faults and closed it. (Dropping a [`PodLock`] unlocks the open file for
+//! every holder: a test takes its duplicate back from the reaper first.)
 //! Each test opens the files itself: `flock` locks belong to an open file,
 //! so two tests of one process (threads under `cargo test`) exclude each
 //! other exactly as two processes do.
@@ -159,6 +164,13 @@ impl PodLock {
     /// The mode it is held in.
     pub fn mode(&self) -> LockMode {
         self.mode
+    }
+
+    /// The descriptor that holds it: a process that inherits or is sent
+    /// a duplicate holds the lock too, until it closes it.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.held.as_fd()
     }
 
     /// How long [`acquire`] waited for it.

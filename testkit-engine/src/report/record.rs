@@ -358,6 +358,10 @@ pub enum FaultState {
     InEffect,
     /// Undone, and proven so (the node healthy, its peers reaching it).
     Undone,
+    /// Nothing of it was left to undo when its undo came (the test undid
+    /// it itself, or a later fault on the same node did), and the node is
+    /// proven whole: as `gone_before_delete` is for a resource.
+    GoneBeforeUndo,
     /// The undo failed or could not be proven.
     NotUndone,
     /// `TESTKIT_KEEP` kept it, with the test's resources.

@@ -27,6 +27,8 @@ mod janitor;
 pub mod journal;
 mod kind;
 pub mod names;
+pub mod reapers;
+pub mod terminated;
 pub mod witness;
 
 pub use delete::{delete_and_verify, Gone, Leak};

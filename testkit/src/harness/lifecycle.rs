@@ -77,7 +77,13 @@ pub(super) fn run_test(
     let (body, lock) = match preflight(def, &mut cx) {
         Some(body) => (body, None),
         None => match super::pod_lock::take(&cx) {
-            Ok(lock) => (run_body(def, &mut cx, settings.timeout), Some(lock)),
+            Ok(lock) => {
+                if lock.mode() == crate::engine::report::LockMode::Exclusive {
+                    use std::os::fd::AsRawFd;
+                    cx.resources.set_pod_lock(lock.as_fd().as_raw_fd());
+                }
+                (run_body(def, &mut cx, settings.timeout), Some(lock))
+            }
             Err(message) => (failed(message), None),
         },
     };
@@ -95,6 +101,8 @@ pub(super) fn run_test(
     };
     let leftovers = block_on(crate::leftovers::finish(watch, keep_processes));
     // Everything the test did to the pod is undone: the others may have it.
+    // The reaper lets go of its duplicate of the lock first, if it has one.
+    cx.resources.forget_pod_lock();
     let lock = lock.map(|lock| lock.release());
 
     let mut record = def.record(run);

@@ -1,11 +1,18 @@
 //! A test's faults, on the same stack as its resources: journaled as
 //! `pending` (the plan, naming every part to undo) before they are
-//! injected, undone newest first with the resources, each undo proven.
+//! injected, and undone together when cleanup reaches the newest: every
+//! one reverted, newest first, before any is proven, so that no proof
+//! waits on a peer another fault of the test still freezes or cuts off.
+//! A test that holds a fault hands the pod lock to its reaper too (see
+//! `reaper`): killed, it keeps the pod from the next test until the
+//! reaper has undone its faults.
 
 use std::sync::atomic::Ordering;
 
 use super::{lock, settled, Inner, Tracked, Tracker, OUTSTANDING, SHUTTING_DOWN, UNFINISHED};
-use crate::engine::pod::fault::{self, Fault, FaultAction, JOURNAL_KIND as FAULT_KIND, UNDO_LIMIT};
+use crate::engine::pod::fault::{
+    self, Fault, FaultAction, Reverted, JOURNAL_KIND as FAULT_KIND, UNDO_LIMIT,
+};
 use crate::engine::pod::Pod;
 use crate::engine::report::{FaultRecord, FaultState};
 use crate::engine::resource::journal::now_ms;
@@ -35,6 +42,7 @@ impl Tracker {
         let name = format!("{FAULT_KIND}-{n:02}-{}-{node}", fault.verb());
         crate::reaper::ensure_spawned(run);
         inner.track_fault(run, &name, &fault)?;
+        inner.hand_over_pod_lock();
         let started = std::time::Instant::now();
         let injected = fault::inject(cluster, &fault).await;
         crate::engine::trace::step::record(
@@ -47,6 +55,9 @@ impl Tracker {
         match injected {
             Ok(()) => {
                 inner.journal(Event::Created, FAULT_KIND, &name, None);
+                if let Some(f) = lock(&inner.faults).iter_mut().find(|f| f.name == name) {
+                    f.injected = true;
+                }
                 inner
                     .log
                     .push(format!("fault injected: {}", fault.describe()));
@@ -61,28 +72,48 @@ impl Tracker {
         }
     }
 
-    /// Undoes every fault of the test now, newest first; the first that
-    /// cannot be undone is the error (and fails the test however it ends).
+    /// Undoes every fault of the test now (all reverted, then each
+    /// proven); the faults that cannot be undone are the error (and fail
+    /// the test however it ends).
     pub(crate) async fn heal_faults(&self) -> crate::Result {
         let inner = &self.inner;
-        let faults: Vec<Tracked> = {
-            let mut live = lock(&inner.live);
-            let (faults, rest): (Vec<Tracked>, Vec<Tracked>) =
-                live.drain(..).partition(|t| t.kind == FAULT_KIND);
-            *live = rest;
-            faults
-        };
-        let mut problems = Vec::new();
-        for t in faults.iter().rev() {
-            if let Some(why) = inner.undo_fault(t).await {
-                problems.push(why);
-            }
-        }
+        let faults = inner.claim_faults();
+        let problems: Vec<String> = inner
+            .undo_faults(faults)
+            .await
+            .into_iter()
+            .map(|(_, why)| why)
+            .collect();
         match problems.is_empty() {
             true => Ok(()),
             false => Err(anyhow::anyhow!("fault not undone: {}", problems.join("; "))),
         }
     }
+
+    /// While the test holds the pod lock exclusive (`fd`, valid until
+    /// [`Tracker::forget_pod_lock`]), its first fault hands a duplicate of
+    /// it to the reaper, so that a killed test's faults keep the pod from
+    /// the next test until they are undone.
+    pub(crate) fn set_pod_lock(&self, fd: std::os::fd::RawFd) {
+        *lock(&self.inner.pod_lock) = Some(fd);
+    }
+
+    /// The pod lock is about to be let go: the reaper lets go of its
+    /// duplicate first.
+    pub(crate) fn forget_pod_lock(&self) {
+        self.inner.take_back_pod_lock();
+        *lock(&self.inner.pod_lock) = None;
+    }
+}
+
+/// A fault of the test, as its record and its undo need it.
+pub(super) struct FaultEntry {
+    /// Its journal name.
+    pub(super) name: String,
+    pub(super) record: FaultRecord,
+    /// Whether its injection took: only then can a fault be found undone
+    /// by someone else.
+    pub(super) injected: bool,
 }
 
 impl Inner {
@@ -112,56 +143,140 @@ impl Inner {
             id: Some(json),
             _slot: None,
         });
-        let record = FaultRecord::injected(&fault.node, fault.describe());
-        lock(&self.faults).push((name.to_owned(), record));
+        lock(&self.faults).push(FaultEntry {
+            name: name.to_owned(),
+            record: FaultRecord::injected(&fault.node, fault.describe()),
+            injected: false,
+        });
         Ok(())
     }
 
-    /// Undoes a tracked fault and proves it; why not, when it is not.
-    pub(super) async fn undo_fault(&self, t: &Tracked) -> Option<String> {
-        let started = std::time::Instant::now();
-        let undone = async {
-            let pod = crate::globals::pod().map_err(|e| format!("no pod to undo it in: {e}"))?;
-            let cluster = pod.cluster()?;
-            let fault = Fault::from_json(t.id.as_deref().unwrap_or_default())?;
-            fault::undo(cluster, &fault, UNDO_LIMIT)
-                .await
-                .map(|()| fault)
+    /// Hands the pod lock to the reaper, when the test holds it; failing
+    /// to is said, and leaves the lock to the kernel as before.
+    fn hand_over_pod_lock(&self) {
+        let Some(fd) = *lock(&self.pod_lock) else {
+            return;
+        };
+        // SAFETY: `fd` is the pod lock's, open while `pod_lock` names it.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if let Err(e) = crate::reaper::hand_over_pod_lock(fd) {
+            self.log.push(format!(
+                "the pod lock stays with this process only ({e}): if it is killed, the next \
+                 test may start before its faults are undone"
+            ));
         }
-        .await;
+    }
+
+    /// Takes the pod lock back from the reaper, if it was handed over.
+    pub(super) fn take_back_pod_lock(&self) {
+        if lock(&self.pod_lock).is_some() {
+            if let Err(e) = crate::reaper::take_back_pod_lock() {
+                eprintln!("testkit: {}: {e}", self.test);
+                self.log.push(e);
+            }
+        }
+    }
+
+    /// Takes every fault not yet claimed off the stack, oldest first.
+    pub(super) fn claim_faults(&self) -> Vec<Tracked> {
+        let mut live = lock(&self.live);
+        let (faults, rest): (Vec<Tracked>, Vec<Tracked>) =
+            live.drain(..).partition(|t| t.kind == FAULT_KIND);
+        *live = rest;
+        faults
+    }
+
+    /// Undoes the tracked faults `ts` (oldest first) and proves them: all
+    /// are reverted before any is proven. Those not undone, with why.
+    pub(super) async fn undo_faults(&self, ts: Vec<Tracked>) -> Vec<(Tracked, String)> {
+        if ts.is_empty() {
+            return Vec::new();
+        }
+        let started = std::time::Instant::now();
+        let planned: Vec<Result<Fault, String>> = ts
+            .iter()
+            .map(|t| Fault::from_json(t.id.as_deref().unwrap_or_default()))
+            .collect();
+        let cluster = crate::globals::pod()
+            .map_err(|e| format!("no pod to undo it in: {e}"))
+            .and_then(|pod| pod.cluster());
+        let outcomes: Vec<Result<Reverted, String>> = match cluster {
+            Err(why) => planned.iter().map(|_| Err(why.clone())).collect(),
+            Ok(cluster) => {
+                let ok: Vec<Fault> = planned.iter().filter_map(|p| p.clone().ok()).collect();
+                let mut undone = fault::undo_all(cluster, &ok, UNDO_LIMIT).await.into_iter();
+                planned
+                    .iter()
+                    .map(|p| match p {
+                        Err(why) => Err(why.clone()),
+                        Ok(_) => undone
+                            .next()
+                            .unwrap_or_else(|| Err("its undo did not run".to_owned())),
+                    })
+                    .collect()
+            }
+        };
+        let mut problems = Vec::new();
+        for ((t, plan), outcome) in ts.into_iter().zip(planned).zip(outcomes) {
+            let what = plan.map_or_else(|_| t.name.clone(), |f| f.describe());
+            if let Some(why) = self.settle_fault(&t, &what, started, outcome) {
+                problems.push((t, why));
+            }
+        }
+        problems
+    }
+
+    /// Records how the undo of a tracked fault went; why it is not undone,
+    /// when it is not.
+    fn settle_fault(
+        &self,
+        t: &Tracked,
+        what: &str,
+        started: std::time::Instant,
+        outcome: Result<Reverted, String>,
+    ) -> Option<String> {
         crate::engine::trace::step::record(
             crate::engine::trace::EntryKind::Fault,
             started,
-            format!(
-                "undo and prove: {}",
-                Fault::from_json(t.id.as_deref().unwrap_or_default())
-                    .map_or_else(|_| t.name.clone(), |f| f.describe())
-            ),
-            undone.is_ok(),
-            undone.as_ref().err().cloned().unwrap_or_default(),
+            format!("undo and prove: {what}"),
+            outcome.is_ok(),
+            outcome.as_ref().err().cloned().unwrap_or_default(),
         );
         let mut faults = lock(&self.faults);
-        let record = faults
-            .iter_mut()
-            .find(|(n, _)| *n == t.name)
-            .map(|(_, r)| r);
-        match undone {
-            Ok(fault) => {
+        let entry = faults.iter_mut().find(|f| f.name == t.name);
+        let injected = entry.as_ref().is_some_and(|f| f.injected);
+        let record = entry.map(|f| &mut f.record);
+        match outcome {
+            Ok(Reverted::AlreadyUndone) if injected => {
+                // Nothing of it was left: the test (or a later fault on the
+                // same node) undid it. "Undone" would say this cleanup did.
+                self.journal(Event::GoneBeforeDelete, FAULT_KIND, &t.name, None);
+                if let Some(r) = record {
+                    r.state = FaultState::GoneBeforeUndo;
+                    r.undone_at_ms = Some(now_ms());
+                }
+                self.log.push(format!(
+                    "fault {what} was undone before cleanup came (gone_before_undo): nothing of \
+                     it was left; proven: the node answers its health check, its peers reach it"
+                ));
+                settled();
+                None
+            }
+            Ok(_) => {
                 self.journal(Event::Verified, FAULT_KIND, &t.name, None);
                 if let Some(r) = record {
                     r.state = FaultState::Undone;
                     r.undone_at_ms = Some(now_ms());
                 }
                 self.log.push(format!(
-                    "fault undone: {} (proven: the node answers its health check, its peers reach it)",
-                    fault.describe()
+                    "fault undone: {what} (proven: the node answers its health check, its peers reach it)"
                 ));
                 settled();
                 None
             }
             Err(why) => {
                 self.journal(Event::Leaked, FAULT_KIND, &t.name, Some(why.clone()));
-                let what = record.as_ref().map_or(t.name.clone(), |r| r.fault.clone());
+                let what = record.as_ref().map_or(what.to_owned(), |r| r.fault.clone());
                 if let Some(r) = record {
                     r.state = FaultState::NotUndone;
                     r.problem = Some(why.clone());

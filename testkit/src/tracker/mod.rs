@@ -68,8 +68,11 @@ struct Inner {
     live: Mutex<Vec<Tracked>>,
     /// Every resource the test created, in creation order, with its state.
     records: Mutex<Vec<ResourceRecord>>,
-    /// Every fault the test injected, in order, by journal name.
-    faults: Mutex<Vec<(String, FaultRecord)>>,
+    /// Every fault the test injected, in order.
+    faults: Mutex<Vec<faults::FaultEntry>>,
+    /// The descriptor of the pod lock the test holds exclusive, while it
+    /// holds it: handed to the reaper with the first fault.
+    pod_lock: Mutex<Option<std::os::fd::RawFd>>,
 }
 
 struct Tracked {
@@ -92,6 +95,7 @@ impl Tracker {
             live: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
+            pod_lock: Mutex::new(None),
         });
         let mut live = lock(&LIVE);
         live.retain(|w| w.strong_count() > 0);
@@ -226,6 +230,16 @@ impl Inner {
     async fn clean_up_all(&self) -> Vec<(String, String, String)> {
         let mut leaks = Vec::new();
         while let Some(tracked) = self.claim() {
+            if tracked.kind == FAULT_KIND {
+                // Every fault of the test is undone together, so that each
+                // one's proof finds the others undone (`fault::undo_all`).
+                let mut faults = self.claim_faults();
+                faults.push(tracked);
+                for (t, why) in self.undo_faults(faults).await {
+                    leaks.push((t.kind, t.name, why));
+                }
+                continue;
+            }
             if let Some(why) = self.clean_up_one(&tracked).await {
                 leaks.push((tracked.kind.clone(), tracked.name.clone(), why));
             }
@@ -234,9 +248,6 @@ impl Inner {
     }
 
     async fn clean_up_one(&self, t: &Tracked) -> Option<String> {
-        if t.kind == FAULT_KIND {
-            return self.undo_fault(t).await;
-        }
         let pod = match crate::globals::pod() {
             Ok(pod) => pod,
             Err(e) => return Some(self.leaked(t, format!("no pod to delete it from: {e}"))),
@@ -454,15 +465,13 @@ impl Tracker {
         let mut leaks = Vec::new();
         let mut kept = Vec::new();
         if keep {
+            // A fault left in place would break the next test, not help
+            // anyone look at this one: it is undone all the same.
+            let faults = inner.claim_faults();
+            for (t, why) in inner.undo_faults(faults).await {
+                leaks.push((t.kind, t.name, why));
+            }
             while let Some(t) = inner.claim() {
-                // A fault left in place would break the next test, not
-                // help anyone look at this one: it is undone all the same.
-                if t.kind == FAULT_KIND {
-                    if let Some(why) = inner.undo_fault(&t).await {
-                        leaks.push((t.kind.clone(), t.name.clone(), why));
-                    }
-                    continue;
-                }
                 inner.journal(Event::Kept, &t.kind, &t.name, None);
                 inner.set_state(&t.kind, &t.name, ResourceState::Kept);
                 settled();
@@ -472,7 +481,12 @@ impl Tracker {
             leaks = inner.clean_up_all().await;
         }
         let resources = lock(&inner.records).clone();
-        let faults: Vec<FaultRecord> = lock(&inner.faults).iter().map(|(_, f)| f.clone()).collect();
+        // Every fault is settled: the reaper need not hold the pod for it.
+        inner.take_back_pod_lock();
+        let faults: Vec<FaultRecord> = lock(&inner.faults)
+            .iter()
+            .map(|f| f.record.clone())
+            .collect();
         let fault_failure = fault_failure(&faults);
         leaks.retain(|(kind, _, _)| kind != FAULT_KIND);
         if !kept.is_empty() {
@@ -523,7 +537,7 @@ impl Tracker {
 fn fault_failure(faults: &[FaultRecord]) -> Option<String> {
     let not_undone: Vec<String> = faults
         .iter()
-        .filter(|f| f.state != FaultState::Undone)
+        .filter(|f| !matches!(f.state, FaultState::Undone | FaultState::GoneBeforeUndo))
         .map(|f| {
             format!(
                 "node `{}`: {} ({})",
@@ -534,6 +548,15 @@ fn fault_failure(faults: &[FaultRecord]) -> Option<String> {
         })
         .collect();
     (!not_undone.is_empty()).then(|| format!("fault not undone: {}", not_undone.join("; ")))
+}
+
+/// The full names of the tests whose tracker is live: the tests running.
+pub(crate) fn live_tests() -> Vec<String> {
+    lock(&LIVE)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .map(|inner| inner.test.clone())
+        .collect()
 }
 
 /// Deletes every live test's unclaimed resources, then waits for cleanups

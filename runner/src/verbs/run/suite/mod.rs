@@ -23,9 +23,9 @@ mod progress;
 mod records;
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use testkit_engine::config::FlakyPolicy;
 use testkit_engine::report::{KnownIssues, Summary, TestRecord};
@@ -146,6 +146,10 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     capped::redact_lines(&tests_log);
     capped::redact_lines(&events::events_file(spec.results_dir));
 
+    // A killed test process's reaper may still be undoing its faults or
+    // deleting its resources: its records, the residue sweep and the
+    // pod's teardown would judge a pod it is still working on.
+    let reapers_left = wait_for_reapers(spec.results_dir, interrupt).await;
     let records = match records::complete(spec, &listed, followed.interrupted) {
         Ok(r) => r,
         Err(evidence) => return incomplete(evidence),
@@ -159,10 +163,60 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         .collect();
     binaries.sort();
     binaries.dedup();
-    TestsOutcome {
+    let mut out = TestsOutcome {
         binaries,
         ..outcome(spec, &records, &followed, &tests_log, started)
+    };
+    if !reapers_left.is_empty() {
+        out.result.verdict = Verdict::Fail;
+        out.result.evidence.push_str(&format!(
+            "; {} reaper(s) of killed test processes still ran {} after the tests ended: \
+             what they had not undone or deleted is judged by the residue sweep and the \
+             teardown as it is (their locks: {})",
+            reapers_left.len(),
+            humantime::format_duration(REAPER_WAIT),
+            reapers_left
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
+    out
+}
+
+/// The longest the run waits for the reapers of killed test processes:
+/// each undoes and proves a fault within 30 s, and deletes resources
+/// within their kinds' bounds.
+const REAPER_WAIT: Duration = Duration::from_secs(120);
+
+/// Waits until no reaper of the run's test processes runs, within
+/// [`REAPER_WAIT`] or until a signal the run has not seen yet, saying so
+/// while it waits; the reapers still running.
+async fn wait_for_reapers(results_dir: &Path, interrupt: &mut Interrupt) -> Vec<PathBuf> {
+    use testkit_engine::resource::reapers::live_reapers;
+    let mut live = live_reapers(results_dir);
+    if live.is_empty() {
+        return live;
+    }
+    eprintln!(
+        "tests: waiting for {} reaper(s) of killed test processes to finish (at most {})",
+        live.len(),
+        humantime::format_duration(REAPER_WAIT)
+    );
+    let deadline = Instant::now() + REAPER_WAIT;
+    let seen = interrupt.count();
+    while !live.is_empty() && Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = interrupt.more_than(seen) => {
+                eprintln!("tests: interrupted: the residue sweep and the teardown go on without the reapers");
+                break;
+            }
+        }
+        live = live_reapers(results_dir);
+    }
+    live
 }
 
 /// The tests phase's verdict from the records: the counts, the known
