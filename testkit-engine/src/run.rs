@@ -162,6 +162,42 @@ pub fn live_runner(settings: &Settings, run_id: &str) -> Option<Claimant> {
         .filter(|c| c.is_live() && c.pid != std::process::id())
 }
 
+/// The file in a run's results folder naming its `testkit-runner` (a
+/// [`Claimant`]: pid, start time, run id), written when the run starts and
+/// left behind when it ends. Unlike the claim in the secrets dir, whose
+/// folder depends on the caller's `XDG_RUNTIME_DIR` or `TMPDIR`, every
+/// process that reads the results folder finds it alike: a janitor run by
+/// cron, in another environment, knows from it that the run is live.
+/// Readable by all (0644): it holds no secret.
+pub const RUNNER_FILE: &str = "runner.json";
+
+/// Writes this process, the runner of `run_id`, into `results_dir`'s
+/// [`RUNNER_FILE`] (replacing the one of an earlier run of the folder).
+pub fn record_runner(results_dir: &Path, run_id: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let pid = std::process::id();
+    let me = Claimant {
+        pid,
+        start_ticks: crate::process::start_ticks(pid as i32),
+        run_id: run_id.to_owned(),
+        results_dir: Some(results_dir.to_owned()),
+    };
+    let json = serde_json::to_vec(&me).map_err(std::io::Error::other)?;
+    // Written aside and renamed: a janitor never reads half a file.
+    let path = results_dir.join(RUNNER_FILE);
+    let part = results_dir.join(format!(".{RUNNER_FILE}.{pid}"));
+    std::fs::write(&part, json)?;
+    std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&part, &path)
+}
+
+/// The runner that `results_dir`'s [`RUNNER_FILE`] names, when there is a
+/// readable one.
+pub fn runner_of(results_dir: &Path) -> Option<Claimant> {
+    let bytes = std::fs::read(results_dir.join(RUNNER_FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// A run id this process holds: its secrets dir, created, and the claim in
 /// it, locked until the value is dropped (or the process ends, however it
 /// ends: the kernel releases the lock).
