@@ -3,8 +3,8 @@
 //! age (`--older-than 1h`): first by exact name from the run's journals,
 //! then by listing each resource kind by the run's prefix. A name that does
 //! not carry the run id is never deleted, and a live run is never touched:
-//! one whose runner still runs (as its results folder's `runner.json`
-//! says, or its claim on the run id: pid and start time, against `/proc`),
+//! one whose runner still runs (as its results folder's
+//! `runners/<ID>.json` says, or its claim on the run id: pid and start time, against `/proc`),
 //! or whose journal a process that still runs wrote (a test holding a
 //! resource for longer than `--older-than`, its reaper).
 //!
@@ -39,7 +39,7 @@ pub(crate) struct JanitorArgs {
     #[arg(long, value_name = "ID")]
     run: Option<String>,
     /// The run's results folder, whose journals name what it created, and
-    /// whose `runner.json` names its runner (default: `<results-root>/<ID>`,
+    /// whose `runners/<ID>.json` names its runner (default: `<results-root>/<ID>`,
     /// when it exists).
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,

@@ -699,7 +699,7 @@ fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
     let runner_pid = running.0.as_ref().unwrap().id();
     let held = sandboxes_of(&pod, &run_id);
     // The runner names itself in the results folder, for every janitor.
-    let runner_file = results.join("runner.json");
+    let runner_file = results.join("runners").join(format!("{run_id}.json"));
     let named: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&runner_file).unwrap()).unwrap();
     let mode = {
@@ -752,7 +752,7 @@ fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
 /// runner's claim is where the runner's `XDG_RUNTIME_DIR` put it: a janitor
 /// run by cron, with another `XDG_RUNTIME_DIR`, `TMPDIR` and `HOME`, must
 /// know it live from the results folder alone. A run is planted as such a
-/// moment: its `runner.json` names a live process (a `sleep`), its journal
+/// moment: its `runners/<run id>.json` names a live process (a `sleep`), its journal
 /// two sandboxes on the pod, written by a process that has ended. Neither
 /// `--run ID` nor `--older-than` touches them while the runner lives; once
 /// it has ended, the janitor removes them.
@@ -805,7 +805,12 @@ fn the_janitor_leaves_a_run_alone_between_its_tests_whatever_its_environment() {
         "run_id": run_id,
         "results_dir": results,
     });
-    std::fs::write(results.join("runner.json"), named.to_string()).unwrap();
+    std::fs::create_dir_all(results.join("runners")).unwrap();
+    std::fs::write(
+        results.join("runners").join(format!("{run_id}.json")),
+        named.to_string(),
+    )
+    .unwrap();
     let janitor = |args: &[&str]| {
         Ran::from(
             runner()
@@ -841,8 +846,9 @@ fn the_janitor_leaves_a_run_alone_between_its_tests_whatever_its_environment() {
         by_age_left, names,
         "`--older-than` deleted a live run's sandboxes"
     );
-    let skipped =
-        format!("skipped run {run_id}: it is live (testkit-runner pid {runner_pid} runs it");
+    let skipped = format!(
+        "skipped run {run_id}: it is live (testkit-runner pid {runner_pid} runs it, as runners/{run_id}.json says)"
+    );
     for (ran, code) in [(&by_name, 1), (&by_age, 0)] {
         assert!(
             ran.stdout.contains(&skipped),

@@ -342,7 +342,8 @@ pub enum JanitorTarget {
     Run {
         /// The run id.
         run_id: String,
-        /// The run's results folder, holding `journal/`.
+        /// The run's results folder, holding `journal/` and the
+        /// runner's `runners/<run id>.json`.
         results_dir: Option<PathBuf>,
     },
     /// Every run under a results root (`<root>/<run id>/journal/`) whose
@@ -357,8 +358,9 @@ pub enum JanitorTarget {
 
 /// Deletes the residue of a run, or of old runs: first by exact name from
 /// the journals, then by listing each kind by the run's prefix. Outcomes are
-/// appended to the run's journal. A live run (a process that wrote its
-/// journal still runs) is left alone, in `skipped_live`.
+/// appended to the run's journal. A live run (the runner its results
+/// folder's `runners/<run id>.json` names still runs, or a process that wrote its
+/// journal does) is left alone, in `skipped_live`.
 pub async fn janitor(
     pod: &Pod,
     kinds: &Kinds,
@@ -455,16 +457,14 @@ fn live_because(
     results_dir: Option<&Path>,
     settings: Option<&Settings>,
 ) -> Option<String> {
-    let of_this_run =
-        |c: &crate::run::Claimant| c.run_id == run_id && c.is_live() && c.pid != std::process::id();
     if let Some(runner) = results_dir
-        .and_then(crate::run::runner_of)
-        .filter(of_this_run)
+        .and_then(|dir| crate::run::runner_of(dir, run_id))
+        .filter(|c| c.is_live() && c.pid != std::process::id())
     {
         return Some(format!(
-            "testkit-runner pid {} runs it, as its {} says",
+            "testkit-runner pid {} runs it, as {}/{run_id}.json says",
             runner.pid,
-            crate::run::RUNNER_FILE
+            crate::run::RUNNERS_DIR
         ));
     }
     if let Some(runner) = settings.and_then(|s| crate::run::live_runner(s, run_id)) {

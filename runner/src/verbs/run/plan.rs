@@ -82,7 +82,7 @@ impl Plan {
         testkit_engine::run::record_runner(&results_dir, &run_id).map_err(|e| {
             ExpectedError::bad_args(format_args!(
                 "cannot write {}: {e}; give a folder you can write with --results DIR",
-                results_dir.join(testkit_engine::run::RUNNER_FILE).display()
+                testkit_engine::run::runner_file(&results_dir, &run_id).display()
             ))
         })?;
         Ok(Plan {
