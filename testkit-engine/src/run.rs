@@ -162,6 +162,55 @@ pub fn live_runner(settings: &Settings, run_id: &str) -> Option<Claimant> {
         .filter(|c| c.is_live() && c.pid != std::process::id())
 }
 
+/// The folder of a results folder where each run's `testkit-runner` names
+/// itself ([`runner_file`]).
+pub const RUNNERS_DIR: &str = "runners";
+
+/// `<results>/runners/<run id>.json`: the run's `testkit-runner` (a
+/// [`Claimant`]: pid, start time, run id), written when the run starts and
+/// left behind when it ends; one file per run, as runs may share a results
+/// folder. Unlike the claim in the secrets dir, whose folder depends on the
+/// caller's `XDG_RUNTIME_DIR` or `TMPDIR`, every process that reads the
+/// results folder finds it alike: a janitor run by cron, in another
+/// environment, knows from it that the run is live. Readable by all
+/// (0644): it holds no secret.
+pub fn runner_file(results_dir: &Path, run_id: &str) -> PathBuf {
+    results_dir.join(RUNNERS_DIR).join(format!("{run_id}.json"))
+}
+
+/// Writes this process, the runner of `run_id`, into its [`runner_file`]
+/// of `results_dir` (replacing that of an earlier run of the same id).
+pub fn record_runner(results_dir: &Path, run_id: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    validate_run_id(run_id).map_err(std::io::Error::other)?;
+    let pid = std::process::id();
+    let me = Claimant {
+        pid,
+        start_ticks: crate::process::start_ticks(pid as i32),
+        run_id: run_id.to_owned(),
+        results_dir: Some(results_dir.to_owned()),
+    };
+    let json = serde_json::to_vec(&me).map_err(std::io::Error::other)?;
+    let path = runner_file(results_dir, run_id);
+    let dir = results_dir.join(RUNNERS_DIR);
+    std::fs::create_dir_all(&dir)?;
+    // Written aside and renamed: a janitor never reads half a file.
+    let part = dir.join(format!(".{run_id}.json.{pid}"));
+    std::fs::write(&part, json)?;
+    std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&part, &path)
+}
+
+/// The runner of `run_id` that its [`runner_file`] in `results_dir` names,
+/// when there is a readable one (and `run_id` is a run id).
+pub fn runner_of(results_dir: &Path, run_id: &str) -> Option<Claimant> {
+    validate_run_id(run_id).ok()?;
+    let bytes = std::fs::read(runner_file(results_dir, run_id)).ok()?;
+    serde_json::from_slice::<Claimant>(&bytes)
+        .ok()
+        .filter(|c| c.run_id == run_id)
+}
+
 /// A run id this process holds: its secrets dir, created, and the claim in
 /// it, locked until the value is dropped (or the process ends, however it
 /// ends: the kernel releases the lock).
@@ -313,5 +362,36 @@ pub fn binary_name_of(exe: &Path) -> String {
             name.to_owned()
         }
         _ => stem.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runner names itself for its run id alone, readable by all; a file
+    /// of another run id, or a name that is no run id, names no one.
+    #[test]
+    fn a_runner_file_names_this_runner_for_its_run_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let results = tempfile::tempdir().unwrap();
+        record_runner(results.path(), "abc123").unwrap();
+        let me = runner_of(results.path(), "abc123").expect("the runner file");
+        assert_eq!(me.pid, std::process::id());
+        assert!(me.is_live(), "{me:?}");
+        let mode = std::fs::metadata(runner_file(results.path(), "abc123"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644);
+        assert_eq!(runner_of(results.path(), "abc124"), None);
+        std::fs::copy(
+            runner_file(results.path(), "abc123"),
+            runner_file(results.path(), "abc124"),
+        )
+        .unwrap();
+        assert_eq!(runner_of(results.path(), "abc124"), None, "another run's");
+        assert_eq!(runner_of(results.path(), "../runners/abc123"), None);
+        assert!(record_runner(results.path(), "../x").is_err());
     }
 }

@@ -3,9 +3,10 @@
 //! age (`--older-than 1h`): first by exact name from the run's journals,
 //! then by listing each resource kind by the run's prefix. A name that does
 //! not carry the run id is never deleted, and a live run is never touched:
-//! one whose runner still runs (its claim on the run id: pid and start
-//! time), or whose journal a process that still runs wrote (a test holding
-//! a resource for longer than `--older-than`, its reaper).
+//! one whose runner still runs (as its results folder's
+//! `runners/<ID>.json` says, or its claim on the run id: pid and start time, against `/proc`),
+//! or whose journal a process that still runs wrote (a test holding a
+//! resource for longer than `--older-than`, its reaper).
 //!
 //! With `--run`, it also asks the suite's witnesses what carries the run id
 //! below the API. It cannot delete there: it names what they found, as
@@ -37,8 +38,9 @@ pub(crate) struct JanitorArgs {
     /// Clean up this run; refused (exit 1) while it is live.
     #[arg(long, value_name = "ID")]
     run: Option<String>,
-    /// The run's results folder, whose journals name what it created (and
-    /// whose `pod/session.json` may hold the pod's session).
+    /// The run's results folder, whose journals name what it created, and
+    /// whose `runners/<ID>.json` names its runner (default: `<results-root>/<ID>`,
+    /// when it exists).
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
     /// Clean up every run under `--results-root` last journaled longer ago
@@ -49,7 +51,8 @@ pub(crate) struct JanitorArgs {
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
     older_than: Option<Duration>,
     /// The folder holding one results folder per run (default:
-    /// `<target dir>/testkit/runs`).
+    /// `<target dir>/testkit/runs`); with `--run ID` and no `--results`, the
+    /// run's is `<DIR>/<ID>`.
     #[arg(long, value_name = "DIR")]
     results_root: Option<PathBuf>,
     /// Only the Docker Engine: the run's containers, networks and volumes
@@ -222,7 +225,16 @@ fn target(args: &JanitorArgs) -> JanitorTarget {
     match (&args.run, args.older_than) {
         (Some(run), _) => JanitorTarget::Run {
             run_id: run.clone(),
-            results_dir: args.results.clone(),
+            // Else the run's folder under the results root, when there is
+            // one: its journals, and the runner that says the run is live.
+            results_dir: args.results.clone().or_else(|| {
+                let dir = args
+                    .results_root
+                    .clone()
+                    .unwrap_or_else(crate::verbs::run::default_results_root)
+                    .join(run);
+                dir.is_dir().then_some(dir)
+            }),
         },
         (None, Some(age)) => JanitorTarget::OlderThan {
             results_root: args

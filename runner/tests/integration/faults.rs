@@ -696,7 +696,20 @@ fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
         .arg("--results")
         .arg(&results);
     });
+    let runner_pid = running.0.as_ref().unwrap().id();
     let held = sandboxes_of(&pod, &run_id);
+    // The runner names itself in the results folder, for every janitor.
+    let runner_file = results.join("runners").join(format!("{run_id}.json"));
+    let named: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&runner_file).unwrap()).unwrap();
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&runner_file)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
     // The journal's last entry must be older than the janitor's age (1 s).
     std::thread::sleep(Duration::from_millis(1500));
     let janitor = Ran::from(
@@ -718,6 +731,10 @@ fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
         .expect("the run ended");
     assert_eq!(held.len(), 2, "the test holds two sandboxes: {held:?}");
     assert_eq!(after, held, "the janitor deleted a live run's sandboxes");
+    assert_eq!(named["run_id"], run_id.as_str(), "{named}");
+    assert_eq!(named["pid"], runner_pid, "{named}");
+    assert!(named["start_ticks"].is_u64(), "{named}");
+    assert_eq!(mode, 0o644, "{}", runner_file.display());
     assert_eq!(janitor.code, 0, "{}", janitor.stderr);
     assert!(
         janitor
@@ -729,6 +746,135 @@ fn the_janitor_leaves_a_live_runs_sandboxes_alone() {
     assert_eq!(ran.code, 0);
     let record = record_of(&ran, "sandboxes::create_two");
     assert_eq!(record["cleanup"], "verified", "{record:#}");
+}
+
+/// Between two tests a live run has no live journal writer, and its
+/// runner's claim is where the runner's `XDG_RUNTIME_DIR` put it: a janitor
+/// run by cron, with another `XDG_RUNTIME_DIR`, `TMPDIR` and `HOME`, must
+/// know it live from the results folder alone. A run is planted as such a
+/// moment: its `runners/<run id>.json` names a live process (a `sleep`), its journal
+/// two sandboxes on the pod, written by a process that has ended. Neither
+/// `--run ID` nor `--older-than` touches them while the runner lives; once
+/// it has ended, the janitor removes them.
+#[test]
+fn the_janitor_leaves_a_run_alone_between_its_tests_whatever_its_environment() {
+    let suite = fixture("suite");
+    let pod = crate::CallerPod::start();
+    let token = pod.handle["token"].as_str().unwrap().to_owned();
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("between");
+    let results = root.path().join(&run_id);
+    let names: Vec<String> = (0..2).map(|i| format!("ct-{run_id}-held-{i:02}")).collect();
+    // The test process that created them, gone.
+    let mut writer = std::process::Command::new("true").spawn().unwrap();
+    let writer_pid = writer.id();
+    writer.wait().unwrap();
+    let old = testkit_engine::resource::journal::now_ms() - 60_000;
+    let mut journal = String::new();
+    for name in &names {
+        let (status, body) = crate::http(
+            "POST",
+            &pod.url("/api/sandboxes"),
+            Some(&token),
+            Some(&serde_json::json!({ "name": name }).to_string()),
+        );
+        assert!(status < 300, "{status} {body}");
+        let entry = serde_json::json!({
+            "event": "created", "kind": "sandbox", "name": name, "run": run_id,
+            "test": "sandboxes::create_two", "pid": writer_pid, "start_ticks": 1, "time": old,
+        });
+        journal.push_str(&format!("{entry}\n"));
+    }
+    std::fs::create_dir_all(results.join("journal")).unwrap();
+    std::fs::write(
+        results
+            .join("journal")
+            .join(format!("tests-{writer_pid}.jsonl")),
+        journal,
+    )
+    .unwrap();
+    let mut runner_proc = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    let runner_pid = runner_proc.id();
+    let named = serde_json::json!({
+        "pid": runner_pid,
+        "start_ticks": testkit_engine::process::start_ticks(runner_pid as i32).unwrap(),
+        "run_id": run_id,
+        "results_dir": results,
+    });
+    std::fs::create_dir_all(results.join("runners")).unwrap();
+    std::fs::write(
+        results.join("runners").join(format!("{run_id}.json")),
+        named.to_string(),
+    )
+    .unwrap();
+    let janitor = |args: &[&str]| {
+        Ran::from(
+            runner()
+                .env("XDG_RUNTIME_DIR", elsewhere.path())
+                .env("TMPDIR", elsewhere.path())
+                .env("HOME", elsewhere.path())
+                .env_remove("TESTKIT_SECRETS_DIR")
+                .arg("janitor")
+                .arg("--suite")
+                .arg(suite.path())
+                .arg("--handle-json")
+                .arg(&pod.handle_file)
+                .args(args)
+                .arg("--results-root")
+                .arg(root.path())
+                .output()
+                .unwrap(),
+        )
+    };
+    let by_name = janitor(&["--run", &run_id]);
+    let by_name_left = sandboxes_of(&pod, &run_id);
+    let by_age = janitor(&["--older-than", "0s"]);
+    let by_age_left = sandboxes_of(&pod, &run_id);
+    let _ = runner_proc.kill();
+    runner_proc.wait().unwrap();
+    let after = janitor(&["--older-than", "0s"]);
+    let gone = sandboxes_of(&pod, &run_id);
+    assert_eq!(
+        by_name_left, names,
+        "`--run` deleted a live run's sandboxes"
+    );
+    assert_eq!(
+        by_age_left, names,
+        "`--older-than` deleted a live run's sandboxes"
+    );
+    let skipped = format!(
+        "skipped run {run_id}: it is live (testkit-runner pid {runner_pid} runs it, as runners/{run_id}.json says)"
+    );
+    for (ran, code) in [(&by_name, 1), (&by_age, 0)] {
+        assert!(
+            ran.stdout.contains(&skipped),
+            "{}{}",
+            ran.stdout,
+            ran.stderr
+        );
+        assert_eq!(ran.code, code, "{}{}", ran.stdout, ran.stderr);
+    }
+    assert_eq!(
+        gone,
+        Vec::<String>::new(),
+        "{}{}",
+        after.stdout,
+        after.stderr
+    );
+    assert_eq!(after.code, 0, "{}{}", after.stdout, after.stderr);
+    for name in &names {
+        assert!(
+            after
+                .stdout
+                .contains(&format!("deleted sandbox `{name}` (verified gone)")),
+            "{}",
+            after.stdout
+        );
+    }
 }
 
 /// Sandboxes someone else deleted while their test held them are not

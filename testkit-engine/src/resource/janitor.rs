@@ -1,9 +1,10 @@
 //! Finding residue on the pod: [`sweep`] lists every kind by a run's
 //! prefix; [`janitor`] also deletes by exact name what a run's journals say
 //! may still exist. Neither ever touches a name that does not carry a run id,
-//! and the janitor never touches a run that is live: one whose journal was
-//! written by a process that still runs (pid and start time), or, with the
-//! settings ([`janitor_with`]), whose id a live runner claims.
+//! and the janitor never touches a run that is live: one whose runner, as
+//! its results folder names it, still runs, or whose journal was written by
+//! a process that still runs (pid and start time), or, with the settings
+//! ([`janitor_with`]), whose id a live runner claims.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -341,7 +342,8 @@ pub enum JanitorTarget {
     Run {
         /// The run id.
         run_id: String,
-        /// The run's results folder, holding `journal/`.
+        /// The run's results folder, holding `journal/` and the
+        /// runner's `runners/<run id>.json`.
         results_dir: Option<PathBuf>,
     },
     /// Every run under a results root (`<root>/<run id>/journal/`) whose
@@ -356,8 +358,9 @@ pub enum JanitorTarget {
 
 /// Deletes the residue of a run, or of old runs: first by exact name from
 /// the journals, then by listing each kind by the run's prefix. Outcomes are
-/// appended to the run's journal. A live run (a process that wrote its
-/// journal still runs) is left alone, in `skipped_live`.
+/// appended to the run's journal. A live run (the runner its results
+/// folder's `runners/<run id>.json` names still runs, or a process that wrote its
+/// journal does) is left alone, in `skipped_live`.
 pub async fn janitor(
     pod: &Pod,
     kinds: &Kinds,
@@ -401,7 +404,7 @@ pub async fn janitor_with(
                 .as_deref()
                 .map(journal::read_journal)
                 .unwrap_or_default();
-            match live_because(&entries, run_id, settings) {
+            match live_because(&entries, run_id, results_dir.as_deref(), settings) {
                 Some(why) => report.skipped_live.push((run_id.clone(), why)),
                 None => report.merge(of_run(run_id, results_dir.as_deref()).await),
             }
@@ -430,7 +433,7 @@ pub async fn janitor_with(
                 for run_id in runs {
                     // Old journals are no proof of a dead run: a test may
                     // hold a resource for longer than the age, silently.
-                    match live_because(&entries, run_id, settings) {
+                    match live_because(&entries, run_id, Some(&dir), settings) {
                         Some(why) => report.skipped_live.push((run_id.to_owned(), why)),
                         None => report.merge(of_run(run_id, Some(&dir)).await),
                     }
@@ -441,14 +444,29 @@ pub async fn janitor_with(
     report
 }
 
-/// Why the run `run_id` is live, when it is: the runner that claims its id
-/// still runs (known from `settings`), or a process that wrote its entries
-/// of `entries` does (a test process, its reaper, a janitor).
+/// Why the run `run_id` is live, when it is: the runner that its results
+/// folder `results_dir` names still runs, or the runner that claims its id
+/// (known from `settings`) does, or a process that wrote its entries of
+/// `entries` does (a test process, its reaper, a janitor). The first holds
+/// whatever the caller's environment: between two tests a live run has no
+/// live journal writer, and its claim is where the runner's
+/// `XDG_RUNTIME_DIR` put it, which a janitor run by cron does not share.
 fn live_because(
     entries: &[JournalEntry],
     run_id: &str,
+    results_dir: Option<&Path>,
     settings: Option<&Settings>,
 ) -> Option<String> {
+    if let Some(runner) = results_dir
+        .and_then(|dir| crate::run::runner_of(dir, run_id))
+        .filter(|c| c.is_live() && c.pid != std::process::id())
+    {
+        return Some(format!(
+            "testkit-runner pid {} runs it, as {}/{run_id}.json says",
+            runner.pid,
+            crate::run::RUNNERS_DIR
+        ));
+    }
     if let Some(runner) = settings.and_then(|s| crate::run::live_runner(s, run_id)) {
         return Some(format!("testkit-runner pid {} runs it", runner.pid));
     }

@@ -77,6 +77,14 @@ impl Plan {
         // run writes anything, so that a run id in use has nothing of the
         // live run's overwritten (its results folder may be this one).
         let claim = claim_run_id(&run_id, &results_dir)?;
+        // What tells a janitor in any environment that this run is live:
+        // the claim's folder depends on the caller's XDG_RUNTIME_DIR.
+        testkit_engine::run::record_runner(&results_dir, &run_id).map_err(|e| {
+            ExpectedError::bad_args(format_args!(
+                "cannot write {}: {e}; give a folder you can write with --results DIR",
+                testkit_engine::run::runner_file(&results_dir, &run_id).display()
+            ))
+        })?;
         Ok(Plan {
             suite_dir,
             config,
