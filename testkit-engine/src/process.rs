@@ -277,15 +277,6 @@ fn with_env_entry(since: u64, matches: impl Fn(&[u8]) -> bool) -> Vec<(i32, u64)
         .collect()
 }
 
-/// The live processes started at or after `since` (clock ticks since boot)
-/// whose environment holds `var=value`: [`with_env`], reading the
-/// environment only of processes young enough to matter, so that a scan
-/// after every test costs little however many processes the machine runs.
-pub fn with_env_since(var: &str, value: &str, since: u64) -> Vec<(i32, u64)> {
-    let needle = format!("{var}={value}");
-    with_env_entry(since, |entry| entry == needle.as_bytes())
-}
-
 /// Now, in the clock ticks since boot that process start times are given
 /// in (`/proc/<pid>/stat`): the start time of a process started now.
 /// Rounded down, as the kernel rounds a start time; `None` where the clock
@@ -304,51 +295,162 @@ pub fn now_ticks() -> Option<u64> {
     Some(nanos / (1_000_000_000 / per_second.max(1)))
 }
 
-/// The pid most recently given to a process or thread in this pid
-/// namespace (the last field of `/proc/loadavg`). Pids are given in
-/// increasing order until they wrap at `pid_max`, so two readings bound
-/// the pids of everything started between them.
-pub fn last_pid() -> Option<i32> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().last()?.parse().ok()
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): an
+/// orphan among its descendants (a `setsid cmd &` or `nohup cmd &` whose
+/// shell exited, a daemon's double fork) is reparented to it rather than to
+/// init, so that everything it started and that still runs is one of its
+/// [`descendants`]. It must then wait for the orphans that exit
+/// ([`reap`]), or they stay zombies until it exits.
+pub fn become_subreaper() -> nix::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true)
 }
 
-/// Whether a live process (not a thread) whose environment holds
-/// `var=value` has a pid in `after + 1 ..= upto`, pids as [`last_pid`]
-/// read them before and after: `Some(false)` proves that nothing
-/// started in between carries the entry, at the cost of one failed open
-/// per pid given meanwhile, not one read per process of the machine.
-/// `None` when the pids wrapped in between or too many were given to
-/// check them one by one: scan with [`with_env_since`] instead.
-pub fn any_with_env_between(var: &str, value: &str, after: i32, upto: i32) -> Option<bool> {
-    /// Beyond this many pids, one scan of `/proc` is cheaper.
-    const MOST: i32 = 2048;
-    if upto < after || upto - after > MOST {
-        return None;
-    }
-    let needle = format!("{var}={value}");
+/// Whether this process has a child, running or exited and not waited
+/// for: one `waitid` that takes nothing (`WNOWAIT`), whatever the rest of
+/// the machine does.
+pub fn has_children() -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(nix::errno::Errno::ECHILD))
+}
+
+/// A process below this one, as [`descendants`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descendant {
+    /// Its pid.
+    pub pid: i32,
+    /// When it started, in clock ticks since boot: with the pid, what
+    /// identifies it across pid reuse.
+    pub ticks: u64,
+    /// Its parent's pid.
+    pub ppid: i32,
+    /// Exited and not waited for yet.
+    pub zombie: bool,
+    /// The thread of this process whose children list its line of descent
+    /// starts from: the thread that started its oldest ancestor below this
+    /// process, or, for an orphan the subreaper adopted, a thread the
+    /// kernel chose (the main thread while it runs). `None` when the
+    /// kernel keeps no children lists (`CONFIG_PROC_CHILDREN`).
+    pub thread: Option<i32>,
+}
+
+/// The descendants of this process: its children, theirs, and so on, but
+/// the children listed under the threads `skip` and their descendants.
+/// Read from the children list of each thread (`/proc/PID/task/TID/children`):
+/// what it costs grows with this process's threads and descendants, not
+/// with the rest of the machine. Without those lists, one scan of `/proc`.
+pub fn descendants(skip: &[i32]) -> Vec<Descendant> {
     let me = std::process::id() as i32;
-    // This process's threads show its environment, tag included: they are
-    // most of the pids a test's window holds (a thread per test), and one
-    // listing of them costs less than reading each one's environment.
-    let own: Vec<i32> = std::fs::read_dir("/proc/self/task")
-        .map(|tasks| {
-            tasks
-                .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
+    let Some(roots) = children_by_thread(me) else {
+        return descendants_by_scan(me);
+    };
+    let mut out: Vec<Descendant> = Vec::new();
+    let mut queue: Vec<(i32, Option<i32>)> = roots
+        .into_iter()
+        .filter(|(tid, _)| !skip.contains(tid))
+        .flat_map(|(tid, pids)| pids.into_iter().map(move |pid| (pid, Some(tid))))
+        .collect();
+    while let Some((pid, thread)) = queue.pop() {
+        if out.iter().any(|d| d.pid == pid) {
+            continue;
+        }
+        let Some((state, ppid, _, ticks)) = stat(pid) else {
+            continue;
+        };
+        let zombie = state == 'Z' || state == 'X';
+        out.push(Descendant {
+            pid,
+            ticks,
+            ppid,
+            zombie,
+            thread,
+        });
+        if !zombie {
+            let below = children_by_thread(pid).unwrap_or_default();
+            queue.extend(below.into_iter().flat_map(|(_, p)| p).map(|p| (p, thread)));
+        }
+    }
+    out
+}
+
+/// The children of `pid`, by the thread of it they are listed under;
+/// `None` when the kernel keeps no such lists.
+fn children_by_thread(pid: i32) -> Option<Vec<(i32, Vec<i32>)>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut out = Vec::new();
+    for tid in tasks.filter_map(|t| t.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")) {
+            Ok(text) => out.push((
+                tid,
+                text.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect(),
+            )),
+            // No lists at all: the kernel was built without them. (A
+            // thread that just exited is also not found: only the first
+            // one decides.)
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && out.is_empty() && tid == pid => {
+                return None
+            }
+            Err(_) => {}
+        }
+    }
+    Some(out)
+}
+
+/// [`descendants`] where the kernel keeps no children lists: the tree
+/// below `me` built from every process's parent.
+fn descendants_by_scan(me: i32) -> Vec<Descendant> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: Vec<Descendant> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            stat(pid).map(|(state, ppid, _, ticks)| Descendant {
+                pid,
+                ticks,
+                ppid,
+                zombie: state == 'Z' || state == 'X',
+                thread: None,
+            })
         })
-        .unwrap_or_default();
-    Some(
-        (after + 1..=upto)
-            .filter(|pid| *pid != me && !own.contains(pid))
-            .any(|pid| {
-                // A thread of another tagged process shows that process's
-                // environment: only a thread group's leader counts.
-                environ_of(pid)
-                    .is_some_and(|env| env.split(|&b| b == 0).any(|e| e == needle.as_bytes()))
-                    && is_thread_group_leader(pid)
-            }),
+        .collect();
+    let mut tree: Vec<Descendant> = Vec::new();
+    let mut parents = vec![me];
+    while let Some(parent) = parents.pop() {
+        for d in procs.iter().filter(|d| d.ppid == parent) {
+            if !tree.iter().any(|t| t.pid == d.pid) {
+                tree.push(*d);
+                parents.push(d.pid);
+            }
+        }
+    }
+    tree
+}
+
+/// Whether the environment of `pid` holds `var=value`.
+pub fn has_env(pid: i32, var: &str, value: &str) -> bool {
+    let needle = format!("{var}={value}");
+    environ_of(pid).is_some_and(|env| env.split(|&b| b == 0).any(|e| e == needle.as_bytes()))
+}
+
+/// Waits for the exited child `pid` of this process that started at
+/// `ticks`, so that it does not stay a zombie. Only a zombie child with
+/// that start time is waited for: a running child, a pid reused since, or
+/// another process's child is left alone. Returns whether it was.
+pub fn reap(pid: i32, ticks: u64) -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let me = std::process::id() as i32;
+    // A zombie keeps its pid until it is waited for: checked here, it is
+    // still the one waited for below.
+    let ours =
+        stat(pid).is_some_and(|(state, ppid, _, t)| state == 'Z' && ppid == me && t == ticks);
+    ours && waitid(
+        Id::Pid(Pid::from_raw(pid)),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
     )
+    .is_ok()
 }
 
 /// The environment of `pid` (`VAR=value` entries, NUL-separated). A
@@ -381,15 +483,6 @@ fn environ_of(pid: i32) -> Option<Vec<u8>> {
     // A process whose environment is really empty (started with
     // `env -i`): it carries no tag.
     None
-}
-
-fn is_thread_group_leader(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("Tgid:"))
-            .is_some_and(|tgid| tgid.trim() == pid.to_string())
-    })
 }
 
 /// Ends the processes `procs` (`(pid, start ticks)`, each checked against a
@@ -668,35 +761,35 @@ mod tests {
     }
 
     #[test]
-    fn the_pids_given_between_two_readings_hold_what_started_between_them() {
-        let value = random_value();
-        let before = last_pid().unwrap();
+    fn a_child_is_a_descendant_under_its_thread_and_once_killed_is_reaped() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
-            .env("TESTKIT_PID_RANGE_PROBE", &value)
             .spawn()
             .unwrap();
-        let after = last_pid().unwrap();
-        // Threads started later show this process's environment, which
-        // does not have the entry; the child is older than the range.
-        let later = std::thread::spawn(|| ()).join();
-        let last = last_pid().unwrap();
-        let found = any_with_env_between("TESTKIT_PID_RANGE_PROBE", &value, before, after);
-        let not_since = any_with_env_between("TESTKIT_PID_RANGE_PROBE", &value, after, last);
-        let other = any_with_env_between("TESTKIT_PID_RANGE_PROBE", "other", before, after);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        later.unwrap();
-        assert_eq!(found, Some(true), "pids {before}..={after}");
-        assert_eq!(not_since, Some(false), "pids {after}..={last}");
-        assert_eq!(other, Some(false));
-        // Wrapped pids, and too many to look at one by one: not answered.
-        assert_eq!(any_with_env_between("A", "b", after, before), None);
-        assert_eq!(any_with_env_between("A", "b", 1, 1_000_000), None);
-    }
-
-    fn random_value() -> String {
-        crate::ids::random_id(12)
+        let pid = child.id() as i32;
+        let ticks = start_ticks(pid).unwrap();
+        let me = nix::unistd::gettid().as_raw();
+        let found = descendants(&[]);
+        let skipped = descendants(&[me]);
+        assert!(has_children());
+        assert!(!reap(pid, ticks), "a running child was waited for");
+        kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        while stat(pid).is_some_and(|s| s.0 != 'Z') {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!reap(pid, ticks + 1), "another start time was waited for");
+        let reaped = reap(pid, ticks);
+        // std's own wait finds it already waited for.
+        let waited = child.wait();
+        assert!(
+            found
+                .iter()
+                .any(|d| d.pid == pid && d.ticks == ticks && d.thread == Some(me) && !d.zombie),
+            "{found:?}"
+        );
+        assert!(!skipped.iter().any(|d| d.pid == pid), "{skipped:?}");
+        assert!(reaped, "the zombie was not waited for");
+        assert!(waited.is_err(), "{waited:?}");
     }
 
     #[test]

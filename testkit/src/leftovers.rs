@@ -1,31 +1,44 @@
 //! Processes a test leaves running: found, named in its record, and ended.
 //!
-//! A test process tags itself before any test starts: `TESTKIT_PROCESS_TAG`
-//! in its own environment, a value unique to it (run id, pid, start time).
-//! Every process its tests start inherits the tag, and keeps it wherever it
-//! goes: a plain child, one that `setsid` moved to a session of its own, one
-//! that `nohup` and its shell's exit orphaned to init. When a test ends
-//! (after its cleanup), the processes that carry the tag, started while the
-//! test ran and still alive, are what it left running: each is identified
-//! by pid and start time (never by name, and a reused pid is not it), named
-//! in the record, and ended unless `TESTKIT_KEEP_PROCESSES` keeps it. The
-//! test fails (`cleanup`), as a test whose resources leaked does.
+//! A test process makes itself a child subreaper before any test starts
+//! (`PR_SET_CHILD_SUBREAPER`): an orphan of what its tests started (a
+//! `setsid cmd &` or `nohup cmd &` whose shell exited, a daemon's double
+//! fork) is reparented to it rather than to init. So what its tests left
+//! running is among its own descendants, found from the children lists of
+//! its threads: a test that started nothing costs one `waitid` that finds
+//! no child, however many processes the rest of the machine starts.
 //!
-//! Under nextest a process runs one test, and what carries its tag is that
-//! test's. Under `cargo test` tests of one process run at once, and a
-//! process that started while several ran could be any of theirs: it is
-//! judged when the last of them ends (while one still runs, it may still be
-//! in use), and charged to that test, whose message names the others.
+//! It also tags itself: `TESTKIT_PROCESS_TAG` in its environment, a value
+//! unique to it (run id, pid, start time), that every process its tests
+//! start inherits. A descendant that dropped the tag (the reaper, a helper
+//! started with `.env_remove`) was started to outlive its test; a
+//! descendant that carries it and still runs when a test ends (after its
+//! cleanup) is what the test left running: identified by pid and start
+//! time (never by name, and a reused pid is not it), named in the record,
+//! and ended unless `TESTKIT_KEEP_PROCESSES` keeps it. The test fails
+//! (`cleanup`), as a test whose resources leaked does. The tag also lets
+//! the runner end what a killed test process left: a process that loses
+//! its subreaper goes to init.
 //!
-//! Most tests start nothing, and a scan of every process of the machine
-//! after each would cost more than the test. So a test notes the last pid
-//! given when it starts; when it ends, only the pids given since are
-//! looked at, and only when one of them carries the tag is `/proc` scanned.
+//! Under nextest a process runs one test, and every descendant is that
+//! test's. Under `cargo test` tests of one process run at once, each on
+//! its own harness thread: a process a test's thread started, and what
+//! descends from it, is that test's. An orphan (adopted under the main
+//! thread) or a process a runtime thread started could be any of the tests
+//! that ran when it started: it is judged when the last of them ends
+//! (while one still runs, it may still be in use), and charged to that
+//! test, whose message names the others.
+//!
+//! A subreaper must wait for the orphans it adopted once they exit, or
+//! they stay zombies: a test's end waits for those it judged and for the
+//! orphans that exited meanwhile. A test's own child, one a thread of the
+//! process started, is never waited for unless the test left it running
+//! and it was ended: its exit status belongs to its `Child`.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::engine::process;
+use crate::engine::process::{self, Descendant};
 use crate::engine::report::{LeftoverProcess, ProcessFate};
 use crate::engine::settings::var;
 
@@ -33,7 +46,7 @@ use crate::engine::settings::var;
 const END_GRACE: Duration = Duration::from_secs(2);
 
 /// This process's tag, once [`tag_process`] set it.
-static TAG: Mutex<Option<String>> = Mutex::new(None);
+static TAG: OnceLock<String> = OnceLock::new();
 
 /// Every test of this process that started, with when it ran (clock ticks
 /// since boot; `end` is `None` while it runs).
@@ -46,36 +59,40 @@ static JUDGED: Mutex<Vec<(i32, u64)>> = Mutex::new(Vec::new());
 struct Window {
     id: usize,
     test: String,
-    /// The last pid given before the test started: what it starts has a
-    /// greater one, until pids wrap.
-    start_pid: Option<i32>,
+    /// The harness thread the test ran on.
+    thread: i32,
     start: u64,
     end: Option<u64>,
+    /// The processes it could have left running but did not judge, as
+    /// another test that could have started them still ran.
+    deferred: Vec<(i32, u64)>,
 }
 
 impl Window {
-    /// Whether the process `(pid, start ticks)` could be one this test
-    /// started: it started while the test ran, and (unless pids wrapped
-    /// since, `last_pid` being the last pid given) after the test's
-    /// `start_pid` was given out.
-    fn covers(&self, (pid, ticks): (i32, u64), last_pid: Option<i32>) -> bool {
-        let after_start = match (self.start_pid, last_pid) {
-            (Some(start), Some(last)) if start <= last => pid > start,
-            _ => true,
-        };
-        self.start <= ticks && self.end.is_none_or(|e| ticks <= e) && after_start
+    /// Whether the process started at `ticks` started while this test ran.
+    fn covers(&self, ticks: u64) -> bool {
+        self.start <= ticks && self.end.is_none_or(|e| ticks <= e)
     }
 }
 
-/// Tags this process, so that what its tests start can be found. Called
-/// by the harness first thing, while the process has one thread: setting
-/// an environment variable is safe only then.
+/// Tags this process and makes it the subreaper of what its tests start.
+/// Called by the harness first thing, while the process has one thread:
+/// setting an environment variable is safe only then.
 pub(crate) fn tag_process(run_id: &str) {
     let pid = std::process::id();
     let ticks = process::start_ticks(pid as i32).unwrap_or_default();
     let tag = format!("{run_id}.{pid}.{ticks}");
     std::env::set_var(var::PROCESS_TAG, &tag);
-    *TAG.lock().unwrap_or_else(|e| e.into_inner()) = Some(tag);
+    if let Err(e) = process::become_subreaper() {
+        // Orphans then go to init, out of sight of the tests' ends; the
+        // runner still ends them, by the tag, when the run's tests ended.
+        eprintln!(
+            "testkit: could not become the subreaper of what the tests start ({e}): \
+             a process a test orphaned (setsid, nohup) is found only by testkit-runner, \
+             after the run's tests"
+        );
+    }
+    let _ = TAG.set(tag);
 }
 
 /// A test's watch over the processes it starts, from its start on.
@@ -85,18 +102,17 @@ pub(crate) struct Watch {
 
 /// Starts watching for what the test `test` leaves running.
 pub(crate) fn begin(test: &str) -> Watch {
-    // The pid first: whatever has a greater one started after the clock
-    // was read, so it is inside the window too.
-    let start_pid = process::last_pid();
     let start = process::now_ticks().unwrap_or_default();
+    let thread = nix::unistd::gettid().as_raw();
     let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
     let id = windows.len();
     windows.push(Window {
         id,
         test: test.to_owned(),
-        start_pid,
+        thread,
         start,
         end: None,
+        deferred: Vec::new(),
     });
     Watch { id }
 }
@@ -112,25 +128,35 @@ pub(crate) struct Leftovers {
 /// Ends the watch of a test: finds what it left running and ends it, or
 /// keeps it when `keep`.
 pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
-    let Some(tag) = TAG.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+    let Some(tag) = TAG.get() else {
         return Leftovers::default();
     };
     let now = process::now_ticks().unwrap_or(u64::MAX);
-    // After the clock, so that what started before `now` is counted.
-    let last_pid = process::last_pid();
     let Some(mine) = close_window(&watch, now) else {
         return Leftovers::default();
     };
-    // The common case, nothing started since the test began carries the
-    // tag, settled by the pids given since. A process another test left
-    // for this one to judge has one of them too (see `Window::covers`).
-    if let (Some(start), Some(last)) = (mine.start_pid, last_pid) {
-        if process::any_with_env_between(var::PROCESS_TAG, &tag, start, last) == Some(false) {
-            return Leftovers::default();
-        }
+    // The common case, a process without a child: one system call.
+    if !process::has_children() {
+        return Leftovers::default();
     }
-    let shared = windows_during(&mine);
-    let Found { left, also } = left_running(&tag, &mine, &shared, last_pid);
+    let windows = other_windows(&mine);
+    let main = std::process::id() as i32;
+    // What other tests' threads started is theirs to judge.
+    let skip: Vec<i32> = windows
+        .iter()
+        .map(|w| w.thread)
+        .filter(|&t| t != mine.thread && t != main)
+        .collect();
+    let below = process::descendants(&skip);
+    let Found {
+        left,
+        also,
+        deferred,
+    } = left_running(tag, &mine, &windows, &below);
+    if !deferred.is_empty() {
+        defer(&mine, deferred);
+    }
+    reap_orphans(&mine, &windows, &below);
     if left.is_empty() {
         return Leftovers::default();
     }
@@ -142,7 +168,12 @@ pub(crate) async fn finish(watch: Watch, keep: bool) -> Leftovers {
     let (fate_of, how) = if keep {
         keep_running(&pids)
     } else {
-        end_running(&pids).await
+        let fates = end_running(&pids).await;
+        // Their exit status is nobody's now: ended by testkit.
+        for &(pid, ticks) in &pids {
+            process::reap(pid, ticks);
+        }
+        fates
     };
     let processes: Vec<LeftoverProcess> = left
         .into_iter()
@@ -170,15 +201,23 @@ fn close_window(watch: &Watch, now: u64) -> Option<Window> {
     Some(w.clone())
 }
 
-/// The windows of the other tests that ran while `mine` did: read only
-/// when something is to be judged, since under `cargo test` a process
-/// holds a window per test it ran.
-fn windows_during(mine: &Window) -> Vec<Window> {
+/// Records that the test of `mine` left `deferred` to a test still running.
+fn defer(mine: &Window, deferred: Vec<(i32, u64)>) {
+    let mut windows = WINDOWS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = windows.get_mut(mine.id) {
+        w.deferred.extend(deferred);
+    }
+}
+
+/// The windows of the other tests of this process: read only when the
+/// process has a child, since under `cargo test` it holds a window per
+/// test it ran.
+fn other_windows(mine: &Window) -> Vec<Window> {
     WINDOWS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|w| w.id != mine.id && w.end.is_none_or(|e| e >= mine.start))
+        .filter(|w| w.id != mine.id)
         .cloned()
         .collect()
 }
@@ -187,35 +226,111 @@ fn windows_during(mine: &Window) -> Vec<Window> {
 struct Found {
     /// Each process, `(pid, start ticks)`, with its command.
     left: Vec<((i32, u64), String)>,
-    /// The other tests that ran when one of them started.
+    /// The other tests that ran when one of them started and left it to
+    /// this one.
     also: Vec<String>,
+    /// What the test could have left running but is left for a test that
+    /// still runs to judge.
+    deferred: Vec<(i32, u64)>,
 }
 
-/// The processes carrying `tag` that the test of `mine` is to be charged
-/// with, and the other tests (of `shared`) that ran when one of them
-/// started.
-fn left_running(tag: &str, mine: &Window, shared: &[Window], last_pid: Option<i32>) -> Found {
+/// Whom a descendant is to be judged by, from the test of `mine`'s view.
+enum Judge {
+    /// This test: it started it, on its own thread.
+    Mine,
+    /// This test, with these others that ran when it started and left it.
+    Shared(Vec<String>),
+    /// A test that ran when it started and still runs.
+    Later,
+    /// Not this test: it started before or after it.
+    NotMine,
+}
+
+/// Whom the descendant `d` is to be judged by, from the test of `mine`'s
+/// view, the other tests of the process being `windows`.
+fn judge(d: &Descendant, mine: &Window, windows: &[Window]) -> Judge {
+    let main = std::process::id() as i32;
+    // The main thread adopts orphans, and runs the tests when there is one
+    // test thread: there, only the time tells whose it is.
+    if d.thread == Some(mine.thread) && mine.thread != main {
+        return Judge::Mine;
+    }
+    if !mine.covers(d.ticks) {
+        return Judge::NotMine;
+    }
+    let p = (d.pid, d.ticks);
+    let during: Vec<&Window> = windows.iter().filter(|w| w.covers(d.ticks)).collect();
+    if during.iter().any(|w| w.end.is_none()) {
+        return Judge::Later;
+    }
+    Judge::Shared(
+        during
+            .iter()
+            .filter(|w| w.deferred.contains(&p))
+            .map(|w| w.test.clone())
+            .collect(),
+    )
+}
+
+/// The processes among `below` carrying `tag` that the test of `mine` is
+/// to be charged with, the other tests (of `windows`) that ran when one of
+/// them started, and those left for a test that still runs.
+fn left_running(tag: &str, mine: &Window, windows: &[Window], below: &[Descendant]) -> Found {
     let judged = JUDGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut left = Vec::new();
-    let mut also: Vec<String> = Vec::new();
-    for p in process::with_env_since(var::PROCESS_TAG, tag, mine.start) {
-        if judged.contains(&p) || !mine.covers(p, last_pid) {
+    let mut found = Found {
+        left: Vec::new(),
+        also: Vec::new(),
+        deferred: Vec::new(),
+    };
+    for d in below.iter().filter(|d| !d.zombie) {
+        let p = (d.pid, d.ticks);
+        if judged.contains(&p) {
             continue;
         }
-        let during: Vec<&Window> = shared.iter().filter(|w| w.covers(p, last_pid)).collect();
-        // Another test that ran when it started still runs: it may be
-        // theirs, and in use. The last of them to end judges it.
-        if during.iter().any(|w| w.end.is_none()) {
+        let others = match judge(d, mine, windows) {
+            Judge::NotMine => continue,
+            Judge::Later => {
+                if process::has_env(d.pid, var::PROCESS_TAG, tag) {
+                    found.deferred.push(p);
+                }
+                continue;
+            }
+            Judge::Mine => Vec::new(),
+            Judge::Shared(others) => others,
+        };
+        // Read last, the one read of the process itself: a descendant
+        // without the tag was started to outlive the test.
+        if !process::has_env(d.pid, var::PROCESS_TAG, tag) {
             continue;
         }
-        for w in during {
-            if !also.contains(&w.test) {
-                also.push(w.test.clone());
+        for test in others {
+            if !found.also.contains(&test) {
+                found.also.push(test);
             }
         }
-        left.push((p, process::command_of(p.0)));
+        found.left.push((p, process::command_of(d.pid)));
     }
-    Found { left, also }
+    found
+}
+
+/// Waits for the orphans among `below` that exited (zombies the main
+/// thread adopted) and are the test of `mine`'s to judge, or were judged
+/// already, so that they do not pile up under the subreaper. Not where a
+/// test's thread is the main thread: there a zombie may be a test's own
+/// child, whose exit status its `Child` is to read.
+fn reap_orphans(mine: &Window, windows: &[Window], below: &[Descendant]) {
+    let main = std::process::id() as i32;
+    if mine.thread == main {
+        return;
+    }
+    let judged = JUDGED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for d in below.iter().filter(|d| d.zombie && d.thread == Some(main)) {
+        let ours = judged.contains(&(d.pid, d.ticks))
+            || matches!(judge(d, mine, windows), Judge::Shared(_));
+        if ours {
+            process::reap(d.pid, d.ticks);
+        }
+    }
 }
 
 /// What became of each process left running (by pid), and the words for it.

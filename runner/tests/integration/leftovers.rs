@@ -142,6 +142,14 @@ fn processes_a_test_leaves_behind_fail_it_are_named_and_ended() {
         let records = read_records(&ran.results()).unwrap();
         let raw = raw_records(&ran.results());
         let exact = engine == "nextest" || threads.is_some();
+        // Each test's end ends what it left: the runner's net after the
+        // tests (which would end them all the same) has nothing to end.
+        let net = "still running after every test process ended";
+        assert!(
+            !exact || !ran.stdout.contains(net),
+            "{how}: the runner ended what the tests' ends should have: {}",
+            ran.stdout
+        );
         for (name, command) in LEFT {
             // Caught before `setsid` became the sleep, the command is still
             // `setsid sleep 302`: the same process, named as it was.
@@ -152,15 +160,18 @@ fn processes_a_test_leaves_behind_fail_it_are_named_and_ended() {
             // Tests that share a process judge what they started together:
             // one that none of them could claim is ended by the runner once
             // every test process is done, and the tests phase names it.
-            let by_the_runner = !exact
-                && ran.stdout.lines().any(|l| {
-                    l.contains("FAIL tests")
-                        && l.contains("still running after every test process ended")
-                        && l.contains(&format!("{command}`"))
-                });
+            let by_the_runner = ran.stdout.lines().any(|l| {
+                l.contains("FAIL tests") && l.contains(net) && l.contains(&format!("{command}`"))
+            });
             assert!(
                 in_summary || by_the_runner,
                 "{how}: the summary does not name {command}: {}",
+                ran.stdout
+            );
+            // A record that says ended, of a process the runner found running.
+            assert!(
+                !(in_summary && by_the_runner),
+                "{how}: {command} is said ended by its test, and the runner found it running: {}",
                 ran.stdout
             );
             if by_the_runner && !in_summary {
