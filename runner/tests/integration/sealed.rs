@@ -349,3 +349,150 @@ fn cargo_test_options_after_the_double_dash_go_to_cargo() {
         "{records:#?}"
     );
 }
+
+/// `"run_id":"ID"` of `text` with the id's first character written as a
+/// JSON escape (`\u00XX`): the same value to every JSON reader, and no
+/// longer the text `"ID"`.
+fn escape_run_id(text: &str, run_id: &str) -> String {
+    let first = run_id.chars().next().unwrap();
+    let escaped = format!(
+        "\"run_id\":\"\\u{:04x}{}\"",
+        first as u32,
+        &run_id[first.len_utf8()..]
+    );
+    text.replace(&format!("\"run_id\":\"{run_id}\""), &escaped)
+}
+
+/// The failed test's record line, made to pass and to start later than the
+/// real one (so that it is the record that counts).
+fn passing_line(dir: &Path) -> String {
+    let text = std::fs::read_to_string(failed_record_file(dir)).unwrap();
+    text.lines()
+        .find(|l| l.contains("\"outcome\":\"failed\""))
+        .unwrap()
+        .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+        .replace("\"failure_kind\":\"error\"", "\"failure_kind\":null")
+        .replace("\"started_at_ms\":", "\"started_at_ms\":9")
+}
+
+/// Changes to a sealed folder that the seal does not see.
+#[derive(Debug)]
+enum Forge {
+    /// A passing record of the failed test, in a file whose name begins
+    /// with a dot: every reader reads it, the seal skips it.
+    DotFileRecord,
+    /// A passing record of the failed test whose run id is JSON-escaped:
+    /// every reader takes it for the run's, the seal for another run's.
+    EscapedRunIdRecord,
+    /// The dot file, `verdict.jsonl` rewritten to pass with its run ids
+    /// escaped (the seal then skips it as another run's), and the seal's
+    /// own verdict and exit code edited (no hash covers them).
+    AllGreen,
+    /// The failed record rewritten to pass, the seal and `verdict.jsonl`
+    /// deleted: nothing says a runner judged the run.
+    RemoveSealAndVerdict,
+}
+
+impl Forge {
+    fn apply(&self, dir: &Path, run_id: &str) {
+        let records = dir.join("records/basics");
+        match self {
+            Forge::DotFileRecord => {
+                let line = passing_line(dir);
+                std::fs::write(records.join(".999-1.jsonl"), format!("{line}\n")).unwrap();
+            }
+            Forge::EscapedRunIdRecord => {
+                let line = escape_run_id(&passing_line(dir), run_id);
+                std::fs::write(records.join("999-1.jsonl"), format!("{line}\n")).unwrap();
+            }
+            Forge::AllGreen => {
+                Forge::DotFileRecord.apply(dir, run_id);
+                let verdicts = dir.join("verdict.jsonl");
+                let text = std::fs::read_to_string(&verdicts).unwrap();
+                let green = escape_run_id(&text, run_id)
+                    .replace("\"verdict\":\"fail\"", "\"verdict\":\"pass\"")
+                    .replace("\"exit_code\":1", "\"exit_code\":0");
+                std::fs::write(&verdicts, green).unwrap();
+                let seal = dir.join(format!("seal/{run_id}.json"));
+                let mut value: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&seal).unwrap()).unwrap();
+                value["verdict"] = "pass".into();
+                value["exit_code"] = 0.into();
+                std::fs::write(&seal, value.to_string()).unwrap();
+            }
+            Forge::RemoveSealAndVerdict => {
+                let file = failed_record_file(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                let green = text
+                    .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+                    .replace("\"failure_kind\":\"error\"", "\"failure_kind\":null");
+                std::fs::write(&file, green).unwrap();
+                std::fs::remove_dir_all(dir.join("seal")).unwrap();
+                std::fs::remove_file(dir.join("verdict.jsonl")).unwrap();
+            }
+        }
+    }
+}
+
+/// A sealed run's folder forged without rewriting a single hash of the
+/// seal: a record in a dot file, a record whose run id is escaped, the
+/// seal's verdict edited, the seal removed along with `verdict.jsonl`.
+/// None of them may read greener than the run was judged.
+#[test]
+fn results_forged_past_the_seal_never_read_greener() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(basics)"])
+            .env("FIXTURE_MODE", "fail")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let judged = ran.results();
+    let run_id = ran.run_id();
+    let mut greener = Vec::new();
+    for forge in [
+        Forge::DotFileRecord,
+        Forge::EscapedRunIdRecord,
+        Forge::AllGreen,
+        Forge::RemoveSealAndVerdict,
+    ] {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&judged, copy.path());
+        forge.apply(copy.path(), &run_id);
+        let report = Ran::from(runner().arg("report").arg(copy.path()).output().unwrap());
+        assert_eq!(report.code, 0, "{forge:?}: {}", report.stderr);
+        let (_, failures, _) = junit_counts(&copy.path().join("junit.xml"));
+        let page = headline(copy.path());
+        let merged = tempfile::tempdir().unwrap();
+        let merge = Ran::from(
+            runner()
+                .arg("merge")
+                .arg(merged.path())
+                .arg(copy.path())
+                .output()
+                .unwrap(),
+        );
+        let (_, merged_failures, _) = junit_counts(&merged.path().join("junit.xml"));
+        eprintln!(
+            "== {forge:?}: JUnit failures {failures}, page {page}, merged JUnit failures \
+             {merged_failures}, merged page {}\n{}",
+            headline(merged.path()),
+            report.stdout
+        );
+        if report.stdout.contains(" 0 failed")
+            || failures == 0
+            || page == "PASSED"
+            || merge.stdout.contains(" 0 failed")
+            || merged_failures == 0
+        {
+            greener.push(format!(
+                "{forge:?} (JUnit failures {failures}, page {page})"
+            ));
+        }
+    }
+    assert!(greener.is_empty(), "read greener than judged: {greener:?}");
+}
