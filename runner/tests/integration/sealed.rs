@@ -496,3 +496,124 @@ fn results_forged_past_the_seal_never_read_greener() {
     }
     assert!(greener.is_empty(), "read greener than judged: {greener:?}");
 }
+
+/// The binary `rerun`: its test passes, or with `RERUN_KILL` set SIGKILLs
+/// its own process.
+const RERUN: &str = r#"
+use testkit::prelude::*;
+
+/// Passes, unless asked to kill its own process.
+#[testkit::test]
+async fn passes_then_dies(_cx: &mut Cx) -> testkit::Result {
+    if std::env::var_os("RERUN_KILL").is_some() {
+        std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status()?;
+    }
+    Ok(())
+}
+
+testkit::main!();
+"#;
+
+/// A plain `cargo test` run twice under one `TESTKIT_RUN_ID` into one
+/// folder (as a rerun of a CI job does): the test passed the first time and
+/// was SIGKILLed the second. Its latest start has no end; the first run's
+/// record must not end it.
+#[test]
+fn a_rerun_killed_after_a_pass_under_one_run_id_is_not_a_pass() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "rerun", RERUN);
+    build(suite.path());
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    for kill in [false, true] {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["test", "--test", "rerun"])
+            .env("CARGO_TARGET_DIR", crate::shared_target())
+            .env("TESTKIT_RESULTS_DIR", results.path())
+            .env("TESTKIT_RUN_ID", "rerun1")
+            .env(
+                "TESTKIT_SECRETS_DIR",
+                results.path().with_extension("secrets"),
+            )
+            .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+            .current_dir(suite.path());
+        if kill {
+            cargo.env("RERUN_KILL", "1");
+        }
+        let status = cargo.status().unwrap();
+        assert_eq!(status.success(), !kill, "the second run was killed");
+    }
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(
+        !report.stdout.contains(" 0 failed"),
+        "a test killed in the latest run reads as passed: {}",
+        report.stdout
+    );
+    assert_eq!(headline(results.path()), "FAILED");
+}
+
+/// The binary `forges`: its test writes a passing record of itself that
+/// starts later than its real one, then fails.
+const FORGES: &str = r#"
+use testkit::prelude::*;
+
+/// Fails, having written a passing record of itself beforehand.
+#[testkit::test]
+async fn fails_and_forges(_cx: &mut Cx) -> testkit::Result {
+    let results = std::path::PathBuf::from(std::env::var_os("TESTKIT_RESULTS_DIR").unwrap());
+    let mut run_id = String::new();
+    for file in std::fs::read_dir(results.join("starts/forges"))? {
+        for line in std::fs::read_to_string(file?.path())?.lines() {
+            let start: serde_json::Value = serde_json::from_str(line)?;
+            run_id = start["run_id"].as_str().unwrap_or_default().to_owned();
+        }
+    }
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64
+        + 60_000;
+    let forged = serde_json::json!({
+        "schema": 1, "run_id": run_id, "binary": "forges",
+        "name": "forges::fails_and_forges", "description": "", "file": "tests/forges.rs",
+        "line": 5, "outcome": "passed", "failure_kind": null, "message": null,
+        "skip_reason": null, "started_at_ms": later, "duration_ms": 1, "known_issue": null,
+        "fails_with": null, "requires": [], "capabilities_missing": [], "resources": [],
+        "cleanup": "nothing", "output": ""
+    });
+    let dir = results.join("records/forges");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("1-1.jsonl"), format!("{forged}\n"))?;
+    bail!("the real failure")
+}
+
+testkit::main!();
+"#;
+
+/// A test that fails under the runner, having written a passing record of
+/// itself (as a child of any test could): nextest saw it fail, and the
+/// run fails; its JUnit and summary must not count it passed.
+#[test]
+fn a_passing_record_of_a_test_nextest_saw_fail_is_not_counted_a_pass() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "forges", FORGES);
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(forges)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let (_, failures, _) = junit_counts(&ran.results().join("junit.xml"));
+    assert!(
+        !ran.stdout.contains(" 0 failed"),
+        "the failed test counts as passed: {}",
+        ran.stdout
+    );
+    assert_eq!(failures, 1, "JUnit counts the failed test as passed");
+}
