@@ -391,6 +391,9 @@ enum Forge {
     /// The failed record rewritten to pass, the seal and `verdict.jsonl`
     /// deleted: nothing says a runner judged the run.
     RemoveSealAndVerdict,
+    /// One file added: the run's records, made to pass, of another run id
+    /// that started later. `report DIR` reports the latest run.
+    LaterFakeRun,
 }
 
 impl Forge {
@@ -430,6 +433,11 @@ impl Forge {
                 std::fs::remove_dir_all(dir.join("seal")).unwrap();
                 std::fs::remove_file(dir.join("verdict.jsonl")).unwrap();
             }
+            Forge::LaterFakeRun => {
+                let line = passing_line(dir)
+                    .replace(&format!("\"run_id\":\"{run_id}\""), "\"run_id\":\"zzfake\"");
+                std::fs::write(records.join("999-9.jsonl"), format!("{line}\n")).unwrap();
+            }
         }
     }
 }
@@ -459,6 +467,7 @@ fn results_forged_past_the_seal_never_read_greener() {
         Forge::EscapedRunIdRecord,
         Forge::AllGreen,
         Forge::RemoveSealAndVerdict,
+        Forge::LaterFakeRun,
     ] {
         let copy = tempfile::tempdir().unwrap();
         copy_dir(&judged, copy.path());
