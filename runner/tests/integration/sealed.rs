@@ -407,3 +407,280 @@ fn a_record_of_a_test_the_run_did_not_list_fails_the_tests_phase() {
         "{evidence}"
     );
 }
+
+/// `"run_id":"ID"` of `text` with the id's first character written as a
+/// JSON escape (`\u00XX`): the same value to every JSON reader, and no
+/// longer the text `"ID"`.
+fn escape_run_id(text: &str, run_id: &str) -> String {
+    let first = run_id.chars().next().unwrap();
+    let escaped = format!(
+        "\"run_id\":\"\\u{:04x}{}\"",
+        first as u32,
+        &run_id[first.len_utf8()..]
+    );
+    text.replace(&format!("\"run_id\":\"{run_id}\""), &escaped)
+}
+
+/// The failed test's record line, made to pass and to start later than the
+/// real one (so that it is the record that counts).
+fn passing_line(dir: &Path) -> String {
+    let text = std::fs::read_to_string(failed_record_file(dir)).unwrap();
+    text.lines()
+        .find(|l| l.contains("\"outcome\":\"failed\""))
+        .unwrap()
+        .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+        .replace("\"failure_kind\":\"error\"", "\"failure_kind\":null")
+        .replace("\"started_at_ms\":", "\"started_at_ms\":9")
+}
+
+/// Changes to a sealed folder that the seal does not see.
+#[derive(Debug)]
+enum Forge {
+    /// A passing record of the failed test, in a file whose name begins
+    /// with a dot: every reader reads it, the seal skips it.
+    DotFileRecord,
+    /// A passing record of the failed test whose run id is JSON-escaped:
+    /// every reader takes it for the run's, the seal for another run's.
+    EscapedRunIdRecord,
+    /// The dot file, `verdict.jsonl` rewritten to pass with its run ids
+    /// escaped (the seal then skips it as another run's), and the seal's
+    /// own verdict and exit code edited (no hash covers them).
+    AllGreen,
+    /// The failed record rewritten to pass, the seal and `verdict.jsonl`
+    /// deleted: nothing says a runner judged the run.
+    RemoveSealAndVerdict,
+    /// One file added: the run's records, made to pass, of another run id
+    /// that started later. `report DIR` reports the latest run.
+    LaterFakeRun,
+}
+
+impl Forge {
+    fn apply(&self, dir: &Path, run_id: &str) {
+        let records = dir.join("records/basics");
+        match self {
+            Forge::DotFileRecord => {
+                let line = passing_line(dir);
+                std::fs::write(records.join(".999-1.jsonl"), format!("{line}\n")).unwrap();
+            }
+            Forge::EscapedRunIdRecord => {
+                let line = escape_run_id(&passing_line(dir), run_id);
+                std::fs::write(records.join("999-1.jsonl"), format!("{line}\n")).unwrap();
+            }
+            Forge::AllGreen => {
+                Forge::DotFileRecord.apply(dir, run_id);
+                let verdicts = dir.join("verdict.jsonl");
+                let text = std::fs::read_to_string(&verdicts).unwrap();
+                let green = escape_run_id(&text, run_id)
+                    .replace("\"verdict\":\"fail\"", "\"verdict\":\"pass\"")
+                    .replace("\"exit_code\":1", "\"exit_code\":0");
+                std::fs::write(&verdicts, green).unwrap();
+                let seal = dir.join(format!("seal/{run_id}.json"));
+                let mut value: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&seal).unwrap()).unwrap();
+                value["verdict"] = "pass".into();
+                value["exit_code"] = 0.into();
+                std::fs::write(&seal, value.to_string()).unwrap();
+            }
+            Forge::RemoveSealAndVerdict => {
+                let file = failed_record_file(dir);
+                let text = std::fs::read_to_string(&file).unwrap();
+                let green = text
+                    .replace("\"outcome\":\"failed\"", "\"outcome\":\"passed\"")
+                    .replace("\"failure_kind\":\"error\"", "\"failure_kind\":null");
+                std::fs::write(&file, green).unwrap();
+                std::fs::remove_dir_all(dir.join("seal")).unwrap();
+                std::fs::remove_file(dir.join("verdict.jsonl")).unwrap();
+            }
+            Forge::LaterFakeRun => {
+                let line = passing_line(dir)
+                    .replace(&format!("\"run_id\":\"{run_id}\""), "\"run_id\":\"zzfake\"");
+                std::fs::write(records.join("999-9.jsonl"), format!("{line}\n")).unwrap();
+            }
+        }
+    }
+}
+
+/// A sealed run's folder forged without rewriting a single hash of the
+/// seal: a record in a dot file, a record whose run id is escaped, the
+/// seal's verdict edited, the seal removed along with `verdict.jsonl`.
+/// None of them may read greener than the run was judged.
+#[test]
+fn results_forged_past_the_seal_never_read_greener() {
+    let suite = fixture("suite");
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(basics)"])
+            .env("FIXTURE_MODE", "fail")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let judged = ran.results();
+    let run_id = ran.run_id();
+    let mut greener = Vec::new();
+    for forge in [
+        Forge::DotFileRecord,
+        Forge::EscapedRunIdRecord,
+        Forge::AllGreen,
+        Forge::RemoveSealAndVerdict,
+        Forge::LaterFakeRun,
+    ] {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&judged, copy.path());
+        forge.apply(copy.path(), &run_id);
+        let report = Ran::from(runner().arg("report").arg(copy.path()).output().unwrap());
+        assert_eq!(report.code, 0, "{forge:?}: {}", report.stderr);
+        let (_, failures, _) = junit_counts(&copy.path().join("junit.xml"));
+        let page = headline(copy.path());
+        let merged = tempfile::tempdir().unwrap();
+        let merge = Ran::from(
+            runner()
+                .arg("merge")
+                .arg(merged.path())
+                .arg(copy.path())
+                .output()
+                .unwrap(),
+        );
+        let (_, merged_failures, _) = junit_counts(&merged.path().join("junit.xml"));
+        eprintln!(
+            "== {forge:?}: JUnit failures {failures}, page {page}, merged JUnit failures \
+             {merged_failures}, merged page {}\n{}",
+            headline(merged.path()),
+            report.stdout
+        );
+        if report.stdout.contains(" 0 failed")
+            || failures == 0
+            || page == "PASSED"
+            || merge.stdout.contains(" 0 failed")
+            || merged_failures == 0
+        {
+            greener.push(format!(
+                "{forge:?} (JUnit failures {failures}, page {page})"
+            ));
+        }
+    }
+    assert!(greener.is_empty(), "read greener than judged: {greener:?}");
+}
+
+/// The binary `rerun`: its test passes, or with `RERUN_KILL` set SIGKILLs
+/// its own process.
+const RERUN: &str = r#"
+use testkit::prelude::*;
+
+/// Passes, unless asked to kill its own process.
+#[testkit::test]
+async fn passes_then_dies(_cx: &mut Cx) -> testkit::Result {
+    if std::env::var_os("RERUN_KILL").is_some() {
+        std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status()?;
+    }
+    Ok(())
+}
+
+testkit::main!();
+"#;
+
+/// A plain `cargo test` run twice under one `TESTKIT_RUN_ID` into one
+/// folder (as a rerun of a CI job does): the test passed the first time and
+/// was SIGKILLed the second. Its latest start has no end; the first run's
+/// record must not end it.
+#[test]
+fn a_rerun_killed_after_a_pass_under_one_run_id_is_not_a_pass() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "rerun", RERUN);
+    build(suite.path());
+    let pod = CallerPod::start();
+    let results = tempfile::tempdir().unwrap();
+    for kill in [false, true] {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["test", "--test", "rerun"])
+            .env("CARGO_TARGET_DIR", crate::shared_target())
+            .env("TESTKIT_RESULTS_DIR", results.path())
+            .env("TESTKIT_RUN_ID", "rerun1")
+            .env(
+                "TESTKIT_SECRETS_DIR",
+                results.path().with_extension("secrets"),
+            )
+            .env("TESTKIT_POD_HANDLE", &pod.handle_file)
+            .current_dir(suite.path());
+        if kill {
+            cargo.env("RERUN_KILL", "1");
+        }
+        let status = cargo.status().unwrap();
+        assert_eq!(status.success(), !kill, "the second run was killed");
+    }
+    let report = Ran::from(runner().arg("report").arg(results.path()).output().unwrap());
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(
+        !report.stdout.contains(" 0 failed"),
+        "a test killed in the latest run reads as passed: {}",
+        report.stdout
+    );
+    assert_eq!(headline(results.path()), "FAILED");
+}
+
+/// The binary `forges`: its test writes a passing record of itself that
+/// starts later than its real one, then fails.
+const FORGES: &str = r#"
+use testkit::prelude::*;
+
+/// Fails, having written a passing record of itself beforehand.
+#[testkit::test]
+async fn fails_and_forges(_cx: &mut Cx) -> testkit::Result {
+    let results = std::path::PathBuf::from(std::env::var_os("TESTKIT_RESULTS_DIR").unwrap());
+    let mut run_id = String::new();
+    for file in std::fs::read_dir(results.join("starts/forges"))? {
+        for line in std::fs::read_to_string(file?.path())?.lines() {
+            let start: serde_json::Value = serde_json::from_str(line)?;
+            run_id = start["run_id"].as_str().unwrap_or_default().to_owned();
+        }
+    }
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64
+        + 60_000;
+    let forged = serde_json::json!({
+        "schema": 1, "run_id": run_id, "binary": "forges",
+        "name": "forges::fails_and_forges", "description": "", "file": "tests/forges.rs",
+        "line": 5, "outcome": "passed", "failure_kind": null, "message": null,
+        "skip_reason": null, "started_at_ms": later, "duration_ms": 1, "known_issue": null,
+        "fails_with": null, "requires": [], "capabilities_missing": [], "resources": [],
+        "cleanup": "nothing", "output": ""
+    });
+    let dir = results.join("records/forges");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("1-1.jsonl"), format!("{forged}\n"))?;
+    bail!("the real failure")
+}
+
+testkit::main!();
+"#;
+
+/// A test that fails under the runner, having written a passing record of
+/// itself (as a child of any test could): nextest saw it fail, and the
+/// run fails; its JUnit and summary must not count it passed.
+#[test]
+fn a_passing_record_of_a_test_nextest_saw_fail_is_not_counted_a_pass() {
+    let suite = fixture("suite");
+    add_test_binary(suite.path(), "forges", FORGES);
+    let ran = Ran::from(
+        runner()
+            .arg("run")
+            .arg(suite.path())
+            .args(["-E", "binary(forges)"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(ran.code, 1, "{}", ran.stdout);
+    let (_, failures, _) = junit_counts(&ran.results().join("junit.xml"));
+    assert!(
+        !ran.stdout.contains(" 0 failed"),
+        "the failed test counts as passed: {}",
+        ran.stdout
+    );
+    assert_eq!(failures, 1, "JUnit counts the failed test as passed");
+}
