@@ -105,8 +105,8 @@ fn never_ended(start: &TestStart) -> TestRecord {
     record.fail(
         FailureKind::Error,
         format!(
-            "no end written: the test started (attempt {}, pid {}, at {}) and its record was \
-             never written or was lost afterwards: its process was killed (SIGKILL, the OOM \
+            "no end written (no record): the test started (attempt {}, pid {}, at {}) and its \
+             record was never written or was lost afterwards: its process was killed (SIGKILL, the OOM \
              killer), crashed or exited before testkit recorded it, or something deleted the \
              record; it created no resource",
             start.attempt.max(1),

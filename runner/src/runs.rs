@@ -248,7 +248,25 @@ pub fn complete(
         *records = fold_attempts(std::mem::take(records));
     }
     let seal = if hold_to_seal {
-        crate::seal::check(dir, run_id)
+        match crate::seal::check(dir, run_id) {
+            // A folder a runner sealed is never reported green from a run
+            // it did not judge: that run may be forged beside it.
+            SealCheck::Unsealed => {
+                let sealed = crate::seal::sealed_runs(dir);
+                if sealed.is_empty() {
+                    SealCheck::Unsealed
+                } else {
+                    SealCheck::Missing(format!(
+                        "run {run_id} has no seal, and the folder holds the sealed run(s) {}: \
+                         a run testkit-runner did not judge is not reported from a folder it \
+                         sealed; report the sealed run with --run ID, or give the run a folder \
+                         of its own",
+                        sealed.join(", ")
+                    ))
+                }
+            }
+            check => check,
+        }
     } else {
         SealCheck::Unsealed
     };

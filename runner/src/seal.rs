@@ -41,6 +41,20 @@ pub struct Seal {
     /// Each file judged, relative to the results folder, and its SHA-256
     /// in hex.
     pub files: BTreeMap<String, String>,
+    /// The SHA-256 of the seal itself (with this field empty): an edit of
+    /// its verdict, or of a file's entry, is seen.
+    #[serde(default)]
+    pub digest: String,
+}
+
+impl Seal {
+    fn own_digest(&self) -> String {
+        let mut bare = self.clone();
+        bare.digest = String::new();
+        hex(&Sha256::digest(
+            serde_json::to_vec(&bare).expect("serializable"),
+        ))
+    }
 }
 
 /// How a file of a sealed run differs from what was judged.
@@ -171,13 +185,15 @@ pub fn write(
             Ok((rel, hash))
         })
         .collect::<Result<BTreeMap<_, _>, SealError>>()?;
-    let seal = Seal {
+    let mut seal = Seal {
         run_id: run_id.to_owned(),
         verdict: verdict.to_owned(),
         exit_code,
         at: testkit_engine::resource::journal::now_ms(),
         files,
+        digest: String::new(),
     };
+    seal.digest = seal.own_digest();
     std::fs::create_dir_all(&dir).map_err(err(&dir))?;
     let tmp = dir.join(format!(".{run_id}.json.{}", std::process::id()));
     let text = serde_json::to_string_pretty(&seal).expect("serializable");
@@ -218,10 +234,13 @@ pub fn check(results_dir: &Path, run_id: &str) -> SealCheck {
         ));
     }
     let mut changes = Vec::new();
+    if seal.digest != seal.own_digest() {
+        changes.push(Change::Changed(format!("{SEAL_DIR}/{run_id}.json")));
+    }
     for (rel, hash) in &seal.files {
         // `verdict.jsonl` is rewritten by the next runner run of the
-        // folder: a file of another run is no longer this run's.
-        if rel == "verdict.jsonl" && of_another_run(&results_dir.join(rel), run_id) {
+        // folder: it is that run's now, if that run's seal says so.
+        if rel == "verdict.jsonl" && superseded(results_dir, run_id) {
             continue;
         }
         match hash_file(&results_dir.join(rel)) {
@@ -242,9 +261,13 @@ pub fn check(results_dir: &Path, run_id: &str) -> SealCheck {
     }
 }
 
-/// Whether `verdict.jsonl` holds a final verdict of the run: a runner
-/// judged it.
+/// Whether a runner judged the run, or ran it: `verdict.jsonl` holds its
+/// verdict, or the run's runner file (written when a runner starts a run)
+/// is there.
 fn judged_by_runner(results_dir: &Path, run_id: &str) -> bool {
+    if testkit_engine::run::runner_file(results_dir, run_id).is_file() {
+        return true;
+    }
     let Ok(text) = std::fs::read_to_string(results_dir.join("verdict.jsonl")) else {
         return false;
     };
@@ -253,13 +276,51 @@ fn judged_by_runner(results_dir: &Path, run_id: &str) -> bool {
         .any(|v| v["phase"] == "run" && v["run_id"] == run_id)
 }
 
-/// Whether the file names a run, and not `run_id`.
-fn of_another_run(path: &Path, run_id: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
+/// The runs a JSON-lines text names, each line read as JSON (as every
+/// reader reads it: an escaped id is the same id).
+fn runs_named(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            v.get("run_id")
+                .or_else(|| v.get("run"))
+                .and_then(|id| id.as_str())
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// Whether `verdict.jsonl` is now another run's, whose own intact seal
+/// covers it as it is.
+fn superseded(results_dir: &Path, run_id: &str) -> bool {
+    let path = results_dir.join("verdict.jsonl");
+    let Ok(text) = std::fs::read_to_string(&path) else {
         return false;
     };
-    let quoted = format!("\"{run_id}\"");
-    !text.contains(&quoted) && text.contains("\"run_id\"")
+    let Ok(now) = hash_file(&path) else {
+        return false;
+    };
+    runs_named(&text)
+        .into_iter()
+        .filter(|other| other != run_id)
+        .any(|other| {
+            std::fs::read_to_string(results_dir.join(SEAL_DIR).join(format!("{other}.json")))
+                .ok()
+                .and_then(|t| serde_json::from_str::<Seal>(&t).ok())
+                .is_some_and(|seal| {
+                    seal.digest == seal.own_digest()
+                        && seal.files.get("verdict.jsonl") == Some(&now)
+                })
+        })
+}
+
+/// The runs that have a seal in the folder.
+pub fn sealed_runs(results_dir: &Path) -> Vec<String> {
+    entries(&results_dir.join(SEAL_DIR))
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| p.file_stem()?.to_str().map(str::to_owned))
+        .collect()
 }
 
 /// The files of the run `run_id` a verdict is judged from, relative to
@@ -267,9 +328,9 @@ fn of_another_run(path: &Path, run_id: &str) -> bool {
 /// (each a file one process wrote, of one run: those that name it), and
 /// `verdict.jsonl`.
 fn run_files(results_dir: &Path, run_id: &str) -> Vec<String> {
-    let quoted = format!("\"{run_id}\"");
-    let of_run =
-        |path: &Path| std::fs::read_to_string(path).is_ok_and(|text| text.contains(&quoted));
+    let of_run = |path: &Path| {
+        std::fs::read_to_string(path).is_ok_and(|text| runs_named(&text).contains(run_id))
+    };
     let mut files = Vec::new();
     for top in ["records", STARTS_DIR] {
         for binary in entries(&results_dir.join(top)) {
@@ -292,9 +353,11 @@ fn run_files(results_dir: &Path, run_id: &str) -> Vec<String> {
         // name none, and it may run on a sealed folder.
         if file.extension().is_some_and(|e| e == "jsonl")
             && std::fs::read_to_string(&file).is_ok_and(|text| {
-                text.lines().any(|l| {
-                    l.contains(&quoted) && !l.contains("\"test\":\"\"") && l.contains("\"test\"")
-                })
+                text.lines()
+                    .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                    .any(|v| {
+                        v["run"] == run_id && v["test"].as_str().is_some_and(|t| !t.is_empty())
+                    })
             })
         {
             files.push(file);
@@ -319,11 +382,7 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
         .flatten()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| {
-            // Temporary files (`.name.pid`) are not results yet.
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
+        // Dot files too: a reader reads a `.x.jsonl` as any other.
         .collect();
     paths.sort();
     paths
@@ -340,11 +399,11 @@ fn hash_file(path: &Path) -> std::io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub(crate) struct MergeArgs {
 }
 
 pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
+    crate::verbs::quiet_on_a_closed_pipe();
     if let Some(missing) = args.inputs.iter().find(|i| !i.exists()) {
         return Err(ExpectedError::bad_args(format_args!(
             "merge: {} does not exist",

@@ -71,6 +71,19 @@ pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
     AGE.parse(s).map_err(|e| format!("{s:?} is invalid: {e}"))
 }
 
+/// A reader that prints to a pipe closed early (`report DIR | head -1`)
+/// ends quietly, as `cat` does, instead of panicking on the write: the
+/// default action of SIGPIPE. Only for the verbs that read and print; `run`
+/// keeps SIGPIPE ignored, so that it always finishes its teardown.
+pub(crate) fn quiet_on_a_closed_pipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler of ours; it is set before any
+    // thread of this verb starts.
+    unsafe {
+        let _ = signal(Signal::SIGPIPE, SigHandler::SigDfl);
+    }
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;

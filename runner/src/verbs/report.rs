@@ -45,6 +45,7 @@ pub(crate) struct ReportArgs {
 }
 
 pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
+    crate::verbs::quiet_on_a_closed_pipe();
     for dir in &args.dirs {
         if !dir.is_dir() {
             return Err(ExpectedError::bad_args(format_args!(

@@ -131,31 +131,42 @@ pub fn read_starts(results_dir: &Path) -> Result<Vec<TestStart>, ReportError> {
     Ok(starts)
 }
 
-/// The starts of the run `run_id` that no record of `records` ends: the
-/// same test and attempt. A test that started twice in one attempt (a rerun
-/// under a fixed run id) is ended by one record.
+/// The starts of the run `run_id` that no record of `records` ends: a
+/// record of the same test and attempt that started no earlier than the
+/// start (a record written before it is of an earlier run of the test
+/// under the same run id, and ends nothing of this one). A test that
+/// started twice in one attempt (a rerun under a fixed run id) is ended
+/// by a record of its latest start.
 pub fn unended<'a>(
     records: &[TestRecord],
     starts: &'a [TestStart],
     run_id: &str,
 ) -> Vec<&'a TestStart> {
-    let ended: std::collections::BTreeSet<(&str, &str, u32)> = records
-        .iter()
-        .filter(|r| r.run_id == run_id)
-        .flat_map(|r| {
-            // A folded record ends its earlier attempts too: each was
-            // recorded, or is known to have left none.
-            std::iter::once(r.attempt.max(1))
-                .chain(r.attempts.iter().map(|a| a.attempt))
-                .map(move |n| (r.binary.as_str(), r.name.as_str(), n))
-        })
-        .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    starts
-        .iter()
-        .filter(|s| s.run_id == run_id)
-        .filter(|s| !ended.contains(&(s.binary.as_str(), s.name.as_str(), s.attempt.max(1))))
-        .filter(|s| seen.insert((s.binary.as_str(), s.name.as_str(), s.attempt.max(1))))
+    // The latest start of each record's test and attempt, the earlier
+    // attempts a folded record holds included.
+    let mut ended: std::collections::BTreeMap<(&str, &str, u32), u64> = Default::default();
+    for r in records.iter().filter(|r| r.run_id == run_id) {
+        let attempts = std::iter::once((r.attempt.max(1), r.started_at_ms))
+            .chain(r.attempts.iter().map(|a| (a.attempt, a.started_at_ms)));
+        for (n, at) in attempts {
+            let slot = ended.entry((&r.binary, &r.name, n)).or_default();
+            *slot = (*slot).max(at);
+        }
+    }
+    // Of several starts of one test and attempt, the latest counts.
+    let mut latest: std::collections::BTreeMap<(&str, &str, u32), &TestStart> = Default::default();
+    for s in starts.iter().filter(|s| s.run_id == run_id) {
+        let slot = latest
+            .entry((&s.binary, &s.name, s.attempt.max(1)))
+            .or_insert(s);
+        if s.at_ms > slot.at_ms {
+            *slot = s;
+        }
+    }
+    latest
+        .into_iter()
+        .filter(|(key, start)| ended.get(key).is_none_or(|&at| at < start.at_ms))
+        .map(|(_, start)| start)
         .collect()
 }
 
@@ -180,7 +191,14 @@ mod tests {
     fn a_start_without_a_record_of_its_attempt_is_unended() {
         let mut retried = TestRecord::new("r", "b", "retried");
         retried.attempt = 2;
-        let records = vec![TestRecord::new("r", "b", "ended"), retried];
+        retried.started_at_ms = 1000;
+        let mut ended = TestRecord::new("r", "b", "ended");
+        ended.started_at_ms = 1000;
+        // Passed before the start of a later run under the same id, which
+        // then never ended.
+        let mut earlier = TestRecord::new("r", "b", "rerun");
+        earlier.started_at_ms = 10;
+        let records = vec![ended, retried, earlier];
         let starts = vec![
             start("ended", 1),
             start("lost", 1),
@@ -188,12 +206,13 @@ mod tests {
             start("retried", 1),
             start("retried", 2),
             start("ended", 1),
+            start("rerun", 1),
         ];
         let names: Vec<(&str, u32)> = unended(&records, &starts, "r")
             .iter()
             .map(|s| (s.name.as_str(), s.attempt))
             .collect();
-        assert_eq!(names, [("lost", 1), ("retried", 1)]);
+        assert_eq!(names, [("lost", 1), ("rerun", 1), ("retried", 1)]);
         // Another run's starts are not this run's.
         assert!(unended(&records, &starts, "other").is_empty());
     }

@@ -77,6 +77,17 @@ impl Plan {
         // run writes anything, so that a run id in use has nothing of the
         // live run's overwritten (its results folder may be this one).
         let claim = claim_run_id(&run_id, &results_dir)?;
+        // Two live runs in one folder would write each other's
+        // verdict.jsonl, JUnit and page: the later one is refused.
+        if let Some(other) = live_run_in(&results_dir, &run_id) {
+            return Err(ExpectedError::bad_args(format_args!(
+                "the results folder {} is in use by run {} (testkit-runner pid {}, still \
+                 running): give this run a folder of its own with --results DIR, or wait",
+                results_dir.display(),
+                other.run_id,
+                other.pid
+            )));
+        }
         // What tells a janitor in any environment that this run is live:
         // the claim's folder depends on the caller's XDG_RUNTIME_DIR.
         testkit_engine::run::record_runner(&results_dir, &run_id).map_err(|e| {
@@ -394,6 +405,23 @@ fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
 
 /// The variable that bounds the residue sweep.
 const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
+
+/// A live runner of another run than `run_id` that the results folder's
+/// runner files name.
+fn live_run_in(results_dir: &Path, run_id: &str) -> Option<testkit_engine::run::Claimant> {
+    let dir = results_dir.join(testkit_engine::run::RUNNERS_DIR);
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json").map(str::to_owned)
+        })
+        .filter(|id| id != run_id)
+        .filter_map(|id| testkit_engine::run::runner_of(results_dir, &id))
+        .find(|c| c.is_live())
+}
 
 #[cfg(test)]
 mod unit {

@@ -70,7 +70,31 @@ pub(super) fn complete(
     // A retry's record says which attempt it was: folded with the records
     // of the attempts before it, or given attempts that say they left none
     // (nextest retried them: they failed). Folding twice changes nothing.
-    let records = report::fold_attempts(records);
+    let mut records = report::fold_attempts(records);
+    // The engine saw the test fail, and its record says it passed: a
+    // record written over the test's own (by a child of it, or anything
+    // else) is not the engine's word, and a pass is never taken over a
+    // failure.
+    for r in &mut records {
+        let seen = listed.iter().find(|t| {
+            t.binary == r.binary && t.name == r.name && t.attempt.max(1) == r.attempt.max(1)
+        });
+        if let Some(event) = seen
+            .and_then(|t| t.event.as_deref())
+            .filter(|e| !matches!(*e, "ok" | "ignored"))
+        {
+            if matches!(r.outcome, Outcome::Passed) {
+                r.fail(
+                    FailureKind::Error,
+                    format!(
+                        "the engine saw the test fail (nextest: {event}), and its record says \
+                         it passed: the record is not the test's own end, or the test failed \
+                         after it was written; see tests.log"
+                    ),
+                );
+            }
+        }
+    }
     let listed_names: std::collections::BTreeSet<(&str, &str)> = listed
         .iter()
         .map(|t| (t.binary.as_str(), t.name.as_str()))
