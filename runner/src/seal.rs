@@ -6,7 +6,7 @@
 //! Every later reading (`report`, `merge`, report.html) checks the seal
 //! first ([`check`]). A file of the run added, removed or changed since is
 //! tampering: it is named, and the reading counts a failure for it (a
-//! record of its own, [`tampering_record`]), so a run can never read
+//! record of its own, [`SealCheck::tampering_record`]), so a run can never read
 //! greener than it was judged. A runner run whose seal is missing is
 //! named as such too.
 //!

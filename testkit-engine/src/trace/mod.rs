@@ -218,7 +218,7 @@ pub fn tail(text: &str) -> String {
 
 /// Bytes as capped text: lossy UTF-8, redacted, then cut, with the length
 /// of what was cut. Only what may hold a secret that straddles the cap is
-/// made text: the first [`WINDOW`] bytes.
+/// made text: the first `WINDOW` bytes (twice the cap).
 pub fn cap_bytes(bytes: &[u8]) -> String {
     cap_window(&bytes[..bytes.len().min(WINDOW)], bytes.len())
 }
