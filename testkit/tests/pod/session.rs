@@ -16,6 +16,9 @@ struct Ran {
 }
 
 fn run_fixture(handle: Option<&Path>, results: &Path, args: &[&str], envs: &[(&str, &str)]) -> Ran {
+    // The results folder is the suite too (one without a testkit.toml): a
+    // suite dir must be a folder that is there.
+    std::fs::create_dir_all(results).unwrap();
     let mut cmd = Command::new(fixture());
     cmd.args(args)
         .env_remove("TESTKIT_POD_HANDLE")
@@ -358,6 +361,7 @@ fn a_test_process_that_is_its_run_alone_removes_the_session_at_its_end() {
             .unwrap_or_default()
     };
     for (run_id, kept) in [(None, false), (Some("sharedrun"), true)] {
+        std::fs::create_dir_all(&results).unwrap();
         let mut cmd = Command::new(fixture());
         cmd.args(["--exact", "pod_fixture::needs_exec"])
             .env_remove("TESTKIT_RUN_ID")
