@@ -23,7 +23,11 @@ const SHORT: u64 = 10;
 /// After the superusers' token lifetime is cut to 10 s and the run logs in
 /// again, the token expires (401 to a request that does not renew), and a
 /// request through `pod.send` still succeeds, with a new credential.
-#[testkit::test(requires = ["collections"], timeout = "3m")]
+///
+/// It holds the pod to itself: a test of another process that picked the
+/// short token up from the run's session would renew it when it expires,
+/// and the client here would then never see it refused.
+#[testkit::test(requires = ["collections"], timeout = "3m", exclusive)]
 async fn expired_token_is_renewed(cx: &mut Cx) -> testkit::Result {
     let pod = cx.pod()?;
     let original = duration(&call(pod, Method::GET, SUPERUSERS, None).await?)?;
