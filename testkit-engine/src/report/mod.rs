@@ -171,34 +171,14 @@ pub enum ReportError {
 /// record in the folder: `cargo nextest list` lists too, and a listing is
 /// not a run.
 pub fn read_records(results_dir: &Path) -> Result<Vec<TestRecord>, ReportError> {
-    let root = results_dir.join("records");
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| ReportError::Io {
-            path,
-            cause: source,
-        }
-    };
-    let binaries = match std::fs::read_dir(&root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&root)(e)),
-    };
     let mut records = Vec::new();
     let mut listed = Vec::new();
-    for binary in binaries {
-        let binary = binary.map_err(io(&root))?.path();
-        if !binary.is_dir() {
-            continue;
-        }
-        for file in std::fs::read_dir(&binary).map_err(io(&binary))? {
-            let path = file.map_err(io(&binary))?.path();
-            match path.extension().and_then(|e| e.to_str()) {
-                Some("jsonl") => records.extend(read_record_lines(&path)?),
-                Some("json") => records.push(read_record(&path)?),
-                Some("listed") => listed.extend(read_record_lines(&path)?),
-                _ => {}
-            }
+    for path in files_per_binary(&results_dir.join("records"))? {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("jsonl") => records.extend(read_record_lines(&path)?),
+            Some("json") => records.push(read_record(&path)?),
+            Some("listed") => listed.extend(read_record_lines(&path)?),
+            _ => {}
         }
     }
     let runs: std::collections::BTreeSet<String> =
@@ -280,6 +260,31 @@ pub fn fold_attempts(mut records: Vec<TestRecord>) -> Vec<TestRecord> {
         record.attempts.dedup_by_key(|a| a.attempt);
     }
     folded
+}
+
+/// Every file of each binary's folder under `root` (`records/`, `starts/`):
+/// none when `root` is not there.
+pub(crate) fn files_per_binary(root: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |cause| ReportError::Io { path, cause }
+    };
+    let binaries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(root)(e)),
+    };
+    let mut files = Vec::new();
+    for binary in binaries {
+        let binary = binary.map_err(io(root))?.path();
+        if !binary.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&binary).map_err(io(&binary))? {
+            files.push(file.map_err(io(&binary))?.path());
+        }
+    }
+    Ok(files)
 }
 
 /// Reads one record file (`.json`: one record).

@@ -90,39 +90,25 @@ impl StartFile {
 /// died while writing it) is no start; a line that is not a start is an
 /// error naming its file.
 pub fn read_starts(results_dir: &Path) -> Result<Vec<TestStart>, ReportError> {
-    let root = results_dir.join(STARTS_DIR);
     let io = |path: &Path| {
         let path = path.to_owned();
         move |cause| ReportError::Io { path, cause }
     };
-    let binaries = match std::fs::read_dir(&root) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&root)(e)),
-    };
     let mut starts = Vec::new();
-    for binary in binaries {
-        let binary = binary.map_err(io(&root))?.path();
-        if !binary.is_dir() {
+    for path in super::files_per_binary(&results_dir.join(STARTS_DIR))? {
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
             continue;
         }
-        for file in std::fs::read_dir(&binary).map_err(io(&binary))? {
-            let path = file.map_err(io(&binary))?.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-            for line in text
-                .split_inclusive('\n')
-                .filter(|l| l.ends_with('\n') && !l.trim().is_empty())
-            {
-                let start: TestStart =
-                    serde_json::from_str(line).map_err(|e| ReportError::Record {
-                        path: path.clone(),
-                        message: format!("not a test start: {e}"),
-                    })?;
-                starts.push(start);
-            }
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        for line in text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n') && !l.trim().is_empty())
+        {
+            let start: TestStart = serde_json::from_str(line).map_err(|e| ReportError::Record {
+                path: path.clone(),
+                message: format!("not a test start: {e}"),
+            })?;
+            starts.push(start);
         }
     }
     starts.sort_by(|a, b| {
