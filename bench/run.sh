@@ -12,6 +12,10 @@
 #   BENCH_COMPILE_REPEAT=9 bench/run.sh   # rounds of the compile cases (default 5)
 #   bench/run.sh runner-memory            # only the runner's peak RSS with a test printing 200 MB
 #   BENCH_PRINT_MB=500 bench/run.sh runner-memory   # ... printing 500 MB
+#   bench/run.sh history                  # only what recording and checking a history cost
+#   bench/run.sh trace-size               # only one traced test's trace.json size and peak RSS,
+#                                         # 3,000 requests with 16 KiB queries (target: under 5 MB)
+#   BENCH_TRACE_REQUESTS=10000 bench/run.sh trace-size   # ... with 10,000 requests
 #
 # Builds once (the dev profile, what `cargo test` uses). The `cargo test`
 # cases run each test binary the way `cargo test --test NAME` would after
@@ -33,9 +37,11 @@ compile_repeat=${BENCH_COMPILE_REPEAT:-5}
 case $compile_repeat in '' | *[!0-9]* | 0) echo "BENCH_COMPILE_REPEAT must be a positive integer, not '$compile_repeat'" >&2; exit 64 ;; esac
 only=${1:-all}
 case $only in
-    all | runner-memory | harness) ;;
-    *) echo "usage: bench/run.sh [harness | runner-memory]" >&2; exit 64 ;;
+    all | runner-memory | harness | history | trace-size) ;;
+    *) echo "usage: bench/run.sh [harness | runner-memory | history | trace-size]" >&2; exit 64 ;;
 esac
+trace_requests=${BENCH_TRACE_REQUESTS:-3000}
+case $trace_requests in '' | *[!0-9]* | 0) echo "BENCH_TRACE_REQUESTS must be a positive integer, not '$trace_requests'" >&2; exit 64 ;; esac
 print_mb=${BENCH_PRINT_MB:-200}
 case $print_mb in '' | *[!0-9]* | 0) echo "BENCH_PRINT_MB must be a positive integer, not '$print_mb'" >&2; exit 64 ;; esac
 read -r -a sizes <<<"${BENCH_SIZES:-250 1000 5000}"
@@ -151,6 +157,68 @@ if [[ $only == runner-memory ]]; then
         echo "machine: $(nproc) CPUs, $(uname -sr), $(rustc --version)"
         runner_memory_report
     } | tee "$results/runner-memory.txt"
+    exit 0
+fi
+
+if [[ $only == history ]]; then
+    # Its own binary (src/bin/history-cost.rs); the numbers go to history.txt.
+    cargo run --quiet --bin history-cost | tee "$results/history.txt"
+    exit "${PIPESTATUS[0]}"
+fi
+# --- one traced test's trace size ------------------------------------------------
+# trace_size: runs the `trace_size` test (one traced test making
+# BENCH_TRACE_REQUESTS requests with 16 KiB queries to the slow server's
+# `/fast`, the pod) and sets `trace_bytes` (its trace.json), `trace_rss`
+# (the test process's peak RSS, KiB), `trace_kept`, `trace_trimmed` and
+# `trace_dropped` (entries kept, kept trimmed, not kept, as the trace says).
+trace_size() {
+    local status=0 handle=$work/trace-handle.json trace port=
+    echo "trace size: building trace_size and slow-server ..." >&2
+    cargo test --no-run --test trace_size --message-format=json-render-diagnostics >"$work/trace-build.json"
+    cargo build --bin slow-server --message-format=json-render-diagnostics >>"$work/trace-build.json"
+    local test_exe server_exe
+    test_exe=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "trace_size") | .executable // empty' "$work/trace-build.json" | tail -n 1)
+    server_exe=$(jq -r 'select(.reason == "compiler-artifact" and .target.name == "slow-server") | .executable // empty' "$work/trace-build.json" | tail -n 1)
+    [[ -x $test_exe && -x $server_exe ]] || { echo "no trace_size or slow-server in cargo's output" >&2; exit 2; }
+    "$server_exe" >"$work/server.out" 2>"$results/slow-server.log" &
+    server_pid=$!
+    for _ in $(seq 100); do
+        port=$(head -n 1 "$work/server.out" 2>/dev/null || true)
+        [[ -n $port ]] && break
+        sleep 0.1
+    done
+    [[ -n $port ]] || { echo "slow-server printed no port within 10 s" >&2; exit 2; }
+    printf '{"name": "slow", "base_url": "http://127.0.0.1:%s", "port": %s, "token": "bench-token-%s", "capabilities": []}\n' \
+        "$port" "$port" "$RANDOM$RANDOM" >"$handle"
+    local id
+    id="benchts$(date +%s | tail -c 8)"
+    run_ids+=("$id")
+    echo "trace size: one traced test, $trace_requests requests with 16 KiB queries ..." >&2
+    TESTKIT_RUN_ID=$id TESTKIT_POD_HANDLE=$handle TESTKIT_SUITE_DIR=$bench_dir/trace \
+        BENCH_TRACE_REQUESTS=$trace_requests \
+        /usr/bin/time -f '%M' -o "$work/trace-time" "$test_exe" >"$results/trace_size.log" 2>&1 || status=$?
+    if ((status != 0)) || ! grep -q 'test result: ok\. 1 passed' "$results/trace_size.log"; then
+        echo "trace_size failed (exit $status); see $results/trace_size.log" >&2
+        exit 1
+    fi
+    trace=$(find "$CARGO_TARGET_DIR/testkit/runs/$id" -name trace.json | head -n 1)
+    [[ -f $trace ]] || { echo "trace_size kept no trace.json under $CARGO_TARGET_DIR/testkit/runs/$id" >&2; exit 1; }
+    trace_bytes=$(stat -c %s "$trace")
+    trace_rss=$(tail -n 1 "$work/trace-time")
+    trace_kept=$(jq '.entries | length' "$trace")
+    trace_trimmed=$(jq '.trimmed // 0' "$trace")
+    trace_dropped=$(jq '.dropped // 0' "$trace")
+}
+if [[ $only == trace-size ]]; then
+    trace_size
+    {
+        echo "testkit trace size benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo "machine: $(nproc) CPUs, $(uname -sr), $(rustc --version)"
+        echo "one traced test, $trace_requests requests with 16 KiB queries (dev profile):"
+        echo "  trace.json:       $(awk -v b="$trace_bytes" 'BEGIN { printf "%.2f", b / 1e6 }') MB (target: under 5 MB)"
+        echo "  entries:          $trace_kept kept ($trace_trimmed of them trimmed), $trace_dropped dropped"
+        echo "  test peak RSS:    $(awk -v k="$trace_rss" 'BEGIN { printf "%.1f", k / 1024 }') MiB"
+    } | tee "$results/trace-size.txt"
     exit 0
 fi
 

@@ -2,6 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
+use testkit_engine::settings::Settings;
+
+use crate::errors::ExpectedError;
 use crate::exit;
 use crate::verbs::block_on;
 use crate::verbs::{check, janitor, known_issues, merge, new, pod, report, run};
@@ -55,6 +58,17 @@ enum Command {
     WatchPod(run::WatchArgs),
 }
 
+/// The settings of the runner's environment (the `TESTKIT_*` variables and
+/// what else testkit reads: see [`testkit_engine::settings`]), read once,
+/// here, for the verbs that use them, and handed down. A value that does
+/// not parse is a usage error (exit 64) naming the variable, its value and
+/// what to give, never a silent default. The verbs that only read files
+/// (`report`, `merge`, `check`, `new`) and the watchdog, which must stop
+/// its pod whatever the environment, do not read them.
+fn settings() -> Result<Settings, ExpectedError> {
+    Settings::from_env().map_err(ExpectedError::bad_args)
+}
+
 /// Parses the arguments and runs the verb; the exit code of the process.
 pub(crate) fn main_impl() -> u8 {
     let cli = match Cli::try_parse() {
@@ -71,14 +85,14 @@ pub(crate) fn main_impl() -> u8 {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => block_on(run::run(*args)),
-        Command::Janitor(args) => block_on(janitor::run(args)),
+        Command::Run(args) => settings().and_then(|s| block_on(run::run(*args, s))),
+        Command::Janitor(args) => settings().and_then(|s| block_on(janitor::run(args, &s))),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
         Command::New(args) => new::run(args),
         Command::Check(args) => check::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
-        Command::Pod(cmd) => pod::run(cmd),
+        Command::Pod(cmd) => settings().and_then(|s| pod::run(cmd, &s)),
         Command::WatchPod(args) => return run::watchdog(args),
     };
     if let Err(e) = &result {

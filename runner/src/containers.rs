@@ -13,9 +13,73 @@ use sha2::{Digest, Sha256};
 
 use crate::verdict::Verdict;
 use testkit_engine::config::{BuildSection, SuiteConfig};
-use testkit_engine::pod::container::{
-    ContainerSpec, Docker, EngineObjects, OWNER_LABEL, POD_LABEL, RUN_LABEL,
+use testkit_engine::containers::{
+    Engine, EngineError, EngineKind, EngineObjects, Filter, PacketFilterError, RemoveError,
 };
+use testkit_engine::errors::error_chain;
+use testkit_engine::pod::container::{ContainerSpec, OWNER_LABEL, POD_LABEL, RUN_LABEL};
+use testkit_engine::settings::Settings;
+
+/// Why the engine's part of a run, of `pod up` or of the janitor failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ContainersError {
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Remove(#[from] RemoveError),
+    #[error(transparent)]
+    PacketFilter(#[from] PacketFilterError),
+    #[error("the suite's testkit.toml has no [pod.container]")]
+    NoSection,
+    #[error("[pod.container] has neither `image` nor `build`: give it one")]
+    NoImage,
+    #[error("[pod.container] build.context: {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{}", path.display())]
+    LogsDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot copy the build context {} to {}", from.display(), to.display())]
+    CopyContext {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot hash the build context")]
+    Hash(#[source] std::io::Error),
+    #[error("[pod.container] build.prepare")]
+    Prepare(#[source] RunError),
+    #[error("building the pod's image")]
+    Build(#[source] EngineError),
+}
+
+/// Why a command of the build's `prepare` failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunError {
+    #[error("cannot open {}", log.display())]
+    Open {
+        log: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{shown} could not start")]
+    Spawn {
+        shown: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{shown} failed ({status}); its output is in {}", log.display())]
+    Failed {
+        shown: String,
+        status: std::process::ExitStatus,
+        log: PathBuf,
+    },
+}
 
 /// What a run (or `pod up`) starts: the suite's service as a process
 /// (`[pod] command`) or as a container (`[pod.container]`).
@@ -28,14 +92,13 @@ pub(crate) enum PodMode {
     Container,
 }
 
-/// The pod of a run that is a container: its id (the value of
-/// `testkit.pod`), so that the residue sweep leaves it to the down phase.
-static OWN_POD: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-
 /// The mode `--pod` asked for, or else the suite's own: a container for a
 /// pod of several nodes (which only containers can be), a process
 /// otherwise; and the mode's mistakes, found with the run's other arguments.
-pub(crate) fn check_mode(mode: Option<PodMode>, config: &SuiteConfig) -> Result<PodMode, String> {
+pub(crate) fn check_mode(
+    mode: Option<PodMode>,
+    config: &SuiteConfig,
+) -> Result<PodMode, ModeError> {
     let nodes = config
         .pod
         .container
@@ -47,30 +110,34 @@ pub(crate) fn check_mode(mode: Option<PodMode>, config: &SuiteConfig) -> Result<
         PodMode::Process
     });
     if mode == PodMode::Process && nodes {
-        return Err(
-            "--pod process: the suite's pod is several nodes ([pod.container.nodes]), which run \
-             only as containers: leave out --pod, or say --pod container"
-                .to_owned(),
-        );
+        return Err(ModeError::NodesAsProcess);
     }
     if mode == PodMode::Container && config.pod.container.is_none() {
-        return Err(
-            "--pod container: the suite's testkit.toml has no [pod.container] (the image, \
-             its port): add one (see TESTING.md, \"Your service as a container\")"
-                .to_owned(),
-        );
+        return Err(ModeError::NoContainerSection);
     }
     Ok(mode)
 }
 
+/// A `--pod` the suite's pod cannot run as.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ModeError {
+    #[error(
+        "--pod process: the suite's pod is several nodes ([pod.container.nodes]), which run \
+         only as containers: leave out --pod, or say --pod container"
+    )]
+    NodesAsProcess,
+    #[error(
+        "--pod container: the suite's testkit.toml has no [pod.container] (the image, its \
+         port): add one (see TESTING.md, \"Your service as a container\")"
+    )]
+    NoContainerSection,
+}
+
 /// The `docker` CLI, and a daemon that answers it.
-async fn engine() -> Result<Docker, String> {
-    let docker = Docker::on_path()?;
-    docker
-        .run(&["version", "--format", "{{.Server.Version}}"])
-        .await
-        .map_err(|e| format!("the Docker Engine does not answer: {e}"))?;
-    Ok(docker)
+async fn engine() -> Result<Engine, EngineError> {
+    let engine = Engine::on_path(EngineKind::Docker)?;
+    engine.server_version().await?;
+    Ok(engine)
 }
 
 /// The container spec of the suite's `[pod.container]`, its image built
@@ -82,23 +149,48 @@ pub(crate) async fn spec(
     logs_dir: &Path,
     run_id: Option<&str>,
     path: Option<std::ffi::OsString>,
-) -> Result<ContainerSpec, String> {
+    staging: &Path,
+    groups: &(dyn Fn(i32) + Sync),
+) -> Result<ContainerSpec, ContainersError> {
     let Some(section) = &config.pod.container else {
-        return Err("the suite's testkit.toml has no [pod.container]".to_owned());
+        return Err(ContainersError::NoSection);
     };
-    let docker = engine().await?;
+    let engine = engine().await?;
     let image = match (&section.image, &section.build) {
         (Some(image), _) => image.clone(),
         (None, Some(build)) => {
-            build_image(&docker, build, config, suite_dir, logs_dir, path).await?
+            let scratch = Scratch {
+                dir: staging,
+                groups,
+            };
+            build_image(&engine, build, config, suite_dir, logs_dir, path, scratch).await?
         }
-        (None, None) => {
-            return Err("[pod.container] has neither `image` nor `build`: give it one".to_owned())
-        }
+        (None, None) => return Err(ContainersError::NoImage),
     };
-    let mut spec = ContainerSpec::new(section, image, docker.0.clone());
+    let mut spec = ContainerSpec::new(section, image, engine.program().to_owned());
     spec.run_id = run_id.map(str::to_owned);
     Ok(spec)
+}
+
+/// Where a build copies its context, and who is told of the process
+/// groups its `prepare` commands run in.
+#[derive(Clone, Copy)]
+struct Scratch<'a> {
+    dir: &'a Path,
+    groups: &'a (dyn Fn(i32) + Sync),
+}
+
+/// A new path for the copy of a build context: the caller tells whoever
+/// must remove it should the process die (the run's watchdog) before the
+/// copy begins.
+pub(crate) fn staging_dir() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "testkit-context-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ))
 }
 
 /// Copies the context, runs its `prepare` commands in the copy, hashes
@@ -106,47 +198,53 @@ pub(crate) async fn spec(
 /// the engine holds that tag already. Nothing secret exists yet: the
 /// handle's fields are made after the image.
 async fn build_image(
-    docker: &Docker,
+    engine: &Engine,
     build: &BuildSection,
     config: &SuiteConfig,
     suite_dir: &Path,
     logs_dir: &Path,
     path: Option<std::ffi::OsString>,
-) -> Result<String, String> {
+    scratch: Scratch<'_>,
+) -> Result<String, ContainersError> {
+    let Scratch {
+        dir: staging,
+        groups,
+    } = scratch;
     let source = suite_dir.join(&build.context);
     if !source.is_dir() {
-        return Err(format!(
-            "[pod.container] build.context: {} is not a directory",
-            source.display()
-        ));
+        return Err(ContainersError::NotADirectory(source));
     }
-    std::fs::create_dir_all(logs_dir).map_err(|e| format!("{}: {e}", logs_dir.display()))?;
+    std::fs::create_dir_all(logs_dir).map_err(|source| ContainersError::LogsDir {
+        path: logs_dir.to_owned(),
+        source,
+    })?;
     let log_path = logs_dir.join("image.build.log");
-    let staging = std::env::temp_dir().join(format!(
-        "testkit-context-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
     let built = async {
-        prepare_context(build, &source, &staging, path.as_deref(), &log_path).await?;
-        let hash = hash_dir(&staging).map_err(|e| format!("cannot hash the build context: {e}"))?;
+        prepare_context(build, &source, staging, path.as_deref(), &log_path, groups).await?;
+        let hash = hash_dir(staging).map_err(ContainersError::Hash)?;
         let tag = image_tag(config, build, &hash);
-        if docker.run(&["image", "inspect", &tag]).await.is_ok() {
+        if engine.inspect_image(&tag).await.is_ok() {
             return Ok(tag);
         }
-        let image = ImageBuild {
-            dockerfile: staging.join(&build.dockerfile),
-            context: &staging,
-            tag: &tag,
-            hash: &hash,
-        };
-        image.run(docker, &log_path).await?;
+        // Labelled with its hash, and as testkit's.
+        let labels = std::collections::BTreeMap::from([
+            (OWNER_LABEL.to_owned(), "testkit".to_owned()),
+            ("testkit.context".to_owned(), hash.clone()),
+        ]);
+        engine
+            .build(
+                staging,
+                &staging.join(&build.dockerfile),
+                &tag,
+                &labels,
+                &log_path,
+            )
+            .await
+            .map_err(ContainersError::Build)?;
         Ok(tag)
     }
     .await;
-    let _ = std::fs::remove_dir_all(&staging);
+    let _ = std::fs::remove_dir_all(staging);
     built
 }
 
@@ -158,18 +256,17 @@ async fn prepare_context(
     staging: &Path,
     path: Option<&std::ffi::OsStr>,
     log_path: &Path,
-) -> Result<(), String> {
-    copy_dir(source, staging).map_err(|e| {
-        format!(
-            "cannot copy the build context {} to {}: {e}",
-            source.display(),
-            staging.display()
-        )
+    groups: &(dyn Fn(i32) + Sync),
+) -> Result<(), ContainersError> {
+    copy_dir(source, staging).map_err(|e| ContainersError::CopyContext {
+        from: source.to_owned(),
+        to: staging.to_owned(),
+        source: e,
     })?;
     for command in &build.prepare {
-        run_logged(&command[0], &command[1..], staging, path, log_path)
+        run_logged(&command[0], &command[1..], staging, path, log_path, groups)
             .await
-            .map_err(|e| format!("[pod.container] build.prepare: {e}"))?;
+            .map_err(ContainersError::Prepare)?;
     }
     Ok(())
 }
@@ -193,36 +290,6 @@ fn image_tag(config: &SuiteConfig, build: &BuildSection, hash: &str) -> String {
     )
 }
 
-/// A `docker build` of a prepared context, labelled with its hash.
-struct ImageBuild<'a> {
-    dockerfile: PathBuf,
-    context: &'a Path,
-    tag: &'a str,
-    hash: &'a str,
-}
-
-impl ImageBuild<'_> {
-    async fn run(&self, docker: &Docker, log_path: &Path) -> Result<(), String> {
-        let program = docker.0.display().to_string();
-        let args: Vec<String> = vec![
-            "build".into(),
-            "--quiet".into(),
-            "--label".into(),
-            format!("{OWNER_LABEL}=testkit"),
-            "--label".into(),
-            format!("testkit.context={}", self.hash),
-            "--tag".into(),
-            self.tag.to_owned(),
-            "--file".into(),
-            self.dockerfile.display().to_string(),
-            self.context.display().to_string(),
-        ];
-        run_logged(&program, &args, self.context, None, log_path)
-            .await
-            .map_err(|e| format!("building the pod's image: {e}"))
-    }
-}
-
 /// Runs a command to completion, its output appended to `log`.
 async fn run_logged(
     program: &str,
@@ -230,37 +297,49 @@ async fn run_logged(
     dir: &Path,
     path: Option<&std::ffi::OsStr>,
     log: &Path,
-) -> Result<(), String> {
+    groups: &(dyn Fn(i32) + Sync),
+) -> Result<(), RunError> {
+    let open = |source| RunError::Open {
+        log: log.to_owned(),
+        source,
+    };
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = file
-        .try_clone()
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        .map_err(open)?;
+    let err = file.try_clone().map_err(open)?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
         .stdout(file)
         .stderr(err)
+        // A group of its own, named to `groups` (the run's watchdog): what
+        // the command starts ends with a runner that dies mid-build.
+        .process_group(0)
         .kill_on_drop(true);
     if let Some(path) = path {
         cmd.env("PATH", path);
     }
     let shown = format!("`{program} {}`", args.join(" "));
-    let status = cmd
-        .status()
-        .await
-        .map_err(|e| format!("{shown} could not start: {e}"))?;
+    let spawn = |source| RunError::Spawn {
+        shown: shown.clone(),
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawn)?;
+    if let Some(pid) = child.id() {
+        groups(pid as i32);
+    }
+    let status = child.wait().await.map_err(spawn)?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!(
-            "{shown} failed ({status}); its output is in {}",
-            log.display()
-        ))
+        Err(RunError::Failed {
+            shown,
+            status,
+            log: log.to_owned(),
+        })
     }
 }
 
@@ -314,7 +393,8 @@ fn hash_dir(root: &Path) -> std::io::Result<String> {
             } else {
                 b"f"
             });
-            hasher.update(std::fs::read(&file)?);
+            // Streamed: a context may hold a file of gigabytes.
+            std::io::copy(&mut std::fs::File::open(&file)?, &mut hasher)?;
         }
         hasher.update([0]);
     }
@@ -325,21 +405,22 @@ fn hash_dir(root: &Path) -> std::io::Result<String> {
         .collect())
 }
 
-/// The run's own container pod, which the residue sweep leaves to the down
-/// phase.
-pub(crate) fn set_own_pod(private_dir: &Path) {
-    if let Some(record) = testkit_engine::pod::container::ContainerRecord::read(private_dir) {
-        *OWN_POD.lock().unwrap_or_else(|e| e.into_inner()) = Some(record.pod_id);
-    }
+/// The id of the pod started in `private_dir` (the value of its
+/// `testkit.pod` label), when it is a container: the run keeps it, so that
+/// the residue sweep leaves it to the down phase.
+pub(crate) fn own_pod(private_dir: &Path) -> Option<String> {
+    testkit_engine::pod::container::ContainerRecord::read(private_dir).map(|r| r.pod_id)
 }
 
 /// The engine's part of the residue sweep of a run whose pod is a
-/// container: every container, network and volume labelled with the run
-/// but not its own pod's is a leak, named and removed. `None` when the
-/// run's pod is not a container.
-pub(crate) async fn residue(run_id: &str) -> Option<Result<Vec<String>, String>> {
-    let own = OWN_POD.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-    Some(sweep(run_id, Some(&own)).await)
+/// container, `own_pod` (from [`own_pod`]): every container, network and
+/// volume labelled with the run but not its own pod's is a leak, named and
+/// removed. `None` when the run's pod is not a container.
+pub(crate) async fn residue(
+    run_id: &str,
+    own_pod: Option<&str>,
+) -> Option<Result<Vec<String>, ContainersError>> {
+    Some(sweep(run_id, Some(own_pod?)).await)
 }
 
 /// The residue verdict of the resource kinds, `of_kinds`, with the
@@ -347,7 +428,7 @@ pub(crate) async fn residue(run_id: &str) -> Option<Result<Vec<String>, String>>
 /// like any resource; an engine that cannot be listed leaves it unknown.
 pub(crate) fn with_engine_residue(
     of_kinds: (Verdict, String, Vec<String>, bool),
-    engine: Result<Vec<String>, String>,
+    engine: Result<Vec<String>, ContainersError>,
     run_id: &str,
 ) -> (Verdict, String, Vec<String>, bool) {
     let (verdict, evidence, mut leaks, unknown) = of_kinds;
@@ -372,7 +453,8 @@ pub(crate) fn with_engine_residue(
         Err(e) => (
             Verdict::Fail,
             format!(
-                "{evidence}; the Docker Engine could not be listed ({e}): what the run left there is unknown"
+                "{evidence}; the Docker Engine could not be listed ({}): what the run left there is unknown",
+                error_chain(&e)
             ),
             leaks,
             true,
@@ -383,19 +465,19 @@ pub(crate) fn with_engine_residue(
 /// Lists the engine objects labelled `testkit.run=<run_id>` (exactly), but
 /// for those of the pod `spare`, removes them and proves them gone: each
 /// one `container NAME (…): removed, verified gone`.
-async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, String> {
-    let docker = engine().await?;
+async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, ContainersError> {
+    let engine = engine().await?;
     let own = match spare {
-        Some(pod) => docker.list(POD_LABEL, pod).await?,
+        Some(pod) => engine.list_by_label(POD_LABEL, pod).await?,
         None => EngineObjects::default(),
     };
-    let found = docker.list(RUN_LABEL, run_id).await?.without(&own);
+    let found = engine.list_by_label(RUN_LABEL, run_id).await?.without(&own);
     if found.is_empty() {
         return Ok(Vec::new());
     }
-    let pods = pods_of_run(&docker, run_id, spare).await?;
-    let left = docker
-        .remove(&found, RUN_LABEL, run_id)
+    let pods = pods_of_run(&engine, run_id, spare).await?;
+    let left = engine
+        .remove_by_label(&found, RUN_LABEL, run_id)
         .await?
         .without(&own)
         .describe();
@@ -413,7 +495,7 @@ async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, String>
     // A cut whose undo never ran outlives the nodes its rules name; its
     // rules carry the pod's id, not the run's.
     for pod in pods {
-        for rule in testkit_engine::pod::fault::remove_pod_rules(&pod).await? {
+        for rule in testkit_engine::pod::container::remove_pod_rules(&pod).await? {
             report.push(format!("packet-filter rule {rule}: removed, verified gone"));
         }
     }
@@ -423,17 +505,16 @@ async fn sweep(run_id: &str, spare: Option<&str>) -> Result<Vec<String>, String>
 /// The pods (their `testkit.pod` label) of the containers labelled with
 /// the run `run_id`, but `spare`.
 async fn pods_of_run(
-    docker: &Docker,
+    engine: &Engine,
     run_id: &str,
     spare: Option<&str>,
-) -> Result<Vec<String>, String> {
-    let filter = format!("label={RUN_LABEL}={run_id}");
-    let format = format!("{{{{.Label \"{POD_LABEL}\"}}}}");
-    let listed = docker
-        .run(&["ps", "--all", "--filter", &filter, "--format", &format])
+) -> Result<Vec<String>, EngineError> {
+    let listed = engine
+        .containers(&[Filter::label(RUN_LABEL, run_id)])
         .await?;
     let mut pods: Vec<String> = listed
-        .lines()
+        .iter()
+        .filter_map(|c| c.label(POD_LABEL))
         .map(str::trim)
         .filter(|p| !p.is_empty() && Some(*p) != spare)
         .map(str::to_owned)
@@ -448,19 +529,24 @@ async fn pods_of_run(
 /// is said, and fails only when the engine is all that was asked for; so
 /// does a live run, when `refuse_live` (this run was asked for by name:
 /// a janitor that did not do what it was asked does not succeed).
-pub(crate) async fn janitor_print(run_id: &str, engine_only: bool, refuse_live: bool) -> bool {
-    if let Err(e) = Docker::on_path() {
+pub(crate) async fn janitor_print(
+    run_id: &str,
+    engine_only: bool,
+    refuse_live: bool,
+    settings: &Settings,
+) -> bool {
+    if let Err(e) = Engine::on_path(EngineKind::Docker) {
         println!("engine: not swept: {e}");
         return !engine_only;
     }
-    match janitor(run_id).await {
-        Ok(Err(live)) => {
+    match janitor(run_id, settings).await {
+        Ok(Janitored::Live(live)) => {
             println!(
                 "engine: skipped run {run_id}: it is live ({live}); the janitor leaves a live run's containers alone"
             );
             !(engine_only && refuse_live)
         }
-        Ok(Ok(found)) => {
+        Ok(Janitored::Swept(found)) => {
             for item in &found {
                 println!("engine: {item}");
             }
@@ -476,7 +562,7 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool, refuse_live: 
             left == 0
         }
         Err(e) => {
-            println!("engine: error: {e}");
+            println!("engine: error: {}", error_chain(&e));
             false
         }
     }
@@ -485,18 +571,18 @@ pub(crate) async fn janitor_print(run_id: &str, engine_only: bool, refuse_live: 
 /// `janitor --older-than AGE`: the engine objects of every run whose
 /// newest container, network or volume is older than `age`, run by run as
 /// [`janitor_print`] does; whether all is well.
-pub(crate) async fn janitor_older_print(age: std::time::Duration) -> bool {
-    let docker = match Docker::on_path() {
-        Ok(d) => d,
+pub(crate) async fn janitor_older_print(age: std::time::Duration, settings: &Settings) -> bool {
+    let engine = match Engine::on_path(EngineKind::Docker) {
+        Ok(e) => e,
         Err(e) => {
             println!("engine: not swept: {e}");
             return false;
         }
     };
-    let runs = match newest_of_each_run(&docker).await {
+    let runs = match newest_of_each_run(&engine).await {
         Ok(runs) => runs,
         Err(e) => {
-            println!("engine: error: {e}");
+            println!("engine: error: {}", error_chain(&e));
             return false;
         }
     };
@@ -510,7 +596,7 @@ pub(crate) async fn janitor_older_print(age: std::time::Duration) -> bool {
         }
         // A live run among the old ones is left alone, and that is no
         // failure: this sweep asked for no run by name.
-        clean &= janitor_print(run, true, false).await;
+        clean &= janitor_print(run, true, false, settings).await;
     }
     println!(
         "engine: {} run(s) with objects in the Docker Engine, {young} with one made within {}: left alone",
@@ -523,54 +609,30 @@ pub(crate) async fn janitor_older_print(age: std::time::Duration) -> bool {
 /// Each run that has containers, networks or volumes in the engine (by
 /// its label), with when the newest of them was made.
 async fn newest_of_each_run(
-    docker: &Docker,
-) -> Result<std::collections::BTreeMap<String, std::time::SystemTime>, String> {
-    let filter = format!("label={RUN_LABEL}");
-    let mut lines = Vec::new();
-    let ids = docker.run(&["ps", "-a", "-q", "--filter", &filter]).await?;
-    let label = format!("{{{{index .Config.Labels \"{RUN_LABEL}\"}}}} {{{{.Created}}}}");
-    if !ids.is_empty() {
-        let mut args = vec!["inspect", "--format", &label];
-        args.extend(ids.split_whitespace());
-        lines.extend(docker.run(&args).await?.lines().map(str::to_owned));
+    engine: &Engine,
+) -> Result<std::collections::BTreeMap<String, std::time::SystemTime>, EngineError> {
+    let filter = [Filter::HasLabel(RUN_LABEL.to_owned())];
+    let mut made = Vec::new();
+    for c in engine.containers(&filter).await? {
+        made.extend(c.label(RUN_LABEL).map(|run| (run.to_owned(), c.created.0)));
     }
-    let networks = docker
-        .run(&[
-            "network",
-            "ls",
-            "--filter",
-            &filter,
-            "--format",
-            &format!("{{{{.Label \"{RUN_LABEL}\"}}}} {{{{.CreatedAt}}}}"),
-        ])
-        .await?;
-    lines.extend(networks.lines().map(str::to_owned));
-    let volumes = docker
-        .run(&["volume", "ls", "-q", "--filter", &filter])
-        .await?;
-    let volume_label = format!("{{{{index .Labels \"{RUN_LABEL}\"}}}} {{{{.CreatedAt}}}}");
-    if !volumes.is_empty() {
-        let mut args = vec!["volume", "inspect", "--format", &volume_label];
-        args.extend(volumes.split_whitespace());
-        lines.extend(docker.run(&args).await?.lines().map(str::to_owned));
+    for n in engine.networks(&filter).await? {
+        made.extend(
+            n.labels
+                .get(RUN_LABEL)
+                .map(|run| (run.clone(), n.created.0)),
+        );
+    }
+    for v in engine.volumes(&filter).await? {
+        made.extend(
+            v.labels
+                .get(RUN_LABEL)
+                .map(|run| (run.clone(), v.created.0)),
+        );
     }
     let mut runs = std::collections::BTreeMap::new();
-    for line in lines {
-        let Some((run, created)) = line.split_once(' ') else {
-            continue;
-        };
-        // Containers say `2026-12-01T23:45:55.58Z`, networks `2026-12-01
-        // 23:45:55.58 +0000 UTC`, volumes `2026-12-01T23:45:55Z`: UTC to
-        // the second, all of them.
-        let second: String = created
-            .chars()
-            .take(19)
-            .collect::<String>()
-            .replace(' ', "T");
-        let made = humantime::parse_rfc3339(&format!("{second}Z")).map_err(|e| {
-            format!("the engine says run {run}'s object was made at {created:?}, which does not parse: {e}")
-        })?;
-        let newest = runs.entry(run.to_owned()).or_insert(made);
+    for (run, made) in made {
+        let newest = runs.entry(run).or_insert(made);
         if made > *newest {
             *newest = made;
         }
@@ -578,30 +640,40 @@ async fn newest_of_each_run(
     Ok(runs)
 }
 
+/// What `janitor --run ID` did of a run.
+enum Janitored {
+    /// Nothing: the run is live, for this reason.
+    Live(String),
+    /// Its objects, each with its fate.
+    Swept(Vec<String>),
+}
+
 /// `janitor --run ID`: the run's containers, networks and volumes, by
 /// label, removed and proven gone. Nothing of a live run is touched:
-/// `Err(why)` when it is live, which its objects'
+/// [`Janitored::Live`] when it is, which its objects'
 /// [`MAKER_LABEL`](testkit_engine::pod::container::MAKER_LABEL) say
 /// (checked against `/proc`, whatever this process's environment), or its
 /// runner's claim, where this process finds it.
-async fn janitor(run_id: &str) -> Result<Result<Vec<String>, String>, String> {
-    let docker = engine().await?;
-    let live: Vec<String> = docker
-        .makers(RUN_LABEL, run_id)
+async fn janitor(run_id: &str, settings: &Settings) -> Result<Janitored, ContainersError> {
+    let engine = engine().await?;
+    let live: Vec<String> = testkit_engine::pod::container::makers(&engine, RUN_LABEL, run_id)
         .await?
         .into_iter()
         .filter(|m| testkit_engine::pod::container::maker_is_live(m))
         .collect();
     if let Some(maker) = live.first() {
         let pid = maker.split('-').next().unwrap_or(maker);
-        return Ok(Err(format!(
+        return Ok(Janitored::Live(format!(
             "its objects were made by pid {pid}, which still runs"
         )));
     }
-    if let Some(claim) = testkit_engine::run::live_runner(crate::verbs::settings(), run_id) {
-        return Ok(Err(format!("testkit-runner pid {} holds it", claim.pid)));
+    if let Some(claim) = testkit_engine::run::live_runner(settings, run_id) {
+        return Ok(Janitored::Live(format!(
+            "testkit-runner pid {} holds it",
+            claim.pid
+        )));
     }
-    sweep(run_id, None).await.map(Ok)
+    sweep(run_id, None).await.map(Janitored::Swept)
 }
 
 /// `, container NAME of image TAG` for a container pod, else nothing: what
@@ -666,7 +738,7 @@ pub(crate) async fn for_pod_up(
     config: &SuiteConfig,
     suite_dir: &Path,
     logs_dir: &Path,
-) -> Result<Option<ContainerSpec>, String> {
+) -> Result<Option<ContainerSpec>, ContainersError> {
     if check_mode(mode, config)? == PodMode::Process {
         return Ok(None);
     }
@@ -684,9 +756,18 @@ pub(crate) async fn for_pod_up(
         ),
     )
     .ok();
-    spec(config, suite_dir, logs_dir, None, path)
-        .await
-        .map(Some)
+    // `pod up` has no watchdog: its copy goes with it only when it ends.
+    spec(
+        config,
+        suite_dir,
+        logs_dir,
+        None,
+        path,
+        &staging_dir(),
+        &|_| {},
+    )
+    .await
+    .map(Some)
 }
 
 /// What `pod down` did to a container pod's engine objects.

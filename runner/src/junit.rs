@@ -113,23 +113,6 @@ pub(crate) fn report_from_suites(report_name: &str, suites: Vec<TestSuite>) -> R
     report
 }
 
-/// The JUnit `type` of a failure: the record's failure kind, snake-case.
-pub fn failure_type(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::Error => "error",
-        FailureKind::Panic => "panic",
-        FailureKind::Timeout => "timeout",
-        FailureKind::Cleanup => "cleanup",
-        FailureKind::KnownIssueMismatch => "known_issue_mismatch",
-        FailureKind::KnownIssueFixed => "known_issue_fixed",
-        FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
-        FailureKind::FaultNotUndone => "fault_not_undone",
-        FailureKind::Config => "config",
-        FailureKind::BrowserTeardown => "browser_teardown",
-        FailureKind::NoScreenshot => "no_screenshot",
-    }
-}
-
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
@@ -142,7 +125,7 @@ fn test_case(record: &TestRecord) -> TestCase {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
             let message = message.unwrap_or_else(|| "failed".to_owned());
             status.set_message(first_line(&message));
-            status.set_type(record.failure_kind.map(failure_type).unwrap_or("error"));
+            status.set_type(record.failure_kind.map_or("error", FailureKind::as_str));
             status.set_description(format!("{message}{}", fault_block(record)));
             status
         }
@@ -175,12 +158,12 @@ fn test_case(record: &TestRecord) -> TestCase {
         case.add_property(Property::new(name, redact(value).as_ref()));
     };
     property("run_id", &record.run_id);
-    property("outcome", outcome_name(record.outcome));
+    property("outcome", record.outcome.as_str());
     property("description", &record.description);
     if let Some(id) = &record.known_issue {
         property("known_issue", id);
     }
-    property("cleanup", cleanup_name(record.cleanup));
+    property("cleanup", record.cleanup.as_str());
     if record.total_attempts() > 1 {
         property("attempts", &record.total_attempts().to_string());
     }
@@ -229,27 +212,13 @@ fn rerun(attempt: &AttemptRecord) -> TestRerun {
             attempt.attempt,
             first_line(&message)
         ))
-        .set_type(attempt.failure_kind.map(failure_type).unwrap_or("error"))
+        .set_type(attempt.failure_kind.map_or("error", FailureKind::as_str))
         .set_time(Duration::from_millis(attempt.duration_ms))
         .set_description(message);
     if !attempt.output.is_empty() {
         rerun.set_system_out(redact(&attempt.output).as_ref());
     }
     rerun
-}
-
-/// The snake-case name of a fault's state, as records spell it.
-pub(crate) fn fault_state_name(state: FaultState) -> &'static str {
-    match state {
-        FaultState::InEffect => "in_effect",
-        FaultState::Undone => "undone",
-        FaultState::GoneBeforeUndo => "gone_before_undo",
-        FaultState::NotUndone => "not_undone",
-        FaultState::Kept => "kept",
-        // A state of a newer engine: not undone, as far as this runner
-        // can tell, which is the side a report should err on.
-        _ => "not_undone",
-    }
 }
 
 /// Whether a fault was undone, and its undo proven: only then is the pod
@@ -330,21 +299,6 @@ fn system_out(record: &TestRecord) -> String {
         out.push_str(&format!("[[ATTACHMENT|{shot}]]\n"));
     }
     out
-}
-
-/// The snake-case name of an outcome, as records and JUnit properties spell it.
-pub fn outcome_name(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Passed => "passed",
-        Outcome::Failed => "failed",
-        Outcome::Skipped => "skipped",
-        Outcome::ExpectedFailure => "expected_failure",
-        Outcome::UnexpectedPass => "unexpected_pass",
-    }
-}
-
-fn cleanup_name(state: testkit_engine::report::CleanupState) -> &'static str {
-    state.as_str()
 }
 
 /// Merges the results of several shards, binaries or machines into one

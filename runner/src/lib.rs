@@ -13,6 +13,8 @@ mod exit;
 mod html;
 pub mod junit;
 mod killed;
+#[cfg(test)]
+mod layers;
 pub mod runs;
 pub mod seal;
 mod summary;

@@ -119,22 +119,44 @@ pub struct WorkerSpec {
     pub url: String,
 }
 
+/// Why a `--worker NAME=URL` is refused. Its cause is part of its text:
+/// clap prints an argument's error by its `Display` only.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerSpecError {
+    /// No `=`.
+    #[error("invalid worker {0:?}: expected NAME=URL")]
+    NoEquals(String),
+    /// NAME is not a DNS label.
+    #[error("invalid worker name {0:?}: expected a DNS label (a-z, 0-9, '-')")]
+    Name(String),
+    /// URL does not parse.
+    #[error("invalid worker URL {url:?}: {cause}")]
+    Url {
+        /// The URL given.
+        url: String,
+        /// Why it does not parse (the URL parser's words: reqwest does not
+        /// name its error type).
+        cause: String,
+    },
+    /// URL is not `http(s)://HOST…`.
+    #[error("invalid worker URL {0:?}: expected http://HOST:PORT")]
+    NotHttp(String),
+}
+
 /// Parses `NAME=URL`.
-pub fn parse_worker(s: &str) -> Result<WorkerSpec, String> {
+pub fn parse_worker(s: &str) -> Result<WorkerSpec, WorkerSpecError> {
     let (name, url) = s
         .split_once('=')
-        .ok_or_else(|| format!("invalid worker {s:?}: expected NAME=URL"))?;
+        .ok_or_else(|| WorkerSpecError::NoEquals(s.to_owned()))?;
     if !crate::api::is_dns_label(name) {
-        return Err(format!(
-            "invalid worker name {name:?}: expected a DNS label (a-z, 0-9, '-')"
-        ));
+        return Err(WorkerSpecError::Name(name.to_owned()));
     }
-    let parsed =
-        reqwest::Url::parse(url).map_err(|e| format!("invalid worker URL {url:?}: {e}"))?;
+    let parsed = reqwest::Url::parse(url).map_err(|e| WorkerSpecError::Url {
+        url: url.to_owned(),
+        cause: e.to_string(),
+    })?;
     if parsed.scheme() != "http" && parsed.scheme() != "https" || parsed.host().is_none() {
-        return Err(format!(
-            "invalid worker URL {url:?}: expected http://HOST:PORT"
-        ));
+        return Err(WorkerSpecError::NotHttp(url.to_owned()));
     }
     Ok(WorkerSpec {
         name: name.to_string(),
@@ -209,34 +231,74 @@ impl Faults {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("invalid duration {s:?}: {e} (examples: 250ms, 2s, 5m)"))
+/// Why a duration or a `--fault` switch is refused. A cause is part of
+/// the text: clap prints an argument's error by its `Display` only.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgError {
+    /// Not a duration.
+    #[error("invalid duration {given:?}: {cause} (examples: 250ms, 2s, 5m)")]
+    Duration {
+        /// What was given.
+        given: String,
+        /// Why it is not a duration.
+        cause: humantime::DurationError,
+    },
+    /// A timeout of zero.
+    #[error("invalid timeout {0:?}: it must be longer than zero (examples: 500ms, 10s)")]
+    ZeroTimeout(String),
+    /// A fault's count is not a non-negative integer.
+    #[error("fault `{fault}` needs a non-negative integer, got {given:?}")]
+    Count {
+        /// The fault's name.
+        fault: String,
+        /// What was given.
+        given: String,
+    },
+    /// A fault that needs a value has none.
+    #[error("fault `{0}` needs a value: {0}=VALUE")]
+    NeedsValue(String),
+    /// A fault that takes no value has one.
+    #[error("fault `{0}` takes no value")]
+    TakesNoValue(&'static str),
+    /// No such fault.
+    #[error("unknown fault {0:?}; expected one of: delete-delay=DURATION, delete-fail=N, delete-miss=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete")]
+    UnknownFault(String),
 }
 
-fn parse_timeout(s: &str) -> Result<Duration, String> {
+fn parse_duration(s: &str) -> Result<Duration, ArgError> {
+    humantime::parse_duration(s).map_err(|cause| ArgError::Duration {
+        given: s.to_owned(),
+        cause,
+    })
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, ArgError> {
     let d = parse_duration(s)?;
     if d.is_zero() {
-        return Err(format!(
-            "invalid timeout {s:?}: it must be longer than zero (examples: 500ms, 10s)"
-        ));
+        return Err(ArgError::ZeroTimeout(s.to_owned()));
     }
     Ok(d)
 }
 
-fn parse_count(name: &str, v: &str) -> Result<u64, String> {
-    v.parse()
-        .map_err(|_| format!("fault `{name}` needs a non-negative integer, got {v:?}"))
+fn parse_count(name: &str, v: &str) -> Result<u64, ArgError> {
+    v.parse().map_err(|_| ArgError::Count {
+        fault: name.to_owned(),
+        given: v.to_owned(),
+    })
 }
 
 /// Parses `NAME[=VALUE]`.
-pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
+pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, ArgError> {
     let (name, value) = match s.split_once('=') {
         Some((n, v)) => (n, Some(v)),
         None => (s, None),
     };
-    let need =
-        |v: Option<&'a str>| v.ok_or_else(|| format!("fault `{name}` needs a value: {name}=VALUE"));
+    let need = |v: Option<&'a str>| v.ok_or_else(|| ArgError::NeedsValue(name.to_owned()));
+    // A switch without a value: `Ok(fault)` when none was given.
+    let bare = |fault: Fault, name: &'static str| match value {
+        None => Ok(fault),
+        Some(_) => Err(ArgError::TakesNoValue(name)),
+    };
     match name {
         "delete-delay" => Ok(Fault::DeleteDelay(parse_duration(need(value)?)?)),
         "delete-fail" => Ok(Fault::DeleteFail(parse_count(name, need(value)?)?)),
@@ -244,21 +306,10 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, String> {
         "list-lag" => Ok(Fault::ListLag(parse_duration(need(value)?)?)),
         "crash-after" => Ok(Fault::CrashAfter(parse_count(name, need(value)?)?)),
         "drop-record-answer" => Ok(Fault::DropRecordAnswer(parse_count(name, need(value)?)?)),
-        "drop-exec-env" => match value {
-            None => Ok(Fault::DropExecEnv),
-            Some(_) => Err("fault `drop-exec-env` takes no value".into()),
-        },
-        "log-credentials" => match value {
-            None => Ok(Fault::LogCredentials),
-            Some(_) => Err("fault `log-credentials` takes no value".into()),
-        },
-        "keep-dirs-on-delete" => match value {
-            None => Ok(Fault::KeepDirsOnDelete),
-            Some(_) => Err("fault `keep-dirs-on-delete` takes no value".into()),
-        },
-        _ => Err(format!(
-            "unknown fault {name:?}; expected one of: delete-delay=DURATION, delete-fail=N, delete-miss=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete"
-        )),
+        "drop-exec-env" => bare(Fault::DropExecEnv, "drop-exec-env"),
+        "log-credentials" => bare(Fault::LogCredentials, "log-credentials"),
+        "keep-dirs-on-delete" => bare(Fault::KeepDirsOnDelete, "keep-dirs-on-delete"),
+        _ => Err(ArgError::UnknownFault(name.to_owned())),
     }
 }
 
@@ -288,7 +339,27 @@ mod tests {
         assert!(parse_fault("keep-dirs-on-delete=1").is_err());
         assert!(parse_fault("delete-fail").is_err());
         assert!(parse_fault("drop-exec-env=1").is_err());
-        assert!(parse_fault("nope").unwrap_err().contains("expected one of"));
+        assert!(parse_fault("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("expected one of"));
+        // The texts clap prints, as they were.
+        assert_eq!(
+            parse_fault("delete-fail=x").unwrap_err().to_string(),
+            "fault `delete-fail` needs a non-negative integer, got \"x\""
+        );
+        assert_eq!(
+            parse_fault("list-lag=1q").unwrap_err().to_string(),
+            "invalid duration \"1q\": unknown time unit \"q\", supported units: ns, us/µs, ms, sec, min, hours, days, weeks, months, years (and few variations) (examples: 250ms, 2s, 5m)"
+        );
+        assert_eq!(
+            parse_fault("delete-fail").unwrap_err().to_string(),
+            "fault `delete-fail` needs a value: delete-fail=VALUE"
+        );
+        assert_eq!(
+            parse_timeout("0s").unwrap_err().to_string(),
+            "invalid timeout \"0s\": it must be longer than zero (examples: 500ms, 10s)"
+        );
     }
 
     #[test]
@@ -303,6 +374,9 @@ mod tests {
         assert!(parse_worker("http://x").is_err());
         assert!(parse_worker("W=http://x").is_err());
         assert!(parse_worker("w=ftp://x").is_err());
-        assert!(parse_worker("w=nope").is_err());
+        assert_eq!(
+            parse_worker("w=nope").unwrap_err().to_string(),
+            "invalid worker URL \"nope\": relative URL without a base"
+        );
     }
 }

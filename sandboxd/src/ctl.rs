@@ -145,11 +145,16 @@ struct ExecArgs {
     argv: Vec<String>,
 }
 
-fn parse_kv(s: &str) -> Result<(String, String), String> {
+fn parse_kv(s: &str) -> Result<(String, String), NotKeyValue> {
     s.split_once('=')
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+        .ok_or_else(|| NotKeyValue(s.to_owned()))
 }
+
+/// A `--label` or `--env` without `=`.
+#[derive(Debug, thiserror::Error)]
+#[error("expected KEY=VALUE, got {0:?}")]
+struct NotKeyValue(String);
 
 /// An expected failure of `sandboxctl`, with its exit code.
 #[derive(Debug, thiserror::Error)]

@@ -68,11 +68,28 @@ pub mod config;
 pub mod ctl;
 mod error;
 mod gateway;
+#[cfg(test)]
+mod layers;
+mod listing;
 mod owner;
 mod proc_table;
 mod procs;
 mod server;
+mod skeleton;
 mod state;
 
+use std::time::Instant;
+
+use config::{Role, ServeArgs};
+
 pub use owner::mount_cgroup2_privately;
-pub use server::{serve, ServeError, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
+pub use skeleton::{ServeError, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
+
+/// Runs `sandboxd serve` in its role until SIGTERM/SIGINT. `started` is
+/// when the process started.
+pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> {
+    match args.role {
+        Role::Worker => server::serve(args, started).await,
+        Role::Gateway => gateway::serve(args, started).await,
+    }
+}

@@ -20,6 +20,8 @@
 //!   [`Sandboxd::start_in_env`] extra environment variables. A start waits, within
 //!   bounds, for the handle and then for `GET /api/health`; a failure panics
 //!   with what happened and the tail of the server's log.
+//! - [`sandboxd_deb`] packages those binaries as `sandboxd_<version>_amd64.deb`
+//!   (`sandboxd/packaging/deb/build-deb.sh`), for the machine pod.
 //! - Dropping (or [`Sandboxd::stop`]) sends SIGTERM to its process group,
 //!   SIGKILL after a grace period, reaps it and checks the group is gone.
 //!
@@ -33,8 +35,10 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod binary;
+mod deb;
 pub mod layers;
 mod server;
 
 pub use binary::{sandboxctl_bin, sandboxd_bin, target_dir};
+pub use deb::sandboxd_deb;
 pub use server::Sandboxd;

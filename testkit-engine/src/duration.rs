@@ -120,7 +120,7 @@ fn short(d: Duration) -> String {
 
 /// `start + after`, or the latest instant the clock can hold short of it:
 /// a deadline that is never reached rather than a panic.
-pub fn deadline_after(start: Instant, after: Duration) -> Instant {
+pub(crate) fn deadline_after(start: Instant, after: Duration) -> Instant {
     let mut after = after;
     loop {
         if let Some(deadline) = start.checked_add(after) {
@@ -131,7 +131,10 @@ pub fn deadline_after(start: Instant, after: Duration) -> Instant {
 }
 
 /// [`deadline_after`] on tokio's clock.
-pub fn tokio_deadline_after(start: tokio::time::Instant, after: Duration) -> tokio::time::Instant {
+pub(crate) fn tokio_deadline_after(
+    start: tokio::time::Instant,
+    after: Duration,
+) -> tokio::time::Instant {
     tokio::time::Instant::from_std(deadline_after(start.into_std(), after))
 }
 

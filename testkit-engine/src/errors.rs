@@ -1,7 +1,7 @@
 //! How an error is told: once, with each of its causes.
 
 /// `e` and each of its sources, joined by `: `.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

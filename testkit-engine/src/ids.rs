@@ -29,7 +29,7 @@ pub fn generate_run_id() -> String {
 
 /// Deterministic: the same seed (nextest's run id) gives every process of a
 /// run the same short id.
-pub fn run_id_from_seed(seed: &[u8]) -> String {
+pub(crate) fn run_id_from_seed(seed: &[u8]) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     // FNV-1a, twice with different offsets, for 128 bits of mixing.
     let mut hash: u128 = 0x6c62272e07bb014262b821756295c58d;

@@ -23,6 +23,88 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::settings::var::INSTALL;
+use crate::settings::Install;
+
+/// A program that is missing and was not made available. Its text starts
+/// with what finding it said (which names the command that installs it);
+/// print it with its causes (`error_chain`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// Missing, and not installed here ([`decide`] says why).
+    #[error("{missing} ({why})")]
+    NotInstalled {
+        /// What finding it said.
+        missing: String,
+        /// Why it was not installed.
+        why: String,
+    },
+    /// The install ran and failed.
+    #[error("{missing} (installing it failed)")]
+    Failed {
+        /// What finding it said.
+        missing: String,
+        /// How the install failed.
+        #[source]
+        failure: RunError,
+    },
+    /// The install succeeded, and the program is still not found.
+    #[error("{still} (installed, but still not found)")]
+    StillMissing {
+        /// What finding it said after the install.
+        still: String,
+    },
+    /// The lock that makes one process install for all cannot be opened.
+    #[error("cannot open the install lock {}", path.display())]
+    OpenLock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lock that makes one process install for all cannot be taken.
+    #[error("cannot lock the install lock {}", path.display())]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: nix::errno::Errno,
+    },
+}
+
+/// A command of an install that failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// It could not be started.
+    #[error("cannot start `{command}`")]
+    Start {
+        /// The command line.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It ran and failed.
+    #[error("`{command}` failed ({status})")]
+    Status {
+        /// The command line.
+        command: String,
+        /// How it ended.
+        status: std::process::ExitStatus,
+    },
+}
+
+/// `cargo-nextest` is in neither place cargo looks for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cargo-nextest not found (in $CARGO_HOME/bin nor on PATH); install it with `{}`, or run the \
+     tests with `--runner cargo-test`",
+    What::Nextest.install_hint()
+)]
+pub struct NextestNotFound;
 
 /// A program testkit installs where it is missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +141,7 @@ impl What {
     }
 }
 
-/// What the decision depends on, gathered by [`Facts::of_this_machine`] or
+/// What the decision depends on, gathered by `Facts::of_this_machine` or
 /// given by a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Facts {
@@ -74,28 +156,16 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// The facts of this process and machine. `TESTKIT_INSTALL` other than
-    /// `never` or `auto` is an error naming the variable.
-    pub fn of_this_machine() -> Result<Facts, String> {
-        Ok(Facts {
-            opted_out: opted_out(std::env::var_os(INSTALL))?,
+    /// The facts of this process and machine, with `install` the
+    /// process's `TESTKIT_INSTALL` (read with its other settings). PATH is
+    /// this process's own: where `apt-get` would be found when it runs.
+    pub fn of_this_machine(install: Install) -> Facts {
+        Facts {
+            opted_out: install == Install::Never,
             is_root: nix::unistd::geteuid().is_root(),
             is_debian: Path::new("/etc/debian_version").exists(),
             has_apt_get: on_path("apt-get", std::env::var_os("PATH")).is_some(),
-        })
-    }
-}
-
-/// Whether `TESTKIT_INSTALL`'s value (`value`) opts out: `never` does;
-/// unset, empty or `auto` does not; anything else is an error.
-pub fn opted_out(value: Option<OsString>) -> Result<bool, String> {
-    match value.as_ref().map(|v| v.to_string_lossy()).as_deref() {
-        None | Some("") | Some("auto") => Ok(false),
-        Some("never") => Ok(true),
-        Some(other) => Err(format!(
-            "{INSTALL}={other:?} is not a setting: give `auto` (the default: install what is missing) \
-             or `never`"
-        )),
+        }
     }
 }
 
@@ -137,17 +207,18 @@ pub fn decide(what: What, facts: Facts) -> Decision {
 /// the installer holds an exclusive lock on a file of the temporary folder,
 /// and each process looks again once it holds the lock, so the first
 /// installs and the others find what it installed.
-pub fn ensure_installed(
+pub fn ensure_installed<E: std::fmt::Display>(
     what: What,
-    find: impl Fn() -> Result<PathBuf, String>,
-) -> Result<PathBuf, String> {
+    policy: Install,
+    find: impl Fn() -> Result<PathBuf, E>,
+) -> Result<PathBuf, InstallError> {
     let missing = match find() {
         Ok(found) => return Ok(found),
-        Err(missing) => missing,
+        Err(missing) => missing.to_string(),
     };
-    let facts = Facts::of_this_machine()?;
+    let facts = Facts::of_this_machine(policy);
     if let Decision::Cannot(why) = decide(what, facts) {
-        return Err(format!("{missing} ({why})"));
+        return Err(InstallError::NotInstalled { missing, why });
     }
     let _lock = lock(what)?;
     if let Ok(found) = find() {
@@ -160,18 +231,23 @@ pub fn ensure_installed(
                 eprintln!("testkit: installed {name}: {}", found.display());
                 Ok(found)
             }
-            Err(e) => Err(format!("{e} (installed, but still not found)")),
+            Err(e) => Err(InstallError::StillMissing {
+                still: e.to_string(),
+            }),
         },
-        Err(e) => {
-            eprintln!("testkit: installing {name} failed: {e}");
-            Err(format!("{missing} (installing it failed: {e})"))
+        Err(failure) => {
+            eprintln!(
+                "testkit: installing {name} failed: {}",
+                crate::errors::error_chain(&failure)
+            );
+            Err(InstallError::Failed { missing, failure })
         }
     }
 }
 
 /// Holds an exclusive lock on `what`'s lock file until dropped, saying so
 /// when another process holds it.
-fn lock(what: What) -> Result<nix::fcntl::Flock<File>, String> {
+fn lock(what: What) -> Result<nix::fcntl::Flock<File>, InstallError> {
     use nix::fcntl::{Flock, FlockArg};
     let path = what.lock_file();
     let file = File::options()
@@ -179,7 +255,10 @@ fn lock(what: What) -> Result<nix::fcntl::Flock<File>, String> {
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("cannot open the install lock {}: {e}", path.display()))?;
+        .map_err(|source| InstallError::OpenLock {
+            path: path.clone(),
+            source,
+        })?;
     let file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(locked) => return Ok(locked),
         Err((file, _)) => file,
@@ -190,13 +269,13 @@ fn lock(what: What) -> Result<nix::fcntl::Flock<File>, String> {
         path.display()
     );
     Flock::lock(file, FlockArg::LockExclusive)
-        .map_err(|(_, e)| format!("cannot lock the install lock {}: {e}", path.display()))
+        .map_err(|(_, source)| InstallError::Lock { path, source })
 }
 
 /// Runs the install of `what`, its output on stderr. For Chromium, `apt-get
 /// update` runs only when the install failed without it (stale or no
 /// package lists), then the install once more.
-fn install(what: What) -> Result<(), String> {
+fn install(what: What) -> Result<(), RunError> {
     match what {
         What::Chromium => {
             let install = ["apt-get", "install", "-y", "chromium"];
@@ -226,7 +305,7 @@ fn install(what: What) -> Result<(), String> {
 /// Runs `argv`, stdin empty, its stdout and stderr on this stderr (stdout
 /// may be a protocol: the runner's, a test's). A nested cargo gets none of
 /// the variables cargo set for this process.
-fn run(argv: &[&str]) -> Result<(), String> {
+fn run(argv: &[&str]) -> Result<(), RunError> {
     let mut command = Command::new(argv[0]);
     command
         .args(&argv[1..])
@@ -238,13 +317,17 @@ fn run(argv: &[&str]) -> Result<(), String> {
     if let Ok(stderr) = std::io::stderr().as_fd().try_clone_to_owned() {
         command.stdout(Stdio::from(stderr));
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
+    let status = command.status().map_err(|source| RunError::Start {
+        command: argv.join(" "),
+        source,
+    })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`{}` failed ({status})", argv.join(" ")))
+        Err(RunError::Status {
+            command: argv.join(" "),
+            status,
+        })
     }
 }
 
@@ -257,7 +340,7 @@ pub fn on_path(program: &str, path: Option<OsString>) -> Option<PathBuf> {
 
 /// `cargo-nextest` where cargo looks for it: `$CARGO_HOME/bin` (default
 /// `~/.cargo/bin`), then PATH. The error says how to install it.
-pub fn find_nextest() -> Result<PathBuf, String> {
+pub fn find_nextest() -> Result<PathBuf, NextestNotFound> {
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
@@ -265,21 +348,15 @@ pub fn find_nextest() -> Result<PathBuf, String> {
 }
 
 /// [`find_nextest`] with `$CARGO_HOME` and PATH given.
-pub fn find_nextest_in(
+pub(crate) fn find_nextest_in(
     cargo_home: Option<PathBuf>,
     path: Option<OsString>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, NextestNotFound> {
     cargo_home
         .map(|home| home.join("bin").join("cargo-nextest"))
         .filter(|p| crate::process::is_executable(p))
         .or_else(|| on_path("cargo-nextest", path))
-        .ok_or_else(|| {
-            format!(
-                "cargo-nextest not found (in $CARGO_HOME/bin nor on PATH); install it with `{}`, \
-                 or run the tests with `--runner cargo-test`",
-                What::Nextest.install_hint()
-            )
-        })
+        .ok_or(NextestNotFound)
 }
 
 #[cfg(test)]
@@ -355,28 +432,19 @@ mod tests {
     }
 
     #[test]
-    fn the_opt_out_is_never_and_nothing_else_is_silently_taken() {
-        assert!(!opted_out(None).unwrap());
-        assert!(!opted_out(Some("auto".into())).unwrap());
-        assert!(opted_out(Some("never".into())).unwrap());
-        let e = opted_out(Some("no".into())).unwrap_err();
-        assert!(
-            e.contains("TESTKIT_INSTALL=\"no\"") && e.contains("never"),
-            "{e}"
-        );
-    }
-
-    #[test]
     fn a_program_found_is_returned_without_installing() {
-        let found = ensure_installed(What::Chromium, || Ok(PathBuf::from("/bin/true")));
+        let found = ensure_installed(What::Chromium, Install::Auto, || {
+            Ok::<_, NextestNotFound>(PathBuf::from("/bin/true"))
+        });
         assert_eq!(found.unwrap(), PathBuf::from("/bin/true"));
     }
 
     #[test]
     fn a_missing_nextest_names_the_install_command_and_the_other_engine() {
         let empty = tempfile::tempdir().unwrap();
-        let e =
-            find_nextest_in(Some(empty.path().to_owned()), Some(empty.path().into())).unwrap_err();
+        let e = find_nextest_in(Some(empty.path().to_owned()), Some(empty.path().into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cargo install --locked cargo-nextest"), "{e}");
         assert!(e.contains("--runner cargo-test"), "{e}");
         let bin = empty.path().join("bin");

@@ -11,24 +11,34 @@
 //!
 //! # Layers
 //!
-//! Imports point down only; a test (`src/layers.rs` of `testkit`) keeps it
-//! so.
+//! Imports point down only, and no file's imports lead back to it; a test
+//! (`src/layers.rs`) keeps it so.
 //!
 //! 1. Facts that know nothing of tests: [`settings`] (every `TESTKIT_*`
 //!    variable, parsed from a lookup), [`duration`] (the bounds of every
 //!    duration a user sets), [`run`] (run ids, the results
 //!    folder), [`config`] (`testkit.toml`), [`mod@redact`], [`process`] (process
-//!    groups), [`files`] (files that hold secrets), [`template`], [`wait`].
+//!    groups), [`files`] (files that hold secrets), [`json`] (JSON files read
+//!    back), [`template`], [`wait`],
+//!    [`history`] (operations a test's clients performed, and their checkers),
+//!    [`machine`] (QEMU machines and their images),
+//!    [`containers`] (the container engine and the packet filter of its
+//!    host: the one module that calls them).
 //! 2. [`report`] (records, summaries, known issues); [`pod`] (handle,
 //!    session, launch); [`resource`] (kinds, journal, delete, sweep).
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod browser;
 pub mod config;
+pub mod containers;
 pub mod duration;
-mod errors;
+pub mod errors;
 pub mod files;
+pub mod history;
 mod ids;
 pub mod install;
+pub mod json;
+pub mod machine;
 pub mod pod;
 pub mod process;
 pub mod redact;
@@ -43,4 +53,5 @@ pub mod wait;
 #[cfg(test)]
 mod layers;
 
+pub use errors::error_chain;
 pub use redact::{redact, register_secret, REDACTED};

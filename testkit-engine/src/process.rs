@@ -584,7 +584,7 @@ pub fn is_executable(path: &Path) -> bool {
 /// next build from a shell rebuilds it all back. A process that starts
 /// cargo removes these from the command's environment; the nested cargo
 /// sets its own for what it runs. `CARGO`, the cargo to start, is not one.
-pub fn set_by_cargo(var: &str) -> bool {
+pub(crate) fn set_by_cargo(var: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "CARGO_PKG_",
         "CARGO_BIN_",
@@ -603,7 +603,7 @@ pub fn set_by_cargo(var: &str) -> bool {
     PREFIXES.iter().any(|p| var.starts_with(p)) || NAMES.contains(&var)
 }
 
-/// The variables of this process's environment that [`set_by_cargo`] names:
+/// The variables of this process's environment that `set_by_cargo` names:
 /// what to remove from a nested cargo command.
 pub fn vars_set_by_cargo() -> Vec<std::ffi::OsString> {
     std::env::vars_os()

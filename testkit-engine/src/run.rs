@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-pub use crate::ids::{generate_run_id, run_id_from_seed, validate_run_id, RUN_ID_LEN};
+use crate::ids::run_id_from_seed;
+pub use crate::ids::{generate_run_id, validate_run_id, RUN_ID_LEN};
 use crate::settings::Settings;
 
 /// One run of a suite, as seen from this process.

@@ -6,7 +6,7 @@
 //! path is checked against what it must name: a handle file that is there,
 //! a suite folder that is there, a results or secrets folder (or nothing
 //! yet, never a file). The
-//! lookup is injectable ([`Settings::from_lookup`]) so that the rules are
+//! lookup is injectable (`Settings::from_lookup`) so that the rules are
 //! tested without touching the process environment.
 //!
 //! | variable | meaning |
@@ -32,10 +32,15 @@
 //! | `TESTKIT_REAPER_JOURNAL`, `TESTKIT_REAPER_PARENT` | what that reaper watches |
 //! | `TESTKIT_SWEEP_KINDS` | the Rust kinds a test binary started as a sweeper sweeps |
 //! | `TESTKIT_PROCESS_TAG` | set by the harness on itself: every process a test starts inherits it |
+//! | `TESTKIT_PODS_DIR` | where `testkit-runner` records the pods it starts (else `$XDG_STATE_HOME/testkit/pods`) |
+//! | `TESTKIT_SWEEP_DEADLINE` | how long `testkit-runner run`'s residue sweep may take (from 1s to 24h) |
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
 //! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
-//! `NEXTEST_ATTEMPT`, and `XDG_RUNTIME_DIR`.
+//! `NEXTEST_ATTEMPT`, and the user's `XDG_RUNTIME_DIR`, `XDG_STATE_HOME`
+//! and `HOME`. What is only handed on to programs testkit starts (`PATH`,
+//! `CARGO`, `CARGO_HOME`) is read where they are started: it is the
+//! process's plumbing, not a setting of testkit.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -91,6 +96,10 @@ pub mod var {
     pub const SECRETS_DIR: &str = "TESTKIT_SECRETS_DIR";
     /// The Rust kinds a sweeper sweeps, comma-separated.
     pub const SWEEP_KINDS: &str = "TESTKIT_SWEEP_KINDS";
+    /// Where `testkit-runner` records the pods it starts.
+    pub const PODS_DIR: &str = "TESTKIT_PODS_DIR";
+    /// How long `testkit-runner run`'s residue sweep may take.
+    pub const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 
     /// The variables testkit sets itself on a test binary it starts in
     /// another role (reaper, sweeper): never handed on from a caller's
@@ -115,6 +124,26 @@ pub const DEFAULT_BROWSER_TEARDOWN: Duration = Duration::from_secs(10);
 /// holds them. Half of nextest's usual slow-test kill, so that a deadlock
 /// says what it is before that kill does.
 pub const DEFAULT_BUDGET_WAIT: Duration = Duration::from_secs(60);
+
+/// How long `testkit-runner run`'s residue sweep may take, unless
+/// `TESTKIT_SWEEP_DEADLINE` says.
+pub const DEFAULT_SWEEP_DEADLINE: Duration = Duration::from_secs(120);
+
+/// The bounds of `TESTKIT_SWEEP_DEADLINE`: a sweep of less than a second
+/// could not list a pod's resources.
+pub const SWEEP_DEADLINE_BOUNDS: crate::duration::Bounds =
+    crate::duration::Bounds::new(Duration::from_secs(1), crate::duration::DAY);
+
+/// `TESTKIT_INSTALL`: whether a missing program testkit needs (Chromium,
+/// cargo-nextest) is installed where it can be (see [`crate::install`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Install {
+    /// Installed where it can be (the default).
+    #[default]
+    Auto,
+    /// Never installed: the error names the command to run.
+    Never,
+}
 
 /// `TESTKIT_KEEP`: whether a test's resources are kept for debugging.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -201,6 +230,20 @@ pub struct Settings {
     pub budget_wait: Duration,
     /// `TESTKIT_TRACE`, else [`TracePolicy::RetainOnFailure`].
     pub trace: TracePolicy,
+    /// `TESTKIT_INSTALL`.
+    pub install: Install,
+    /// `TESTKIT_PODS_DIR`, as given (the runner proves it can write there).
+    pub pods_dir: Option<PathBuf>,
+    /// `TESTKIT_SWEEP_DEADLINE`, else [`DEFAULT_SWEEP_DEADLINE`].
+    pub sweep_deadline: Duration,
+    /// `XDG_STATE_HOME`.
+    pub state_home: Option<PathBuf>,
+    /// `HOME`.
+    pub home: Option<PathBuf>,
+    /// The role variables ([`var::ROLES`]) that are set, with their values:
+    /// testkit sets them on a binary it starts as a reaper or a sweeper, so
+    /// the runner refuses them in its own environment.
+    pub roles: Vec<(&'static str, OsString)>,
 }
 
 /// Which tests keep their trace (`TESTKIT_TRACE`). Every test records
@@ -253,6 +296,7 @@ impl Settings {
             grace: DEFAULT_GRACE,
             browser_teardown: DEFAULT_BROWSER_TEARDOWN,
             budget_wait: DEFAULT_BUDGET_WAIT,
+            sweep_deadline: DEFAULT_SWEEP_DEADLINE,
             ..Settings::default()
         }
     }
@@ -284,6 +328,8 @@ impl Settings {
         let budget_wait = check.duration(var::BUDGET_WAIT, raw.budget_wait, DEFAULT_BUDGET_WAIT);
         let browser_off = check.browser_off(raw.browser);
         let trace = check.trace(raw.trace);
+        let install = check.install(raw.install);
+        let sweep_deadline = check.sweep_deadline(raw.sweep_deadline);
         let keep = check.keep(var::KEEP, raw.keep);
         let keep_processes = check.keep(var::KEEP_PROCESSES, raw.keep_processes);
         let run_as = check.run_as(raw.run_as, raw.parent, &get);
@@ -329,6 +375,15 @@ impl Settings {
             browser_teardown,
             budget_wait,
             trace,
+            install,
+            pods_dir: get(var::PODS_DIR).map(PathBuf::from),
+            sweep_deadline,
+            state_home: get("XDG_STATE_HOME").map(PathBuf::from),
+            home: get("HOME").map(PathBuf::from),
+            roles: var::ROLES
+                .iter()
+                .filter_map(|role| Some((*role, get(role)?)))
+                .collect(),
         })
     }
 }
@@ -352,6 +407,8 @@ struct Raw {
     browser_teardown: Option<String>,
     budget_wait: Option<String>,
     trace: Option<String>,
+    install: Option<String>,
+    sweep_deadline: Option<String>,
 }
 
 impl Raw {
@@ -382,6 +439,8 @@ impl Raw {
             browser_teardown: text(var::BROWSER_TEARDOWN),
             budget_wait: text(var::BUDGET_WAIT),
             trace: text(var::TRACE),
+            install: text(var::INSTALL),
+            sweep_deadline: text(var::SWEEP_DEADLINE),
         }
     }
 }
@@ -500,6 +559,32 @@ impl Check {
                 "expected `off`, `retain-on-failure` or `on`",
             );
             TracePolicy::default()
+        })
+    }
+
+    fn install(&mut self, install: Option<String>) -> Install {
+        match install.as_deref() {
+            None | Some("auto") => Install::Auto,
+            Some("never") => Install::Never,
+            Some(other) => {
+                self.bad(
+                    var::INSTALL,
+                    other,
+                    "expected `auto` (the default: install what is missing) or `never`",
+                );
+                Install::Auto
+            }
+        }
+    }
+
+    /// From a second to a day ([`SWEEP_DEADLINE_BOUNDS`]).
+    fn sweep_deadline(&mut self, value: Option<String>) -> Duration {
+        let Some(v) = value else {
+            return DEFAULT_SWEEP_DEADLINE;
+        };
+        SWEEP_DEADLINE_BOUNDS.parse(&v).unwrap_or_else(|e| {
+            self.bad(var::SWEEP_DEADLINE, &v, &e.to_string());
+            DEFAULT_SWEEP_DEADLINE
         })
     }
 
@@ -754,6 +839,55 @@ mod tests {
         assert_eq!(s.budget_wait, Duration::from_secs(3));
         let e = read(&[(var::BUDGET_WAIT, "ever")]).unwrap_err().to_string();
         assert!(e.contains("TESTKIT_BUDGET_WAIT=\"ever\""), "{e}");
+    }
+
+    #[test]
+    fn the_install_opt_out_is_never_and_nothing_else_is_silently_taken() {
+        assert_eq!(read(&[]).unwrap().install, Install::Auto);
+        assert_eq!(
+            read(&[(var::INSTALL, "auto")]).unwrap().install,
+            Install::Auto
+        );
+        assert_eq!(
+            read(&[(var::INSTALL, "never")]).unwrap().install,
+            Install::Never
+        );
+        let e = read(&[(var::INSTALL, "no")]).unwrap_err().to_string();
+        assert!(
+            e.contains("TESTKIT_INSTALL=\"no\" is invalid") && e.contains("`never`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_sweep_deadline_is_a_duration_from_a_second_to_a_day() {
+        assert_eq!(read(&[]).unwrap().sweep_deadline, DEFAULT_SWEEP_DEADLINE);
+        assert_eq!(
+            read(&[(var::SWEEP_DEADLINE, " 90s ")])
+                .unwrap()
+                .sweep_deadline,
+            Duration::from_secs(90)
+        );
+        for bad in ["soon", "0s", "500ms", "25h", "5000000000000000h"] {
+            let e = read(&[(var::SWEEP_DEADLINE, bad)]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("TESTKIT_SWEEP_DEADLINE={bad:?} is invalid")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_roles_set_are_named_with_their_values() {
+        assert!(read(&[]).unwrap().roles.is_empty());
+        let s = read(&[(var::RUN_AS, "sweeper"), (var::SWEEP_KINDS, "sandbox")]).unwrap();
+        assert_eq!(
+            s.roles,
+            [
+                (var::RUN_AS, OsString::from("sweeper")),
+                (var::SWEEP_KINDS, OsString::from("sandbox"))
+            ]
+        );
     }
 
     #[test]

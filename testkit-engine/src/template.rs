@@ -21,6 +21,95 @@ use std::fmt;
 
 use reqwest::Method;
 
+/// What is wrong with a template, or with filling it. Its text is a
+/// fragment that reads after the key it is about (`` `auth.probe` is
+/// "GET": expected … ``).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    /// Not `METHOD /path`.
+    #[error("is {text:?}: expected `METHOD /path`, e.g. \"GET /api/things/{{name}}\"")]
+    NotARequest {
+        /// The template.
+        text: String,
+    },
+    /// The method is not an HTTP method.
+    #[error("is {text:?}: {method:?} is not an HTTP method")]
+    NotAMethod {
+        /// The template.
+        text: String,
+        /// Its first word.
+        method: String,
+    },
+    /// The path does not start with `/`.
+    #[error("is {text:?}: the path must start with `/`")]
+    RelativePath {
+        /// The template.
+        text: String,
+    },
+    /// A placeholder's filters cannot be applied.
+    #[error("in {text:?}: {problem}")]
+    Filter {
+        /// The template.
+        text: String,
+        /// What is wrong with the placeholder.
+        problem: FilterProblem,
+    },
+    /// A placeholder no value fills.
+    #[error("`{{{key}}}` in {text:?} is not a known placeholder (known here: {known})")]
+    Unknown {
+        /// The template.
+        text: String,
+        /// The placeholder's key.
+        key: String,
+        /// The keys that have values, comma-separated.
+        known: String,
+    },
+}
+
+/// What is wrong with one placeholder's filters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FilterProblem {
+    /// A filter of no known name.
+    #[error("`|{name}` is not a filter (filters: {known})")]
+    NotAFilter {
+        /// The name written.
+        name: String,
+        /// The filters there are, comma-separated.
+        known: String,
+    },
+    /// A filter that encodes for where the value goes is not the last.
+    #[error(
+        "`{{{placeholder}}}`: `|{filter}` encodes the value for where it goes, so it comes last"
+    )]
+    NotLast {
+        /// The placeholder with its filters, without braces.
+        placeholder: String,
+        /// The filter.
+        filter: &'static str,
+    },
+    /// The filters make bytes that are not text before a step that needs
+    /// text.
+    #[error(
+        "`{{{placeholder}}}` makes bytes that are not UTF-8 before {then}: end it with `|base64` \
+         or `|base64url`"
+    )]
+    NotUtf8 {
+        /// The placeholder with its filters, without braces.
+        placeholder: String,
+        /// The step that needs text.
+        then: &'static str,
+    },
+}
+
+/// For the callers that still carry errors as text.
+impl From<TemplateError> for String {
+    fn from(e: TemplateError) -> String {
+        e.to_string()
+    }
+}
+
 /// `METHOD /path` with an optional body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestTemplate {
@@ -31,15 +120,23 @@ pub struct RequestTemplate {
 
 impl RequestTemplate {
     /// Parses `METHOD /path`; the error says what is wrong with an example.
-    pub fn parse(text: &str) -> Result<RequestTemplate, String> {
-        let (method, path) = text.trim().split_once(' ').ok_or_else(|| {
-            format!("is {text:?}: expected `METHOD /path`, e.g. \"GET /api/things/{{name}}\"")
-        })?;
-        let method = Method::from_bytes(method.as_bytes())
-            .map_err(|_| format!("is {text:?}: {method:?} is not an HTTP method"))?;
+    pub fn parse(text: &str) -> Result<RequestTemplate, TemplateError> {
+        let (method, path) =
+            text.trim()
+                .split_once(' ')
+                .ok_or_else(|| TemplateError::NotARequest {
+                    text: text.to_owned(),
+                })?;
+        let method =
+            Method::from_bytes(method.as_bytes()).map_err(|_| TemplateError::NotAMethod {
+                text: text.to_owned(),
+                method: method.to_owned(),
+            })?;
         let path = path.trim();
         if !path.starts_with('/') {
-            return Err(format!("is {text:?}: the path must start with `/`"));
+            return Err(TemplateError::RelativePath {
+                text: text.to_owned(),
+            });
         }
         check_filters(path)?;
         Ok(RequestTemplate {
@@ -50,7 +147,7 @@ impl RequestTemplate {
     }
 
     /// The same request with `body` (a template too).
-    pub fn with_body(mut self, body: Option<String>) -> RequestTemplate {
+    pub(crate) fn with_body(mut self, body: Option<String>) -> RequestTemplate {
         self.body = body;
         self
     }
@@ -80,14 +177,14 @@ impl RequestTemplate {
     }
 
     /// The path with every placeholder filled, values percent-encoded.
-    pub fn render_path(&self, values: &Values<'_>) -> Result<String, String> {
+    pub(crate) fn render_path(&self, values: &Values<'_>) -> Result<String, TemplateError> {
         fill(&self.path, values, encode)
     }
 
     /// The body with every placeholder filled, values escaped for a JSON
     /// string (bodies are JSON far more often than not; a value with no
     /// special characters is unchanged either way).
-    pub fn render_body(&self, values: &Values<'_>) -> Result<Option<String>, String> {
+    pub(crate) fn render_body(&self, values: &Values<'_>) -> Result<Option<String>, TemplateError> {
         self.body
             .as_deref()
             .map(|b| fill(b, values, json_escape))
@@ -162,7 +259,7 @@ fn is_name_byte(b: u8) -> bool {
 
 /// Whether `name` can name a `{placeholder}`: a-z, 0-9 and `_`, not empty.
 /// Handle fields and `[pod] fields` become placeholders, so they follow it.
-pub fn is_placeholder_name(name: &str) -> bool {
+pub(crate) fn is_placeholder_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(is_name_byte)
 }
 
@@ -200,14 +297,17 @@ impl Filter {
         ("raw", Filter::Raw),
     ];
 
-    fn named(name: &str) -> Result<Filter, String> {
+    fn named(name: &str) -> Result<Filter, FilterProblem> {
         Filter::ALL
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, f)| *f)
             .ok_or_else(|| {
                 let known: Vec<&str> = Filter::ALL.iter().map(|(n, _)| *n).collect();
-                format!("`|{name}` is not a filter (filters: {})", known.join(", "))
+                FilterProblem::NotAFilter {
+                    name: name.to_owned(),
+                    known: known.join(", "),
+                }
             })
     }
 
@@ -233,7 +333,12 @@ struct Placeholder<'t> {
 }
 
 impl Placeholder<'_> {
-    fn filters(&self) -> Result<Vec<Filter>, String> {
+    /// The key and its filters, as the template writes them inside braces.
+    fn written(&self) -> String {
+        format!("{}{}", self.key, self.filters)
+    }
+
+    fn filters(&self) -> Result<Vec<Filter>, FilterProblem> {
         let filters: Vec<Filter> = self
             .filters
             .split('|')
@@ -242,12 +347,10 @@ impl Placeholder<'_> {
             .collect::<Result<_, _>>()?;
         if let Some(pos) = filters.iter().position(|f| f.is_final()) {
             if pos + 1 < filters.len() {
-                return Err(format!(
-                    "`{{{}{}}}`: `|{}` encodes the value for where it goes, so it comes last",
-                    self.key,
-                    self.filters,
-                    filters[pos].name()
-                ));
+                return Err(FilterProblem::NotLast {
+                    placeholder: self.written(),
+                    filter: filters[pos].name(),
+                });
             }
         }
         Ok(filters)
@@ -255,16 +358,14 @@ impl Placeholder<'_> {
 
     /// The value of this placeholder, filtered, then escaped by `escape`
     /// unless a filter encoded it already.
-    fn render(&self, value: &str, escape: fn(&str) -> String) -> Result<String, String> {
+    fn render(&self, value: &str, escape: fn(&str) -> String) -> Result<String, FilterProblem> {
         use base64::Engine as _;
         let filters = self.filters()?;
         let mut bytes = value.as_bytes().to_vec();
-        let text = |bytes: Vec<u8>, then: &str| {
-            String::from_utf8(bytes).map_err(|_| {
-                format!(
-                    "`{{{}{}}}` makes bytes that are not UTF-8 before {then}: end it with `|base64` or `|base64url`",
-                    self.key, self.filters
-                )
+        let text = |bytes: Vec<u8>, then: &'static str| {
+            String::from_utf8(bytes).map_err(|_| FilterProblem::NotUtf8 {
+                placeholder: self.written(),
+                then,
             })
         };
         for filter in filters {
@@ -328,7 +429,7 @@ fn next_placeholder(text: &str) -> Option<(&str, Placeholder<'_>, &str)> {
 
 /// A JSON pointer with one `*` over an array, split at it: the array and
 /// the path in each item, `"/items/*/name"` → `("/items", "/name")`.
-pub fn split_item_pointer(text: &str) -> Option<(String, String)> {
+pub(crate) fn split_item_pointer(text: &str) -> Option<(String, String)> {
     match text.split_once("/*") {
         Some((array, rest))
             if !rest.contains('*') && (array.is_empty() || array.starts_with('/')) =>
@@ -352,12 +453,15 @@ pub fn placeholders(text: &str) -> Vec<&str> {
 
 /// Checks the filters of every placeholder of `text`, without values: a
 /// template's mistakes are found when it is loaded, not when it is sent.
-pub fn check_filters(text: &str) -> Result<(), String> {
+pub(crate) fn check_filters(text: &str) -> Result<(), TemplateError> {
     let mut rest = text;
     while let Some((_, placeholder, after)) = next_placeholder(rest) {
         placeholder
             .filters()
-            .map_err(|e| format!("in {text:?}: {e}"))?;
+            .map_err(|problem| TemplateError::Filter {
+                text: text.to_owned(),
+                problem,
+            })?;
         rest = after;
     }
     Ok(())
@@ -365,23 +469,29 @@ pub fn check_filters(text: &str) -> Result<(), String> {
 
 /// Fills every placeholder of `text` from `values`, each through its
 /// filters and then `escape`.
-pub fn fill(text: &str, values: &Values<'_>, escape: fn(&str) -> String) -> Result<String, String> {
+pub fn fill(
+    text: &str,
+    values: &Values<'_>,
+    escape: fn(&str) -> String,
+) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some((before, placeholder, after)) = next_placeholder(rest) {
         out.push_str(before);
         let key = placeholder.key;
         match values.get(key) {
-            Some(value) => out.push_str(
-                &placeholder
-                    .render(value, escape)
-                    .map_err(|e| format!("in {text:?}: {e}"))?,
-            ),
+            Some(value) => out.push_str(&placeholder.render(value, escape).map_err(|problem| {
+                TemplateError::Filter {
+                    text: text.to_owned(),
+                    problem,
+                }
+            })?),
             None => {
-                return Err(format!(
-                    "`{{{key}}}` in {text:?} is not a known placeholder (known here: {})",
-                    values.names()
-                ))
+                return Err(TemplateError::Unknown {
+                    text: text.to_owned(),
+                    key: key.to_owned(),
+                    known: values.names(),
+                })
             }
         }
         rest = after;
@@ -446,7 +556,8 @@ mod tests {
             &Values::new().with("user", "u").with("id", "1"),
             encode,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("`{usr}`") && e.contains("{id}, {user}"), "{e}");
     }
 
@@ -488,22 +599,26 @@ mod tests {
 
     #[test]
     fn a_bad_filter_is_named_with_the_known_ones_when_the_template_is_loaded() {
-        let e = RequestTemplate::parse("GET /k/{name|base65}").unwrap_err();
+        let e = RequestTemplate::parse("GET /k/{name|base65}")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`|base65` is not a filter") && e.contains("base64, base64url, next"),
             "{e}"
         );
-        let e = check_filters(r#"{"k": {name|json|base64}}"#).unwrap_err();
+        let e = check_filters(r#"{"k": {name|json|base64}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`|json`") && e.contains("comes last"), "{e}");
         // Bytes that are not text must be encoded before they are sent.
         let v = Values::new().with("k", "\u{7f}");
-        let e = fill("/{k|next}", &v, encode).unwrap_err();
+        let e = fill("/{k|next}", &v, encode).unwrap_err().to_string();
         assert!(e.contains("not UTF-8") && e.contains("|base64"), "{e}");
         // A brace that is not a placeholder is still text; a filter left
         // empty is a mistake.
         let v = Values::new().with("a", "x");
         assert_eq!(fill("{|a} {a}", &v, verbatim).unwrap(), "{|a} x");
-        let e = fill("{a|}", &v, verbatim).unwrap_err();
+        let e = fill("{a|}", &v, verbatim).unwrap_err().to_string();
         assert!(e.contains("`|` is not a filter"), "{e}");
     }
 
@@ -511,12 +626,15 @@ mod tests {
     fn bad_requests_say_what_to_write() {
         assert!(RequestTemplate::parse("/x")
             .unwrap_err()
+            .to_string()
             .contains("METHOD /path"));
         assert!(RequestTemplate::parse("GET x")
             .unwrap_err()
+            .to_string()
             .contains("start with `/`"));
         assert!(RequestTemplate::parse("G@T /x")
             .unwrap_err()
+            .to_string()
             .contains("not an HTTP method"));
     }
 }

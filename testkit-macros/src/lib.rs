@@ -34,6 +34,8 @@ extern crate proc_macro;
 
 mod error;
 mod expand;
+#[cfg(test)]
+mod layers;
 mod parse;
 mod validate;
 

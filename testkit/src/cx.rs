@@ -26,6 +26,8 @@ pub struct Cx {
     /// `#[testkit::test(exclusive)]`: the test holds the pod lock alone.
     exclusive: bool,
     pub(crate) resources: Tracker,
+    /// The operations the test's clients recorded, once it asks for it.
+    history: std::sync::OnceLock<crate::engine::history::History>,
     #[cfg(feature = "browser")]
     browsers: crate::browser::Browsers,
 }
@@ -56,6 +58,7 @@ impl Cx {
             capabilities_missing: Vec::new(),
             exclusive,
             resources,
+            history: std::sync::OnceLock::new(),
         }
     }
 
@@ -205,6 +208,66 @@ impl Cx {
             run: self.run,
             exclusive: self.is_exclusive(),
         }
+    }
+
+    /// The test's history: the operations its clients perform against the
+    /// service, to check once they are done (`TESTING.md`, "Checking a
+    /// history"). Each client records an operation before it sends it and
+    /// completes it when the answer is in; the history is written to
+    /// `history.json` in the test's artifacts folder when the test ends, and
+    /// named in its record. Cheap to clone: one per client task.
+    ///
+    /// ```no_run
+    /// use testkit::history::{Check, Op};
+    /// use testkit::prelude::*;
+    ///
+    /// /// Three clients write and read `x` while worker-2 is frozen: what
+    /// /// they saw must be linearizable.
+    /// #[testkit::test(exclusive, timeout = "2m")]
+    /// async fn x_stays_linearizable_under_a_pause(cx: &mut Cx) -> testkit::Result {
+    ///     let pod = cx.pod()?;
+    ///     let history = cx.history();
+    ///     cx.faults().pause("worker-2").await?;
+    ///     let mut clients = Vec::new();
+    ///     for client in 0..3u32 {
+    ///         let h = history.clone();
+    ///         clients.push(tokio::spawn(async move {
+    ///             for i in 0..20 {
+    ///                 let value = i64::from(client * 100 + i);
+    ///                 let op = h.invoke(client, Op::write("x", value));
+    ///                 let put = pod.client().put(pod.url("/kv/x")).body(value.to_string());
+    ///                 match put.send().await {
+    ///                     Ok(r) if r.status().is_success() => op.ok(()),
+    ///                     // Refused before anything was done: certainly not written.
+    ///                     Ok(r) if r.status().is_client_error() => op.fail(),
+    ///                     // A timeout, a 5xx: written or not, nobody knows.
+    ///                     _ => op.info(),
+    ///                 }
+    ///                 let op = h.invoke(client, Op::read("x"));
+    ///                 let read = pod.client().get(pod.url("/kv/x")).send().await?;
+    ///                 // `?` drops `op` uncompleted: it is recorded as info.
+    ///                 op.ok(read.error_for_status()?.text().await?.parse::<i64>()?);
+    ///             }
+    ///             testkit::Result::<()>::Ok(())
+    ///         }));
+    ///     }
+    ///     for c in clients {
+    ///         c.await??;
+    ///     }
+    ///     history.check(Check::register()).await?;
+    ///     Ok(())
+    /// }
+    /// # fn main() {}
+    /// ```
+    pub fn history(&self) -> crate::history::History {
+        self.history
+            .get_or_init(|| crate::engine::history::History::new(&self.full_name))
+            .clone()
+    }
+
+    /// The history, when the test asked for it.
+    pub(crate) fn recorded_history(&self) -> Option<&crate::engine::history::History> {
+        self.history.get()
     }
 
     /// Runs the suite's CLI with `args` against the pod (default timeout 60 s).

@@ -1,10 +1,27 @@
-//! The test process's wiring: every process global of testkit, in one place.
+//! The test process's wiring: what it reads once from its environment and
+//! its suite, and the files it writes for the runner.
 //!
 //! A test process reads its settings, its run, its suite's config and kinds,
 //! its known issues and its pod once, on first use, and keeps them for its
-//! life. Everything below this module (the engine, and the rest of the
-//! harness) takes them as arguments: only the facade's entry points (the
-//! harness, `Cx`, the reaper and sweeper roles) reach for them here.
+//! life; it writes its records and starts to one file each. Everything below
+//! this module (the engine, and the rest of the harness) takes them as
+//! arguments: only the facade's entry points (the harness, `Cx`, the reaper
+//! and sweeper roles) reach for them here.
+//!
+//! # Process-wide state that lives elsewhere, and why
+//!
+//! The other statics of testkit are not read from anywhere: each is the
+//! state of one mechanism, kept private beside the code that keeps its
+//! rules, and most sit in modules below this one, which cannot reach up.
+//!
+//! | static | module | why there |
+//! | --- | --- | --- |
+//! | `RUNTIME`, `CONCURRENT_TESTS`, the thread-local `BOTTOM` | `runtime` | the tokio runtime and how many workers it gets; below everything that blocks on it, this module included |
+//! | `ECHO` | `log` | `--nocapture`: whether a logged line is echoed; below this module |
+//! | `TAG`, `WINDOWS`, `JUDGED` | `leftovers` | the process's tag and every test's time window, for charging leftover processes to tests; below this module |
+//! | `REAPER` | `reaper` | the reaper child and its pipe: only its spawn and shutdown touch it |
+//! | `OUTSTANDING`, `UNFINISHED`, `SHUTTING_DOWN`, `LIVE` | `tracker` | the counts and live trackers the signal handler waits on; they change with each tracker's private state |
+//! | the thread-locals `IN_TEST`, `LAST_PANIC` | `harness::panics` | the panic hook's view of the test on its thread |
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,7 +32,7 @@ use engine::pod::{connect, HandlePolicy, Pod, PodHandle, NO_POD_REASON};
 use engine::report::{
     KnownIssues, RecordFile, StartFile, TestRecord, TestStart, KNOWN_ISSUES_FILE,
 };
-use engine::resource::{Event, Journal, JournalEntry, Kinds, ResourceKind};
+use engine::resource::{Event, Journal, JournalEntry, KindError, Kinds, ResourceKind};
 use engine::run::Run;
 use engine::settings::{Settings, SettingsError};
 use testkit_engine as engine;
@@ -52,15 +69,11 @@ pub(crate) fn settings_or_default() -> &'static Settings {
 
 /// The run of this process. Unusable settings are an error that every test
 /// reports rather than a panic.
-pub(crate) fn run() -> Result<&'static Run, &'static str> {
-    static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
-    RUN.get_or_init(|| {
-        settings()
-            .map(Run::from_settings)
-            .map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(String::as_str)
+pub(crate) fn run() -> Result<&'static Run, &'static SettingsError> {
+    static RUN: OnceLock<Result<Run, &'static SettingsError>> = OnceLock::new();
+    RUN.get_or_init(|| settings().map(Run::from_settings))
+        .as_ref()
+        .map_err(|e| *e)
 }
 
 /// The config of this process's suite: defaults when there is no suite dir
@@ -116,11 +129,11 @@ pub(crate) fn suite_dir() -> Option<&'static Path> {
 
 /// The kinds of this process's suite: its `testkit.toml`'s and the Rust
 /// kinds its binary registers, loaded once.
-pub(crate) fn kinds() -> Result<&'static Kinds, String> {
-    static KINDS: OnceLock<Result<Kinds, String>> = OnceLock::new();
+pub(crate) fn kinds() -> Result<&'static Kinds, &'static KindsError> {
+    static KINDS: OnceLock<Result<Kinds, KindsError>> = OnceLock::new();
     KINDS
         .get_or_init(|| {
-            let config = config().map_err(|e| e.to_string())?;
+            let config = config().map_err(KindsError::Config)?;
             let path = suite_dir()
                 .unwrap_or(Path::new("."))
                 .join(engine::config::CONFIG_FILE);
@@ -128,10 +141,20 @@ pub(crate) fn kinds() -> Result<&'static Kinds, String> {
                 .into_iter()
                 .map(|k| (k.name, k.kind))
                 .collect();
-            Kinds::from_config_linking(config, &path, &linked).map_err(|e| e.to_string())
+            Kinds::from_config_linking(config, &path, &linked).map_err(KindsError::Kind)
         })
         .as_ref()
-        .map_err(Clone::clone)
+}
+
+/// Why the suite's kinds cannot be used: its config, or one of its kinds.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KindsError {
+    /// `testkit.toml` cannot be used.
+    #[error(transparent)]
+    Config(&'static ConfigError),
+    /// A `[resources.<kind>]` table cannot be used.
+    #[error(transparent)]
+    Kind(KindError),
 }
 
 /// A Rust kind a test binary registers; [`resource_kind!`](crate::resource_kind)
@@ -182,7 +205,10 @@ pub(crate) fn check_known_issue_listed(id: &str) -> Result<(), String> {
         KnownIssues::load(dir).map_err(|e| e.to_string())
     });
     match known {
-        Ok(known) => known.check_listed(id).map(|_| ()),
+        Ok(known) => known
+            .check_listed(id)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
         Err(problem) => Err(format!("known issue {id} cannot be checked: {problem}")),
     }
 }
@@ -357,7 +383,7 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
 pub(crate) fn secrets_dir() -> Result<&'static Path, &'static str> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let run = run().map_err(str::to_owned)?;
+        let run = run().map_err(|e| e.to_string())?;
         let settings = settings_or_default();
         engine::run::create_secrets_dir(settings, &run.id).map_err(|e| {
             format!(

@@ -55,13 +55,16 @@
 //!
 //! # Layers
 //!
-//! Imports point down only; a test (`src/layers.rs`) keeps it so.
+//! Imports point down only, and no file's imports lead back to it; a test
+//! (`src/layers.rs`) keeps it so.
 //!
 //! 1. The engine (`testkit-engine`): config, settings, run ids, pods,
 //!    resource kinds, journal, records; every function takes its inputs as
 //!    arguments. testkit re-exports the part a spec author uses.
-//! 2. `globals`: every process global of a test process (its settings, run,
-//!    config, kinds, pod, record file), read once, handed down as arguments.
+//! 2. `globals`: what a test process reads once (its settings, run, config,
+//!    kinds, pod) and the record files it writes, handed down as arguments.
+//!    The state of one mechanism (the runtime, the tracker's counts, the
+//!    reaper child) stays private beside its code: `globals`' doc lists where.
 //! 3. What a test owns: the resource tracker, the CLI runner, the browser
 //!    phase (`browser` feature), the reaper and the signal handler.
 //! 4. [`Cx`]: the only `impl Cx`, what a test sees.
@@ -119,7 +122,7 @@ pub use testkit_macros::test;
 /// # Ok(()) }
 /// ```
 pub mod wait {
-    pub use crate::engine::wait::*;
+    pub use crate::engine::wait::{until, Check, TimeoutReason, Wait, WaitError};
 }
 
 /// Values in request templates: what a Rust kind needs to build the same
@@ -140,9 +143,17 @@ pub mod resource {
     pub use crate::engine::resource::{KindFuture, OpError, Presence, ResourceKind, ResourceRef};
 }
 
-/// The HTTP client under `Pod::client`, re-exported so suites use the same
-/// version (its `Response`, `Error`, `header` and `Method`).
-pub use reqwest;
+/// Histories of the operations a test's clients perform, and the checkers
+/// that judge them: [`Cx::history`] hands out the test's own.
+pub mod history {
+    pub use crate::engine::history::check::{
+        Check, CheckError, Checked, CounterAnomalies, CounterRead, Drawing, DrawnOp, DuplicateIds,
+        Model, NotLinearizable, SetAnomalies, UnknownReason, DEFAULT_BOUND,
+    };
+    pub use crate::engine::history::{
+        History, HistorySnapshot, Op, Operation, Outcome, PendingOp, Value, FILE_NAME, MAX_OPS,
+    };
+}
 
 /// What a test returns: `Ok(())` or any error, with context.
 pub type Result<T = (), E = anyhow::Error> = std::result::Result<T, E>;

@@ -141,25 +141,51 @@ fn spawn(run: &crate::engine::run::Run, journal: &Path) -> std::io::Result<Reape
     })
 }
 
+/// Why the pod lock could not be handed to the reaper or taken back. A
+/// cause is part of the text: the test's log prints it by `Display`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PodLockHandOver {
+    /// No reaper runs for this process.
+    #[error("no reaper runs for this process")]
+    NoReaper,
+    /// The reaper was told this process is done.
+    #[error("the reaper was told this process is done")]
+    ReaperDone,
+    /// Sending the descriptor failed.
+    #[error("could not hand the pod lock to the reaper: {0}")]
+    Send(nix::errno::Errno),
+    /// The reaper did not say it let go: it was killed.
+    #[error(
+        "the reaper (pid {pid}) did not let go of the pod lock ({answered}): killed it, or \
+         the next test would wait on it; this process has no reaper from here on"
+    )]
+    NotReleased {
+        /// The reaper's pid.
+        pid: u32,
+        /// What it answered, or how reading its answer failed.
+        answered: String,
+    },
+}
+
 /// Hands the reaper a duplicate of the pod lock `lock` (held exclusive by
 /// a test that injects a fault): from now on the lock outlives this
 /// process until the reaper has undone its faults. Once per hold.
-pub(crate) fn hand_over_pod_lock(lock: BorrowedFd<'_>) -> Result<(), String> {
+pub(crate) fn hand_over_pod_lock(lock: BorrowedFd<'_>) -> Result<(), PodLockHandOver> {
     let mut guard = lock_reaper();
     let Some(Some(reaper)) = guard.as_mut() else {
-        return Err("no reaper runs for this process".to_owned());
+        return Err(PodLockHandOver::NoReaper);
     };
     if reaper.holds_pod_lock {
         return Ok(());
     }
     let Some(channel) = reaper.channel.as_ref() else {
-        return Err("the reaper was told this process is done".to_owned());
+        return Err(PodLockHandOver::ReaperDone);
     };
     let fds = [lock.as_raw_fd()];
     let iov = [IoSlice::new(b"hold\n")];
     let cmsg = [ControlMessage::ScmRights(&fds)];
     sendmsg::<()>(channel.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
-        .map_err(|e| format!("could not hand the pod lock to the reaper: {e}"))?;
+        .map_err(PodLockHandOver::Send)?;
     reaper.holds_pod_lock = true;
     Ok(())
 }
@@ -168,7 +194,7 @@ pub(crate) fn hand_over_pod_lock(lock: BorrowedFd<'_>) -> Result<(), String> {
 /// and says so, before this returns. Call before the test lets go of the
 /// lock, or the reaper keeps it taken. A reaper that does not answer is
 /// killed (its duplicate closes with it), and the error says so.
-pub(crate) fn take_back_pod_lock() -> Result<(), String> {
+pub(crate) fn take_back_pod_lock() -> Result<(), PodLockHandOver> {
     let mut guard = lock_reaper();
     let Some(Some(reaper)) = guard.as_mut() else {
         return Ok(());
@@ -194,10 +220,10 @@ pub(crate) fn take_back_pod_lock() -> Result<(), String> {
     let _ = reaper.child.kill();
     let _ = reaper.child.wait();
     *guard = Some(None);
-    Err(format!(
-        "the reaper (pid {pid}) did not let go of the pod lock ({answered:?}): killed it, or \
-         the next test would wait on it; this process has no reaper from here on"
-    ))
+    Err(PodLockHandOver::NotReleased {
+        pid,
+        answered: format!("{answered:?}"),
+    })
 }
 
 /// Tells the reaper this process cleaned up after itself, and waits for it
@@ -440,7 +466,10 @@ async fn undo_faults(
     let started = Instant::now();
     let planned: Vec<Result<Fault, String>> = faults
         .iter()
-        .map(|f| Fault::from_json(f.id.as_deref().unwrap_or_default()))
+        .map(|f| {
+            Fault::from_json(f.id.as_deref().unwrap_or_default())
+                .map_err(|e| crate::engine::errors::error_chain(&e))
+        })
         .collect();
     let cluster = crate::globals::pod_handle().and_then(|handle| {
         handle.cluster().cloned().ok_or_else(|| {
@@ -461,7 +490,7 @@ async fn undo_faults(
                     Err(why) => Err(why.clone()),
                     Ok(_) => match undone.next() {
                         Some((Ok(found), what)) => Ok((found, what)),
-                        Some((Err(why), _)) => Err(why),
+                        Some((Err(why), _)) => Err(crate::engine::errors::error_chain(&why)),
                         None => Err("its undo did not run".to_owned()),
                     },
                 })

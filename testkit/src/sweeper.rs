@@ -27,8 +27,8 @@ async fn sweeper_report(kinds_wanted: &[String]) -> (SweepReport, std::process::
         crate::globals::config(),
     ) {
         (Ok(r), Ok(k), Ok(c)) => (r, k, c),
-        (Err(e), _, _) => return fail(e.to_owned()),
-        (_, Err(e), _) => return fail(e.clone()),
+        (Err(e), _, _) => return fail(e.to_string()),
+        (_, Err(e), _) => return fail(e.to_string()),
         (_, _, Err(e)) => return fail(e.to_string()),
     };
     crate::globals::init_pod().await;

@@ -254,24 +254,22 @@ fn the_phase_turned_off_skips_browser_tests_with_the_reason() {
     assert_eq!(r.browsers, 0);
 }
 
+/// A browser that does not answer when the test's context is closed (the
+/// fixture stops it): the teardown gives up at its cap and fails
+/// distinctly; the process still ends the browser when its tests are done.
 #[test]
 fn a_hung_browser_teardown_is_killed_and_fails_distinctly() {
     let pod = Sandboxd::start(&[]);
     let run = Run::new("brhung");
-    let dir = tempfile::tempdir().unwrap();
-    let stubborn = stubborn_chromium(dir.path());
     let (status, out) = run_test(
         &run,
         &pod,
-        "opens_and_screenshots",
-        &[
-            ("TESTKIT_CHROMIUM", &stubborn),
-            ("TESTKIT_BROWSER_TEARDOWN", Path::new("2s")),
-        ],
+        "freezes_its_browser",
+        &[("TESTKIT_BROWSER_TEARDOWN", Path::new("2s"))],
     );
     // `finish` has checked that no process of the run is left.
     assert!(!status.success(), "{out}");
-    let r = record(&run, "opens_and_screenshots");
+    let r = record(&run, "freezes_its_browser");
     assert_eq!(kind(&r), "browser_teardown", "{r:#?}");
     assert!(r.browser_teardown_timed_out);
     let message = r.message.clone().unwrap_or_default();
@@ -282,6 +280,78 @@ fn a_hung_browser_teardown_is_killed_and_fails_distinctly() {
     assert!(message.contains("verified gone"), "{message}");
     // The body passed and its evidence is kept.
     assert_eq!(r.screenshots.len(), 1, "{r:#?}");
+}
+
+/// Runs the fixture tests matching `filter` in one `cargo test` process,
+/// two at a time, with `BROWSER_FIXTURE_OUT` a folder of `out`.
+fn run_together(run: &Run, pod: &Sandboxd, filter: &str, out: &Path) -> (ExitStatus, String) {
+    let mut c = run.command(
+        pod,
+        false,
+        &["--test", "browser", "--", filter, "--test-threads", "2"],
+    );
+    c.env_remove("TESTKIT_BROWSER")
+        .env_remove("TESTKIT_CHROMIUM")
+        .env_remove("TESTKIT_BROWSER_TEARDOWN")
+        .env("BROWSER_FIXTURE_OUT", out);
+    run.finish(c)
+}
+
+fn pid_in(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Two UI tests running at once share one browser (the same pid), each
+/// in a context of its own: neither sees the other's cookie. The browser
+/// ends with the process (`finish` checks that none of the run is left).
+#[test]
+fn two_ui_tests_share_one_browser_with_cookies_of_their_own() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brshare");
+    let dir = tempfile::tempdir().unwrap();
+    let (status, out) = run_together(&run, &pod, "shares_", dir.path());
+    assert!(status.success(), "{out}");
+    let (a, b) = (pid_in(&dir.path().join("a")), pid_in(&dir.path().join("b")));
+    assert_eq!(a, b, "one browser for both tests");
+    for test in ["shares_a", "shares_b"] {
+        let r = record(&run, test);
+        assert_eq!(r.browsers, 1, "{r:#?}");
+        assert_eq!(r.screenshots.len(), 1, "{r:#?}");
+    }
+}
+
+/// A browser SIGKILLed mid-test fails the test that was using it, and the
+/// next test to need one gets a new browser (another pid), and passes.
+#[test]
+fn a_crashed_browser_fails_only_its_test_and_the_next_gets_a_new_one() {
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brcrash");
+    let dir = tempfile::tempdir().unwrap();
+    let (status, out) = run_together(&run, &pod, "crash_", dir.path());
+    assert!(!status.success(), "{out}");
+    let crashed = record(&run, "crash_kills_its_browser");
+    assert!(
+        crashed
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("closed its DevTools connection")),
+        "{crashed:#?}"
+    );
+    let next = record(&run, "crash_then_a_new_browser");
+    assert_eq!(
+        serde_json::to_value(next.outcome).unwrap(),
+        "passed",
+        "{next:#?}"
+    );
+    let (killed, new) = (
+        pid_in(&dir.path().join("killed")),
+        pid_in(&dir.path().join("new")),
+    );
+    assert_ne!(killed, new, "the next test got a new browser");
 }
 
 #[test]

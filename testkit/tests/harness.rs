@@ -80,6 +80,7 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
     let fx = fixture("basic");
     let (results, run_id) = run_cargo_test("cargotest");
     let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
+    check_histories(&records);
     // No test process builds JUnit, not even a binary's one process under
     // `cargo test`: it is built on demand, as `testkit-runner report` does.
     assert!(
@@ -101,7 +102,7 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
         );
     }
     check_junit(&run_junit, &records, BINARIES);
-    check_with_junitparser(&run_junit, 15, 7, 6);
+    check_with_junitparser(&run_junit, 17, 8, 6);
     assert_no_secret(results.path());
 
     let known = KnownIssues::load(&fx.dir).unwrap();
@@ -115,7 +116,7 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
             summary.expected_failures,
             summary.unexpected_passes
         ),
-        (2, 6, 4, 2, 1),
+        (3, 7, 4, 2, 1),
         "{summary}"
     );
     assert!(!summary.is_green());
@@ -143,6 +144,31 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
         text.contains("FIX-3 (deletes are refused): appears fixed: remove the marker"),
         "{text}"
     );
+}
+
+/// A test that recorded a history has its `history.json` beside its trace,
+/// named in its record; a failed check's message draws the conflict.
+fn check_histories(records: &BTreeMap<String, testkit_engine::report::TestRecord>) {
+    use testkit_engine::history::{HistorySnapshot, Outcome};
+    for (name, ops) in [
+        ("basic::history_linearizable", 60),
+        ("basic::history_not_linearizable", 3),
+    ] {
+        let record = &records[name];
+        let path = record.history.as_deref().expect("a history in the record");
+        let history = HistorySnapshot::read(Path::new(path)).unwrap();
+        assert_eq!(history.test, name);
+        assert_eq!(history.ops.len(), ops, "{path}");
+        assert!(history.ops.iter().all(|o| o.outcome == Outcome::Ok));
+    }
+    let message = records["basic::history_not_linearizable"]
+        .message
+        .as_deref()
+        .unwrap();
+    assert!(message.contains("client 3  "), "{message}");
+    assert!(message.contains("read x → 1  ok"), "{message}");
+    assert!(message.contains("← conflict"), "{message}");
+    assert!(records["basic::passes"].history.is_none());
 }
 
 #[test]
@@ -222,13 +248,13 @@ fn shards_merge_into_one_junit() {
     }
     assert_eq!(records.len(), fx.expected.tests.len());
     check_junit(&path, &records, BINARIES);
-    check_with_junitparser(&path, 15, 7, 6);
+    check_with_junitparser(&path, 17, 8, 6);
 
     // A JUnit file (here the merge's own output, as a stand-in for a shard
     // that left only JUnit) adds the tests no record covers, and nothing twice.
     let only_one = merge_results("partial", &[one.path(), &path]).unwrap();
-    assert_eq!(only_one.tests, 15);
-    assert_eq!((only_one.failures, only_one.skipped), (7, 6));
+    assert_eq!(only_one.tests, 17);
+    assert_eq!((only_one.failures, only_one.skipped), (8, 6));
 }
 
 #[test]
@@ -241,7 +267,7 @@ fn junit_from_records_round_trips_through_quick_junit() {
     let outcomes: Vec<_> = records.iter().map(|r| (&r.name, r.outcome)).collect();
     assert_eq!(
         (back.tests, back.failures, back.skipped, back.errors),
-        (15, 7, 6, 0),
+        (17, 8, 6, 0),
         "{outcomes:?}\n{xml}"
     );
     assert_eq!(back.test_suites.len(), 2);

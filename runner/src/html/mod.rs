@@ -7,7 +7,11 @@
 //! - `source`: the commit a run tested, kept in `source.json`;
 //! - `render`: the page itself;
 //! - `trace`: a test's trace, as a waterfall on the page;
-//! - `text`: escaping and printable text, for both.
+//! - `text`: text as both carry it, printable (the templates escape it).
+//!
+//! They point one way: `render` uses `model`, `trace` and `text`; `trace`
+//! uses `text`; `model` uses `source`; `text` and `source` use none of
+//! the others.
 //!
 //! Everything on the page comes from files that are redacted when written
 //! (records, `verdict.jsonl`, the journal); the pod's folder, which holds
@@ -140,10 +144,12 @@ pub(crate) fn write_for_run(
     results_dir: &Path,
     suite_dir: &Path,
     run_id: &str,
-) -> Result<PathBuf, String> {
-    let source = results_dir.join("source.json");
+) -> Result<PathBuf, ReportError> {
     Source::of(suite_dir)
         .write(results_dir)
-        .map_err(|e| format!("{}: {e}", source.display()))?;
-    write(results_dir, run_id).map_err(|e| e.to_string())
+        .map_err(|cause| ReportError::Io {
+            path: results_dir.join(source::FILE),
+            cause,
+        })?;
+    write(results_dir, run_id)
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use testkit_engine::report::{self, Outcome, ReportError, TestRecord};
+use testkit_engine::report::{self, ReportError, TestRecord};
 use testkit_engine::resource::{read_journal, Event, JournalEntry};
 
 use super::source::Source;
@@ -244,17 +244,6 @@ pub(super) fn pack_lanes(records: &[&TestRecord]) -> (Vec<Option<usize>>, usize)
         lanes[i] = Some(lane);
     }
     (lanes, lane_free_at.len())
-}
-
-/// The word for an outcome, as records spell it.
-pub(super) fn outcome_word(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Passed => "passed",
-        Outcome::Failed => "failed",
-        Outcome::Skipped => "skipped",
-        Outcome::ExpectedFailure => "expected_failure",
-        Outcome::UnexpectedPass => "unexpected_pass",
-    }
 }
 
 #[cfg(test)]

@@ -5,20 +5,27 @@
 //! so it reads without scripts; the
 //! timeline and the filterable list of every test are drawn by the inline
 //! script from the JSON embedded beside it.
+//!
+//! Every part is a maud template: a value spliced into one is escaped by
+//! the engine, and every text the page did not write itself goes in as a
+//! [`Text`], made printable first. The only text not escaped so is the
+//! page's own CSS and script, and the JSON the script reads, which
+//! [`script_json`] writes for its `<script>` element.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use maud::{html, Markup, PreEscaped, DOCTYPE};
+use serde::Serialize as _;
 use serde_json::json;
 use testkit_engine::report::{
-    AttemptRecord, FaultRecord, Outcome, ResourceState, Summary, TestRecord,
+    AttemptRecord, FailureKind, FaultRecord, Outcome, ResourceState, Summary, TestRecord,
 };
 
-use super::model::{outcome_word, pack_lanes, Lifetime, Part};
-use super::text::{esc, printable};
-use crate::junit::{fault_fate, fault_line, fault_state_name, fault_undone};
+use super::model::{pack_lanes, Lifetime, Part};
+use super::text::{printable, Text};
+use crate::junit::{fault_fate, fault_line, fault_undone};
 
 const CSS: &str = include_str!("report.css");
 const JS: &str = include_str!("report.js");
@@ -36,6 +43,15 @@ const MESSAGE_CAP: usize = 2 * 1024;
 const SCREENSHOT_CAP: u64 = 2 * 1024 * 1024;
 /// At most this many bytes of screenshots are inlined in all.
 const SCREENSHOTS_BUDGET: u64 = 8 * 1024 * 1024;
+
+/// The outcomes the list of every test filters by, in the order offered.
+const FILTER_OUTCOMES: [Outcome; 5] = [
+    Outcome::Failed,
+    Outcome::UnexpectedPass,
+    Outcome::ExpectedFailure,
+    Outcome::Skipped,
+    Outcome::Passed,
+];
 
 pub(super) struct Page<'a> {
     pub(super) title: &'a str,
@@ -56,10 +72,7 @@ pub(super) fn headline(parts: &[Part], summary: &Summary) -> &'static str {
     };
     let mut worst = 0u8;
     for part in parts {
-        let red = part
-            .records
-            .iter()
-            .any(|r| matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass));
+        let red = part.records.iter().any(|r| r.outcome.fails());
         let mut code = match part.phase("run").and_then(|r| r.exit_code) {
             Some(c) => c,
             // A plain `cargo test`, or a run killed before its end: the
@@ -105,18 +118,48 @@ fn make_printable(value: &mut serde_json::Value) {
     }
 }
 
-/// JSON that can sit inside `<script>`: no `</script>`, no `<!--`, none
-/// of the line separators older parsers choke on, and every string
+/// serde_json's compact output, with what could end or confuse the
+/// `<script>` element it sits in written as `\u` escapes inside strings
+/// (outside them JSON has none of these characters): `<` (no
+/// `</script>`, no `<!--`), `>`, `&`, and the line separators older
+/// parsers choke on.
+struct ScriptSafe;
+
+impl serde_json::ser::Formatter for ScriptSafe {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut from = 0;
+        for (at, c) in fragment.char_indices() {
+            let escaped = match c {
+                '<' => "\\u003c",
+                '>' => "\\u003e",
+                '&' => "\\u0026",
+                '\u{2028}' => "\\u2028",
+                '\u{2029}' => "\\u2029",
+                _ => continue,
+            };
+            writer.write_all(&fragment.as_bytes()[from..at])?;
+            writer.write_all(escaped.as_bytes())?;
+            from = at + c.len_utf8();
+        }
+        writer.write_all(&fragment.as_bytes()[from..])
+    }
+}
+
+/// JSON that can sit inside `<script>` ([`ScriptSafe`]), every string
 /// [`printable`], as the page's text is.
 fn script_json(mut value: serde_json::Value) -> String {
     make_printable(&mut value);
+    let mut out = Vec::new();
     value
-        .to_string()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029")
+        .serialize(&mut serde_json::Serializer::with_formatter(
+            &mut out, ScriptSafe,
+        ))
+        .expect("a JSON value serializes into memory");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// The last `cap` bytes of `s`, on a character boundary, and how many were cut.
@@ -153,15 +196,9 @@ fn ms(d: u64) -> String {
     }
 }
 
-fn failure_kind_word(r: &TestRecord) -> String {
-    r.failure_kind
-        .and_then(|k| serde_json::to_value(k).ok())
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "failed".to_owned())
-}
-
-fn is_failure(r: &TestRecord) -> bool {
-    matches!(r.outcome, Outcome::Failed | Outcome::UnexpectedPass)
+/// A failed test's tag: its failure kind, `failed` when it has none.
+fn failure_kind_word(r: &TestRecord) -> &'static str {
+    r.failure_kind.map_or("failed", FailureKind::as_str)
 }
 
 /// Every test of every part, with the part it ran in.
@@ -175,237 +212,176 @@ fn all_tests(parts: &[Part]) -> Vec<(usize, &TestRecord)> {
 
 impl Page<'_> {
     pub(super) fn html(&self) -> String {
-        let mut out = String::with_capacity(64 * 1024);
         let verdict = headline(self.parts, self.summary);
-        let _ = write!(
-            out,
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-             style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
-             <title>{verdict}: {}</title><style>{CSS}</style></head><body>\n",
-            esc(self.title)
-        );
-        self.header(&mut out, verdict);
-        self.phases(&mut out);
-        self.counts(&mut out);
-        self.leaks(&mut out);
         let mut logs_left = LOGS_BUDGET;
-        self.failures(&mut out, &mut logs_left);
-        self.flaky(&mut out, &mut logs_left);
-        self.known_issues(&mut out);
-        let _ = writeln!(
-            out,
-            "<section id=\"timeline-section\"><h2>Timeline</h2>\
-             <p class=\"hint\">Each test is a bar on the lane that ran it, coloured by outcome; \
-             the thin bars under it are the resources it created, from journaled to verified gone \
-             (red: leaked); a dotted line before a bar is the time its test waited for the pod lock \
-             (an <code>exclusive</code> test had the pod). Each pod's boot, residue sweep and teardown are \
-             on its first lane. \
-             Below a pod's tests, each node a test injected faults into has a lane of its own, \
-             a bar per fault from its injection to its undo (red, to the end of the run: never \
-             undone). Hover or click a bar for its details.</p>\
-             <div id=\"timeline\"><noscript>The timeline needs JavaScript.</noscript></div>\
-             <div id=\"details\" class=\"details\" hidden></div></section>"
-        );
-        self.slowest(&mut out);
-        let _ = writeln!(
-            out,
-            "<section id=\"tests-section\"><h2>Every test</h2>\
-             <div class=\"filter\"><label>Outcome <select id=\"filter-outcome\">\
-             <option value=\"\">all</option><option value=\"failed\">failed</option>\
-             <option value=\"unexpected_pass\">unexpected pass</option>\
-             <option value=\"expected_failure\">expected failure</option>\
-             <option value=\"skipped\">skipped</option><option value=\"passed\">passed</option>\
-             <option value=\"flaky\">flaky</option>\
-             </select></label> <label>Name <input id=\"filter-name\" type=\"search\" \
-             placeholder=\"part of a test's name\"></label> <span id=\"filter-count\"></span></div>\
-             <table id=\"tests\"><thead><tr><th>outcome</th><th>test</th><th>binary</th>\
-             <th>duration</th><th>message</th></tr></thead><tbody></tbody></table></section>"
-        );
-        let _ = write!(
-            out,
-            "<script id=\"data\" type=\"application/json\">{}</script>\n<script>{JS}</script>\n</body></html>\n",
-            script_json(self.data())
-        );
-        out
+        // The line breaks ("\n") are where the page has always had them, so
+        // that a page compares line by line with one of an older runner.
+        html! {
+            (DOCTYPE) "\n"
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    meta http-equiv="Content-Security-Policy" content="default-src 'none'; \
+                        style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
+                    title { (verdict) ": " (Text(self.title)) }
+                    style { (PreEscaped(CSS)) }
+                }
+                body {
+                    "\n"
+                    (self.header(verdict))
+                    (self.phases())
+                    (self.counts())
+                    (self.leaks())
+                    (self.failures(&mut logs_left))
+                    (self.flaky(&mut logs_left))
+                    (self.known_issues())
+                    (timeline())
+                    (self.slowest())
+                    (every_test())
+                    script id="data" type="application/json" { (PreEscaped(script_json(self.data()))) }
+                    "\n"
+                    script { (PreEscaped(JS)) }
+                    "\n"
+                }
+            }
+            "\n"
+        }
+        .into_string()
     }
 
-    fn header(&self, out: &mut String, verdict: &str) {
+    fn header(&self, verdict: &str) -> Markup {
         let class = match verdict {
             "PASSED" => "pass",
             "NO TESTS" => "skip",
             _ => "fail",
         };
-        let _ = write!(
-            out,
-            "<header><h1><span id=\"verdict\" class=\"verdict {class}\">{verdict}</span> {}</h1><dl class=\"facts\">",
-            esc(self.title)
-        );
         let many = self.parts.len() > 1;
-        for (i, part) in self.parts.iter().enumerate() {
-            let pod = part
-                .phase("up")
-                .map(|p| p.evidence.clone())
-                .unwrap_or_else(|| {
-                    "not recorded (no verdict.jsonl: not a testkit-runner run)".to_owned()
-                });
-            let source = part
-                .source
-                .as_ref()
-                .map(|s| s.describe())
-                .unwrap_or_else(|| {
-                    "unknown (not recorded: the results of a plain cargo test or nextest run)"
-                        .to_owned()
-                });
-            let n = if many {
-                format!(" {}", i + 1)
-            } else {
-                String::new()
-            };
-            let _ = write!(
-                out,
-                "<dt>run{n}</dt><dd class=\"run-id\">{}</dd><dt>commit{n}</dt><dd class=\"commit\">{}</dd>\
-                 <dt>pod{n}</dt><dd class=\"pod\">{}</dd>",
-                esc(&part.run_id()),
-                esc(&source),
-                esc(&pod)
-            );
-            if let Some(seal) = part.seal.describe() {
-                let _ = write!(
-                    out,
-                    "<dt>seal{n}</dt><dd class=\"seal\">{}</dd>",
-                    esc(&seal)
-                );
+        html! {
+            header {
+                h1 { span id="verdict" class={ "verdict " (class) } { (verdict) } " " (Text(self.title)) }
+                dl class="facts" {
+                    @for (i, part) in self.parts.iter().enumerate() {
+                        @let pod = part
+                            .phase("up")
+                            .map(|p| p.evidence.clone())
+                            .unwrap_or_else(|| {
+                                "not recorded (no verdict.jsonl: not a testkit-runner run)".to_owned()
+                            });
+                        @let source = part
+                            .source
+                            .as_ref()
+                            .map(|s| s.describe())
+                            .unwrap_or_else(|| {
+                                "unknown (not recorded: the results of a plain cargo test or nextest run)"
+                                    .to_owned()
+                            });
+                        @let n = if many { format!(" {}", i + 1) } else { String::new() };
+                        dt { "run" (n) } dd class="run-id" { (Text(&part.run_id())) }
+                        dt { "commit" (n) } dd class="commit" { (Text(&source)) }
+                        dt { "pod" (n) } dd class="pod" { (Text(&pod)) }
+                        @if let Some(seal) = part.seal.describe() {
+                            dt { "seal" (n) } dd class="seal" { (Text(&seal)) }
+                        }
+                    }
+                }
             }
+            "\n"
         }
-        let _ = writeln!(out, "</dl></header>");
     }
 
-    fn phases(&self, out: &mut String) {
-        let _ = write!(out, "<section id=\"phases\"><h2>Phases</h2>");
-        for (i, part) in self.parts.iter().enumerate() {
-            if self.parts.len() > 1 {
-                let _ = write!(out, "<h3>pod {} (run {})</h3>", i + 1, esc(&part.run_id()));
+    fn phases(&self) -> Markup {
+        html! {
+            section id="phases" {
+                h2 { "Phases" }
+                @for (i, part) in self.parts.iter().enumerate() {
+                    @if self.parts.len() > 1 {
+                        h3 { "pod " (i + 1) " (run " (Text(&part.run_id())) ")" }
+                    }
+                    @if part.phases.is_empty() {
+                        p class="hint" {
+                            "No phases: " (Text(&part.dir.display().to_string()))
+                            " holds the results of a plain " code { "cargo test" } " or "
+                            code { "cargo nextest run" } ", not of " code { "testkit-runner run" } "."
+                        }
+                    } @else {
+                        table class="phases" {
+                            tr { th { "phase" } th { "verdict" } th { "evidence" } th { "time" } }
+                            @for p in part.phases.iter().filter(|p| p.phase != "run") {
+                                tr class={ "phase " (Text(&p.verdict)) } data-phase=(Text(&p.phase)) {
+                                    td { (Text(&p.phase)) }
+                                    td class="v" { (Text(&p.verdict)) }
+                                    td { (Text(&p.evidence)) }
+                                    td { (ms(p.duration_ms)) }
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            if part.phases.is_empty() {
-                let _ = write!(
-                    out,
-                    "<p class=\"hint\">No phases: {} holds the results of a plain \
-                     <code>cargo test</code> or <code>cargo nextest run</code>, not of \
-                     <code>testkit-runner run</code>.</p>",
-                    esc(&part.dir.display().to_string())
-                );
-                continue;
-            }
-            let _ = write!(
-                out,
-                "<table class=\"phases\"><tr><th>phase</th><th>verdict</th><th>evidence</th><th>time</th></tr>"
-            );
-            for p in part.phases.iter().filter(|p| p.phase != "run") {
-                let _ = write!(
-                    out,
-                    "<tr class=\"phase {v}\" data-phase=\"{name}\"><td>{name}</td><td class=\"v\">{v}</td><td>{}</td><td>{}</td></tr>",
-                    esc(&p.evidence),
-                    ms(p.duration_ms),
-                    v = esc(&p.verdict),
-                    name = esc(&p.phase),
-                );
-            }
-            let _ = write!(out, "</table>");
+            "\n"
         }
-        let _ = writeln!(out, "</section>");
     }
 
-    fn counts(&self, out: &mut String) {
+    fn counts(&self) -> Markup {
         let s = self.summary;
         let tests = all_tests(self.parts);
-        let _ = write!(
-            out,
-            "<section id=\"counts\"><h2>{} tests</h2><div class=\"cards\">",
-            s.total()
-        );
-        let card = |out: &mut String, kind: &str, label: &str, n: usize, more: String| {
-            let _ = write!(
-                out,
-                "<div class=\"count {kind}{}\" data-kind=\"{kind}\"><span class=\"n\">{n}</span> \
-                 <span class=\"label\">{label}</span>{more}</div>",
-                if n == 0 { " zero" } else { "" }
-            );
-        };
-        card(out, "passed", "passed", s.passed, String::new());
-        card(
-            out,
-            "flaky",
-            "flaky (passed on a retry)",
-            s.flaky.len(),
-            String::new(),
-        );
-        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, r) in tests.iter().filter(|(_, r)| r.outcome == Outcome::Failed) {
             *kinds.entry(failure_kind_word(r)).or_default() += 1;
         }
-        let by_kind = if kinds.is_empty() {
-            String::new()
-        } else {
-            let items: Vec<String> = kinds
-                .iter()
-                .map(|(k, n)| format!("<li data-failure-kind=\"{}\">{n} {}</li>", esc(k), esc(k)))
-                .collect();
-            format!("<ul class=\"by-kind\">{}</ul>", items.concat())
-        };
-        card(out, "failed", "failed", s.failed, by_kind);
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, r) in tests.iter().filter(|(_, r)| r.outcome == Outcome::Skipped) {
-            let why = r
-                .skip_reason
-                .clone()
-                .unwrap_or_else(|| "no reason given".into());
+            let why = r.skip_reason.as_deref().unwrap_or("no reason given");
             *reasons.entry(why).or_default() += 1;
         }
-        let why = if reasons.is_empty() {
-            String::new()
-        } else {
-            let items: Vec<String> = reasons
-                .iter()
-                .map(|(k, n)| format!("<li>{n}: {}</li>", esc(k)))
-                .collect();
-            format!("<ul class=\"reasons\">{}</ul>", items.concat())
+        let by_kind = html! {
+            @if !kinds.is_empty() {
+                ul class="by-kind" {
+                    @for (kind, n) in &kinds {
+                        li data-failure-kind=(kind) { (n) " " (kind) }
+                    }
+                }
+            }
         };
-        card(out, "skipped", "skipped", s.skipped, why);
-        card(
-            out,
-            "expected_failure",
-            "expected failures",
-            s.expected_failures,
-            String::new(),
-        );
-        card(
-            out,
-            "unexpected_pass",
-            "unexpected passes",
-            s.unexpected_passes,
-            String::new(),
-        );
-        let _ = write!(out, "</div>");
-        if let Some(exclusive) = s.exclusive_line() {
-            let _ = write!(out, "<p class=\"exclusive\">{}</p>", esc(&exclusive));
+        let why = html! {
+            @if !reasons.is_empty() {
+                ul class="reasons" {
+                    @for (why, n) in &reasons { li { (n) ": " (Text(why)) } }
+                }
+            }
+        };
+        html! {
+            section id="counts" {
+                h2 { (s.total()) " tests" }
+                div class="cards" {
+                    (card(Outcome::Passed.as_str(), "passed", s.passed, html! {}))
+                    (card("flaky", "flaky (passed on a retry)", s.flaky.len(), html! {}))
+                    (card(Outcome::Failed.as_str(), "failed", s.failed, by_kind))
+                    (card(Outcome::Skipped.as_str(), "skipped", s.skipped, why))
+                    (card(Outcome::ExpectedFailure.as_str(), "expected failures", s.expected_failures, html! {}))
+                    (card(Outcome::UnexpectedPass.as_str(), "unexpected passes", s.unexpected_passes, html! {}))
+                }
+                @if let Some(exclusive) = s.exclusive_line() {
+                    p class="exclusive" { (Text(&exclusive)) }
+                }
+            }
+            "\n"
         }
-        let _ = writeln!(out, "</section>");
     }
 
     /// Leaks: what the residue sweeps found, every resource a test's
     /// cleanup or the journal says was left behind, and every process a test
     /// left running.
-    fn leaks(&self, out: &mut String) {
-        let mut items = Vec::new();
+    fn leaks(&self) -> Markup {
+        let mut items: Vec<Markup> = Vec::new();
         for part in self.parts {
             if let Some(p) = part.phase("residue").filter(|p| p.verdict == "fail") {
-                items.push(format!(
-                    "<li class=\"leak residue\">residue sweep of run {}: {}</li>",
-                    esc(&part.run_id()),
-                    esc(&p.evidence)
-                ));
+                items.push(html! {
+                    li class="leak residue" {
+                        "residue sweep of run " (Text(&part.run_id())) ": " (Text(&p.evidence))
+                    }
+                });
             }
             for r in &part.records {
                 // An earlier attempt's leak is a leak too.
@@ -415,210 +391,150 @@ impl Page<'_> {
                     .chain(r.attempts.iter().flat_map(|a| a.resources.iter()))
                     .filter(|x| x.state == ResourceState::Leaked)
                 {
-                    items.push(format!(
-                        "<li class=\"leak resource\">{} <code>{}</code>, created by <code>{}</code>: leaked</li>",
-                        esc(&res.kind),
-                        esc(&res.name),
-                        esc(&r.name)
-                    ));
+                    items.push(html! {
+                        li class="leak resource" {
+                            (Text(&res.kind)) " " code { (Text(&res.name)) } ", created by "
+                            code { (Text(&r.name)) } ": leaked"
+                        }
+                    });
                 }
                 // A fault left in effect is residue on the pod too: the node
                 // is not what the next test expects.
                 for f in r.faults.iter().filter(|f| !fault_undone(f)) {
-                    items.push(format!(
-                        "<li class=\"leak fault\" data-node=\"{node}\">fault <code>{}</code> on node \
-                         <code>{node}</code>, injected by <code>{}</code>: {}</li>",
-                        esc(&f.fault),
-                        esc(&r.name),
-                        esc(&fault_fate(f)),
-                        node = esc(&f.node),
-                    ));
+                    items.push(html! {
+                        li class="leak fault" data-node=(Text(&f.node)) {
+                            "fault " code { (Text(&f.fault)) } " on node " code { (Text(&f.node)) }
+                            ", injected by " code { (Text(&r.name)) } ": " (Text(&fault_fate(f)))
+                        }
+                    });
                 }
                 for p in &r.leftover_processes {
-                    items.push(format!(
-                        "<li class=\"leak process\">process {} <code>{}</code>, left running by <code>{}</code>: {}</li>",
-                        p.pid,
-                        esc(&p.command),
-                        esc(&r.name),
-                        p.fate.as_str()
-                    ));
+                    items.push(html! {
+                        li class="leak process" {
+                            "process " (p.pid) " " code { (Text(&p.command)) } ", left running by "
+                            code { (Text(&r.name)) } ": " (p.fate.as_str())
+                        }
+                    });
                 }
             }
         }
-        let _ = write!(out, "<section id=\"leaks\"><h2>Leaks</h2>");
         let swept = self
             .parts
             .iter()
             .all(|p| p.phase("residue").is_some_and(|r| r.verdict != "skip"));
-        if items.is_empty() && swept {
-            let _ = write!(
-                out,
-                "<p class=\"none\">None: the residue sweep found nothing left on the pod.</p>"
-            );
-        } else if items.is_empty() {
-            let _ = write!(
-                out,
-                "<p class=\"hint\">No test's cleanup reported a leak; but no residue sweep ran over \
-                 every pod (it is a phase of <code>testkit-runner run</code>), so nothing \
-                 created behind the framework's back would show here.</p>"
-            );
-        } else {
-            let _ = write!(out, "<ul class=\"leaks\">{}</ul>", items.concat());
-        }
-        let _ = writeln!(out, "</section>");
-    }
-
-    fn failures(&self, out: &mut String, logs_left: &mut usize) {
-        let failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
-            .into_iter()
-            .filter(|(_, r)| is_failure(r))
-            .collect();
-        let _ = write!(out, "<section id=\"failures\"><h2>Failures</h2>");
-        super::trace::timeline_hooks(out);
-        if failed.is_empty() {
-            let _ = write!(out, "<p class=\"none\">No test failed.</p>");
-        }
-        let mut shots_left = SCREENSHOTS_BUDGET;
-        let mut frames_left = super::trace::FRAMES_BUDGET;
-        for (part, r) in failed.iter().take(MAX_FAILURES) {
-            let _ = write!(
-                out,
-                "<article class=\"failure\" data-test=\"{name}\"><h3><span class=\"tag {o}\">{kind}</span> \
-                 {name} <span class=\"bin\">{bin}</span> <span class=\"dur\">{dur}</span></h3>",
-                o = outcome_word(r.outcome),
-                kind = esc(&failure_kind_word(r)),
-                name = esc(&r.name),
-                bin = esc(&r.binary),
-                dur = ms(r.duration_ms),
-            );
-            if !r.description.is_empty() {
-                let _ = write!(out, "<p class=\"desc\">{}</p>", esc(&r.description));
-            }
-            let _ = write!(
-                out,
-                "<pre class=\"message\">{}</pre>",
-                esc(r.message.as_deref().unwrap_or("(no message)"))
-            );
-            self.resources(out, &self.parts[*part], r);
-            faults_table(out, r);
-            self.screenshots(out, &self.parts[*part], r, &mut shots_left);
-            super::trace::waterfall(out, &self.parts[*part].dir, r, &mut frames_left);
-            log_box(out, &r.output, logs_left, true);
-            if !r.attempts.is_empty() {
-                let _ = write!(
-                    out,
-                    "<p class=\"attempts\">Attempt {n} of {n} failed; the attempts before it:</p>",
-                    n = r.total_attempts()
-                );
-                for a in &r.attempts {
-                    attempt_html(out, a, r.total_attempts(), logs_left);
+        html! {
+            section id="leaks" {
+                h2 { "Leaks" }
+                @if items.is_empty() && swept {
+                    p class="none" { "None: the residue sweep found nothing left on the pod." }
+                } @else if items.is_empty() {
+                    p class="hint" {
+                        "No test's cleanup reported a leak; but no residue sweep ran over every pod \
+                         (it is a phase of " code { "testkit-runner run" } "), so nothing created \
+                         behind the framework's back would show here."
+                    }
+                } @else {
+                    ul class="leaks" { @for item in &items { (item) } }
                 }
             }
-            let _ = write!(out, "</article>");
+            "\n"
         }
-        if failed.len() > MAX_FAILURES {
-            let _ = write!(
-                out,
-                "<p class=\"hint\">… and {} more failed tests: filter the list of every test by outcome.</p>",
-                failed.len() - MAX_FAILURES
-            );
+    }
+
+    fn failures(&self, logs_left: &mut usize) -> Markup {
+        let failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
+            .into_iter()
+            .filter(|(_, r)| r.outcome.fails())
+            .collect();
+        let mut shots_left = SCREENSHOTS_BUDGET;
+        let mut frames_left = super::trace::FRAMES_BUDGET;
+        html! {
+            section id="failures" {
+                h2 { "Failures" }
+                (super::trace::timeline_hooks())
+                @if failed.is_empty() {
+                    p class="none" { "No test failed." }
+                }
+                @for (part, r) in failed.iter().take(MAX_FAILURES) {
+                    @let part = &self.parts[*part];
+                    article class="failure" data-test=(Text(&r.name)) {
+                        h3 {
+                            span class={ "tag " (r.outcome.as_str()) } { (failure_kind_word(r)) } " "
+                            (Text(&r.name)) " " span class="bin" { (Text(&r.binary)) } " "
+                            span class="dur" { (ms(r.duration_ms)) }
+                        }
+                        @if !r.description.is_empty() {
+                            p class="desc" { (Text(&r.description)) }
+                        }
+                        pre class="message" { (Text(r.message.as_deref().unwrap_or("(no message)"))) }
+                        (resources(part, r))
+                        (faults_table(r))
+                        (self.screenshots(part, r, &mut shots_left))
+                        (super::trace::waterfall(&part.dir, r, &mut frames_left))
+                        (log_box(&r.output, logs_left, true))
+                        @if !r.attempts.is_empty() {
+                            @let n = r.total_attempts();
+                            p class="attempts" {
+                                "Attempt " (n) " of " (n) " failed; the attempts before it:"
+                            }
+                            @for a in &r.attempts {
+                                (attempt_html(a, n, logs_left))
+                            }
+                        }
+                    }
+                }
+                (past_cap(failed.len(), " more failed tests: filter the list of every test by outcome."))
+            }
+            "\n"
         }
-        let _ = writeln!(out, "</section>");
     }
 
     /// Flaky tests: each that failed and then, retried, passed (or failed as
     /// its known issue documents), with every failed attempt's message and
     /// log.
-    fn flaky(&self, out: &mut String, logs_left: &mut usize) {
+    fn flaky(&self, logs_left: &mut usize) -> Markup {
         let flaky: Vec<&TestRecord> = all_tests(self.parts)
             .into_iter()
             .map(|(_, r)| r)
             .filter(|r| r.is_flaky())
             .collect();
-        let _ = write!(out, "<section id=\"flaky\"><h2>Flaky</h2>");
-        if flaky.is_empty() {
-            let _ = write!(
-                out,
-                "<p class=\"none\">No test failed and then passed on a retry.</p>"
-            );
-        }
-        for r in flaky.iter().take(MAX_FAILURES) {
-            let total = r.total_attempts();
-            let failed = r.failed_attempts().count();
-            let _ = write!(
-                out,
-                "<article class=\"flaky\" data-test=\"{name}\"><h3><span class=\"tag flaky\">flaky</span> \
-                 {name} <span class=\"bin\">{bin}</span> <span class=\"dur\">{o} on attempt {total} of {total}, \
-                 after {failed} failed</span></h3>",
-                name = esc(&r.name),
-                bin = esc(&r.binary),
-                o = esc(&outcome_word(r.outcome).replace('_', " ")),
-            );
-            if !r.description.is_empty() {
-                let _ = write!(out, "<p class=\"desc\">{}</p>", esc(&r.description));
+        html! {
+            section id="flaky" {
+                h2 { "Flaky" }
+                @if flaky.is_empty() {
+                    p class="none" { "No test failed and then passed on a retry." }
+                }
+                @for r in flaky.iter().take(MAX_FAILURES) {
+                    @let total = r.total_attempts();
+                    article class="flaky" data-test=(Text(&r.name)) {
+                        h3 {
+                            span class="tag flaky" { "flaky" } " " (Text(&r.name)) " "
+                            span class="bin" { (Text(&r.binary)) } " "
+                            span class="dur" {
+                                (r.outcome.as_str().replace('_', " ")) " on attempt " (total)
+                                " of " (total) ", after " (r.failed_attempts().count()) " failed"
+                            }
+                        }
+                        @if !r.description.is_empty() {
+                            p class="desc" { (Text(&r.description)) }
+                        }
+                        @for a in r.failed_attempts() {
+                            (attempt_html(a, total, logs_left))
+                        }
+                    }
+                }
+                (past_cap(flaky.len(), " more flaky tests: filter the list of every test."))
             }
-            for a in r.failed_attempts() {
-                attempt_html(out, a, total, logs_left);
-            }
-            let _ = write!(out, "</article>");
+            "\n"
         }
-        if flaky.len() > MAX_FAILURES {
-            let _ = write!(
-                out,
-                "<p class=\"hint\">… and {} more flaky tests: filter the list of every test.</p>",
-                flaky.len() - MAX_FAILURES
-            );
-        }
-        let _ = writeln!(out, "</section>");
-    }
-
-    /// A test's resources and their fate: the record's, with the journal's
-    /// times.
-    fn resources(&self, out: &mut String, part: &Part, r: &TestRecord) {
-        let lives: Vec<&Lifetime> = part.lifetimes.iter().filter(|l| l.test == r.name).collect();
-        if r.resources.is_empty() && lives.is_empty() {
-            return;
-        }
-        let _ = write!(
-            out,
-            "<table class=\"resources\"><tr><th>resource</th><th>fate</th><th>lifetime</th></tr>"
-        );
-        let mut seen = Vec::new();
-        for res in &r.resources {
-            let life = lives
-                .iter()
-                .find(|l| l.kind == res.kind && l.name == res.name);
-            seen.push((&res.kind, &res.name));
-            let _ = write!(
-                out,
-                "<tr class=\"res {}\"><td>{} <code>{}</code></td><td>{}</td><td>{}</td></tr>",
-                res.state.as_str(),
-                esc(&res.kind),
-                esc(&res.name),
-                res.state.as_str(),
-                life.map(|l| format!("{} ({})", ms(l.to_ms - l.from_ms), esc(&l.fate)))
-                    .unwrap_or_default()
-            );
-        }
-        for l in lives.iter().filter(|l| !seen.contains(&(&l.kind, &l.name))) {
-            let _ = write!(
-                out,
-                "<tr class=\"res\"><td>{} <code>{}</code></td><td>{}</td><td>{}</td></tr>",
-                esc(&l.kind),
-                esc(&l.name),
-                esc(&l.fate),
-                ms(l.to_ms - l.from_ms)
-            );
-        }
-        let _ = write!(out, "</table>");
     }
 
     /// Every `*.png` in the test's artifacts dir, inlined while the budget
     /// lasts, linked after.
-    fn screenshots(&self, out: &mut String, part: &Part, r: &TestRecord, left: &mut u64) {
+    fn screenshots(&self, part: &Part, r: &TestRecord, left: &mut u64) -> Markup {
         let dir = testkit_engine::run::artifacts_dir(&part.dir, &r.binary, &r.name);
         let Ok(entries) = std::fs::read_dir(&dir) else {
-            return;
+            return html! {};
         };
         let mut pngs: Vec<PathBuf> = entries
             .filter_map(|e| e.ok())
@@ -627,9 +543,9 @@ impl Page<'_> {
             .collect();
         pngs.sort();
         if pngs.is_empty() {
-            return;
+            return html! {};
         }
-        let _ = write!(out, "<div class=\"screenshots\">");
+        let mut figures = Vec::with_capacity(pngs.len());
         for png in pngs {
             let name = png
                 .file_name()
@@ -639,80 +555,88 @@ impl Page<'_> {
             let bytes = (size <= SCREENSHOT_CAP && size <= *left)
                 .then(|| std::fs::read(&png).ok())
                 .flatten();
-            match bytes {
+            figures.push(match bytes {
                 Some(bytes) => {
                     *left -= size;
-                    let _ = write!(
-                        out,
-                        "<figure><img class=\"screenshot\" alt=\"{n}\" src=\"data:image/png;base64,{}\"><figcaption>{n}</figcaption></figure>",
-                        base64::engine::general_purpose::STANDARD.encode(bytes),
-                        n = esc(&name)
+                    let src = format!(
+                        "data:image/png;base64,{}",
+                        base64::engine::general_purpose::STANDARD.encode(bytes)
                     );
+                    html! {
+                        figure {
+                            img class="screenshot" alt=(Text(&name)) src=(src);
+                            figcaption { (Text(&name)) }
+                        }
+                    }
                 }
                 None => {
                     let href = relative(self.out_dir, &png);
-                    let _ = write!(
-                        out,
-                        "<figure><a href=\"{}\">{}</a><figcaption>too large to inline</figcaption></figure>",
-                        esc(&href),
-                        esc(&name)
-                    );
+                    html! {
+                        figure {
+                            a href=(Text(&href)) { (Text(&name)) }
+                            figcaption { "too large to inline" }
+                        }
+                    }
                 }
-            }
+            });
         }
-        let _ = write!(out, "</div>");
+        html! {
+            div class="screenshots" { @for figure in &figures { (figure) } }
+        }
     }
 
-    fn known_issues(&self, out: &mut String) {
+    fn known_issues(&self) -> Markup {
         let issues = &self.summary.known_issues;
         if issues.is_empty() {
-            return;
+            return html! {};
         }
-        let _ = write!(
-            out,
-            "<section id=\"known-issues\"><h2>Known issues</h2><table><tr><th>id</th><th>title</th><th>state</th><th>tests</th></tr>"
-        );
-        for issue in issues {
-            let tests: Vec<String> = issue
-                .tests
-                .iter()
-                .map(|(t, _)| format!("<code>{}</code>", esc(t)))
-                .collect();
-            let _ = write!(
-                out,
-                "<tr class=\"issue{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                if issue.state.fails_run() { " bad" } else { "" },
-                esc(&issue.id),
-                esc(issue.title.as_deref().unwrap_or("")),
-                esc(issue.state.describe()),
-                tests.join(" ")
-            );
+        html! {
+            section id="known-issues" {
+                h2 { "Known issues" }
+                table {
+                    tr { th { "id" } th { "title" } th { "state" } th { "tests" } }
+                    @for issue in issues {
+                        tr class={ "issue" @if issue.state.fails_run() { " bad" } } {
+                            td { (Text(&issue.id)) }
+                            td { (Text(issue.title.as_deref().unwrap_or(""))) }
+                            td { (Text(issue.state.describe())) }
+                            td {
+                                @for (i, (test, _)) in issue.tests.iter().enumerate() {
+                                    @if i > 0 { " " }
+                                    code { (Text(test)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            "\n"
         }
-        let _ = writeln!(out, "</table></section>");
     }
 
-    fn slowest(&self, out: &mut String) {
+    fn slowest(&self) -> Markup {
         let mut tests: Vec<&TestRecord> = all_tests(self.parts)
             .into_iter()
             .map(|(_, r)| r)
             .filter(|r| r.started_at_ms > 0)
             .collect();
         tests.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms).then(a.name.cmp(&b.name)));
-        let _ = write!(
-            out,
-            "<section id=\"slowest\"><h2>The 10 slowest tests</h2><table><tr><th>duration</th><th>test</th><th>outcome</th></tr>"
-        );
-        for r in tests.iter().take(10) {
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{} <span class=\"bin\">{}</span></td><td class=\"{o}\">{o}</td></tr>",
-                ms(r.duration_ms),
-                esc(&r.name),
-                esc(&r.binary),
-                o = outcome_word(r.outcome)
-            );
+        html! {
+            section id="slowest" {
+                h2 { "The 10 slowest tests" }
+                table {
+                    tr { th { "duration" } th { "test" } th { "outcome" } }
+                    @for r in tests.iter().take(10) {
+                        tr {
+                            td { (ms(r.duration_ms)) }
+                            td { (Text(&r.name)) " " span class="bin" { (Text(&r.binary)) } }
+                            td class=(r.outcome.as_str()) { (r.outcome.as_str()) }
+                        }
+                    }
+                }
+            }
+            "\n"
         }
-        let _ = writeln!(out, "</table></section>");
     }
 
     /// What the script draws from: every test with its lane, resources and
@@ -758,6 +682,79 @@ impl Page<'_> {
     }
 }
 
+/// One count of the counts section, `more` under it.
+fn card(kind: &str, label: &str, n: usize, more: Markup) -> Markup {
+    html! {
+        div class={ "count " (kind) @if n == 0 { " zero" } } data-kind=(kind) {
+            span class="n" { (n) } " " span class="label" { (label) } (more)
+        }
+    }
+}
+
+/// `… and N more …` under a section of `total` tests that shows only
+/// [`MAX_FAILURES`] of them; nothing when it shows them all.
+fn past_cap(total: usize, more: &str) -> Markup {
+    html! {
+        @if total > MAX_FAILURES {
+            p class="hint" { "… and " (total - MAX_FAILURES) (more) }
+        }
+    }
+}
+
+/// Where the script draws the timeline.
+fn timeline() -> Markup {
+    html! {
+        section id="timeline-section" {
+            h2 { "Timeline" }
+            p class="hint" {
+                "Each test is a bar on the lane that ran it, coloured by outcome; the thin bars \
+                 under it are the resources it created, from journaled to verified gone (red: \
+                 leaked); a dotted line before a bar is the time its test waited for the pod lock \
+                 (an " code { "exclusive" } " test had the pod). Each pod's boot, residue sweep \
+                 and teardown are on its first lane. Below a pod's tests, each node a test \
+                 injected faults into has a lane of its own, a bar per fault from its injection \
+                 to its undo (red, to the end of the run: never undone). Hover or click a bar for \
+                 its details."
+            }
+            div id="timeline" { noscript { "The timeline needs JavaScript." } }
+            div id="details" class="details" hidden {}
+        }
+        "\n"
+    }
+}
+
+/// Where the script lists every test, with its filter.
+fn every_test() -> Markup {
+    html! {
+        section id="tests-section" {
+            h2 { "Every test" }
+            div class="filter" {
+                label {
+                    "Outcome "
+                    select id="filter-outcome" {
+                        option value="" { "all" }
+                        @for o in FILTER_OUTCOMES {
+                            option value=(o.as_str()) { (o.as_str().replace('_', " ")) }
+                        }
+                        option value="flaky" { "flaky" }
+                    }
+                }
+                " "
+                label { "Name " input id="filter-name" type="search" placeholder="part of a test's name"; }
+                " "
+                span id="filter-count" {}
+            }
+            table id="tests" {
+                thead {
+                    tr { th { "outcome" } th { "test" } th { "binary" } th { "duration" } th { "message" } }
+                }
+                tbody {}
+            }
+        }
+        "\n"
+    }
+}
+
 /// One test for the script: its lane on its pod, its resources' lives and
 /// its faults on the lanes of `nodes`.
 fn test_json(
@@ -782,8 +779,8 @@ fn test_json(
         "bin": r.binary,
         "name": r.name,
         "desc": head(&r.description, MESSAGE_CAP),
-        "outcome": outcome_word(r.outcome),
-        "kind": r.failure_kind.map(|_| failure_kind_word(r)),
+        "outcome": r.outcome.as_str(),
+        "kind": r.failure_kind.map(FailureKind::as_str),
         "msg": r.message.as_deref().or(r.skip_reason.as_deref()).map(|m| head(m, MESSAGE_CAP)),
         "start": r.started_at_ms,
         "dur": r.duration_ms,
@@ -827,7 +824,7 @@ fn faults_json(r: &TestRecord, nodes: &[&str]) -> Vec<serde_json::Value> {
                 "node": f.node,
                 "lane": nodes.iter().position(|n| *n == f.node),
                 "fault": f.fault,
-                "state": fault_state_name(f.state),
+                "state": f.state.as_str(),
                 "from": f.injected_at_ms,
                 "to": if open { None } else { f.undone_at_ms },
                 "open": open,
@@ -838,85 +835,115 @@ fn faults_json(r: &TestRecord, nodes: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A test's resources and their fate: the record's, with the journal's
+/// times; then what the journal has of the test that its record lacks.
+fn resources(part: &Part, r: &TestRecord) -> Markup {
+    let lives: Vec<&Lifetime> = part.lifetimes.iter().filter(|l| l.test == r.name).collect();
+    if r.resources.is_empty() && lives.is_empty() {
+        return html! {};
+    }
+    let life_of = |kind: &str, name: &str| {
+        lives
+            .iter()
+            .find(|l| l.kind == kind && l.name == name)
+            .copied()
+    };
+    let unrecorded = lives.iter().filter(|l| {
+        !r.resources
+            .iter()
+            .any(|res| res.kind == l.kind && res.name == l.name)
+    });
+    html! {
+        table class="resources" {
+            tr { th { "resource" } th { "fate" } th { "lifetime" } }
+            @for res in &r.resources {
+                tr class={ "res " (res.state.as_str()) } {
+                    td { (Text(&res.kind)) " " code { (Text(&res.name)) } }
+                    td { (res.state.as_str()) }
+                    td {
+                        @if let Some(l) = life_of(&res.kind, &res.name) {
+                            (ms(l.to_ms - l.from_ms)) " (" (Text(&l.fate)) ")"
+                        }
+                    }
+                }
+            }
+            @for l in unrecorded {
+                tr class="res" {
+                    td { (Text(&l.kind)) " " code { (Text(&l.name)) } }
+                    td { (Text(&l.fate)) }
+                    td { (ms(l.to_ms - l.from_ms)) }
+                }
+            }
+        }
+    }
+}
+
 /// The faults a test injected, with what became of each and for how long
 /// it was in effect; one not undone is styled as the failure it is.
-fn faults_table(out: &mut String, r: &TestRecord) {
+fn faults_table(r: &TestRecord) -> Markup {
     if r.faults.is_empty() {
-        return;
+        return html! {};
     }
-    let _ = write!(
-        out,
-        "<table class=\"faults\"><tr><th>fault</th><th>node</th><th>state</th><th>in effect</th></tr>"
-    );
     let end = r.started_at_ms + r.duration_ms;
-    for f in &r.faults {
-        let open = fault_open(f);
-        let lasted = match f.undone_at_ms {
-            Some(at) if !open => ms(at.saturating_sub(f.injected_at_ms)),
-            _ if fault_undone(f) => "until its undo (no time recorded)".to_owned(),
-            _ => format!(
-                "{} by the test's end; never undone",
-                ms(end.saturating_sub(f.injected_at_ms))
-            ),
-        };
-        let _ = write!(
-            out,
-            "<tr class=\"fault {state}{bad}\" data-node=\"{node}\" title=\"{line}\"><td>{}</td>\
-             <td><code>{node}</code></td><td>{}</td><td>{lasted}</td></tr>",
-            esc(&f.fault),
-            esc(&fault_fate(f)),
-            state = fault_state_name(f.state),
-            bad = if open { " bad" } else { "" },
-            node = esc(&f.node),
-            line = esc(&fault_line(f)),
-        );
+    let lasted = |f: &FaultRecord| match f.undone_at_ms {
+        Some(at) if !fault_open(f) => ms(at.saturating_sub(f.injected_at_ms)),
+        _ if fault_undone(f) => "until its undo (no time recorded)".to_owned(),
+        _ => format!(
+            "{} by the test's end; never undone",
+            ms(end.saturating_sub(f.injected_at_ms))
+        ),
+    };
+    html! {
+        table class="faults" {
+            tr { th { "fault" } th { "node" } th { "state" } th { "in effect" } }
+            @for f in &r.faults {
+                tr class={ "fault " (f.state.as_str()) @if fault_open(f) { " bad" } }
+                    data-node=(Text(&f.node)) title=(Text(&fault_line(f))) {
+                    td { (Text(&f.fault)) }
+                    td { code { (Text(&f.node)) } }
+                    td { (Text(&fault_fate(f))) }
+                    td { (lasted(f)) }
+                }
+            }
+        }
     }
-    let _ = write!(out, "</table>");
 }
 
 /// A log, its last bytes while the page's budget for logs lasts.
-fn log_box(out: &mut String, output: &str, logs_left: &mut usize, open: bool) {
+fn log_box(output: &str, logs_left: &mut usize, open: bool) -> Markup {
     let (log, cut) = tail(output, LOG_CAP.min(*logs_left));
     *logs_left -= log.len();
-    let note = if cut > 0 {
-        format!(
-            "<p class=\"hint\">The first {cut} bytes are cut; the whole log is in its record.</p>"
-        )
-    } else {
-        String::new()
-    };
-    let _ = write!(
-        out,
-        "<details class=\"log-box\"{}><summary>log</summary>{note}<pre class=\"log\">{}</pre></details>",
-        if open { " open" } else { "" },
-        if output.is_empty() {
-            "(the test logged nothing)".to_owned()
-        } else {
-            esc(log)
+    html! {
+        details class="log-box" open[open] {
+            summary { "log" }
+            @if cut > 0 {
+                p class="hint" {
+                    "The first " (cut) " bytes are cut; the whole log is in its record."
+                }
+            }
+            pre class="log" {
+                @if output.is_empty() { "(the test logged nothing)" } @else { (Text(log)) }
+            }
         }
-    );
+    }
 }
 
 /// One earlier attempt of a test: what it came to, its message, its log.
-fn attempt_html(out: &mut String, a: &AttemptRecord, total: u32, logs_left: &mut usize) {
+fn attempt_html(a: &AttemptRecord, total: u32, logs_left: &mut usize) -> Markup {
     let kind = a
         .failure_kind
-        .and_then(|k| serde_json::to_value(k).ok())
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| outcome_word(a.outcome).to_owned());
-    let _ = write!(
-        out,
-        "<div class=\"attempt\" data-attempt=\"{n}\"><h4>attempt {n} of {total}: \
-         <span class=\"tag {o}\">{kind}</span> <span class=\"dur\">{dur}</span></h4>\
-         <pre class=\"message\">{msg}</pre>",
-        n = a.attempt,
-        o = outcome_word(a.outcome),
-        kind = esc(&kind),
-        dur = ms(a.duration_ms),
-        msg = esc(a.message.as_deref().unwrap_or("(no message)")),
-    );
-    log_box(out, &a.output, logs_left, true);
-    let _ = write!(out, "</div>");
+        .map_or(a.outcome.as_str(), FailureKind::as_str);
+    html! {
+        div class="attempt" data-attempt=(a.attempt) {
+            h4 {
+                "attempt " (a.attempt) " of " (total) ": "
+                span class={ "tag " (a.outcome.as_str()) } { (kind) } " "
+                span class="dur" { (ms(a.duration_ms)) }
+            }
+            pre class="message" { (Text(a.message.as_deref().unwrap_or("(no message)"))) }
+            (log_box(&a.output, logs_left, true))
+        }
+    }
 }
 
 /// `path` relative to `base` when it lies beneath it, else absolute as a
@@ -933,14 +960,19 @@ mod unit {
     use super::super::text::{has_unprintable, unprintable};
     use super::*;
 
+    /// `s` as the page carries a text.
+    fn text(s: &str) -> String {
+        html! { (Text(s)) }.into_string()
+    }
+
     #[test]
     fn controls_and_non_characters_are_shown_not_sent_raw() {
         assert_eq!(
-            esc("a\u{0}b\u{7}c\u{1b}[31mred\u{1b}[0m\td\u{7f}e\u{FFFE}\u{FFFF}]]>\n"),
+            text("a\u{0}b\u{7}c\u{1b}[31mred\u{1b}[0m\td\u{7f}e\u{FFFE}\u{FFFF}]]>\n"),
             "a␀b␇cred\td␡e\u{FFFD}\u{FFFD}]]&gt;\n"
         );
-        assert_eq!(esc("x\u{85}y\u{1b}"), "x\u{FFFD}y");
-        assert_eq!(esc("\u{0}\u{7}"), "␀␇");
+        assert_eq!(text("x\u{85}y\u{1b}"), "x\u{FFFD}y");
+        assert_eq!(text("\u{0}\u{7}"), "␀␇");
         for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
             assert_eq!(
                 has_unprintable(c.encode_utf8(&mut [0; 4])),
@@ -948,22 +980,34 @@ mod unit {
                 "{c:?}"
             );
         }
-        assert_eq!(esc("plain\ttext\r\n"), "plain\ttext\r\n");
+        assert_eq!(text("plain\ttext\r\n"), "plain\ttext\r\n");
         let json = script_json(json!({"m": "x\u{0}\u{7}\u{1b}[1my\u{FFFE}"}));
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "x␀␇y\u{FFFD}");
     }
 
+    /// Markup in a text is text, in an element and in an attribute, whose
+    /// value every template quotes with `"`: a `'` cannot end it.
     #[test]
     fn markup_and_script_breaking_text_is_escaped() {
         assert_eq!(
-            esc("<b a=\"x\">'&'</b>"),
-            "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
+            text("<b a=\"x\">'&'</b>"),
+            "&lt;b a=&quot;x&quot;&gt;'&amp;'&lt;/b&gt;"
         );
-        let json = script_json(json!({"m": "</script><!-- & \u{2028}"}));
+        let hostile = "x\" onclick='y' a=\"";
+        assert_eq!(
+            html! { div title=(Text(hostile)) {} }.into_string(),
+            "<div title=\"x&quot; onclick='y' a=&quot;\"></div>"
+        );
+        let json = script_json(json!({"m": "</script><!-- & \u{2028}", "<k>": "\u{2029}>"}));
         assert!(!json.contains('<') && !json.contains('>') && !json.contains('&'));
+        assert!(
+            !json.contains('\u{2028}') && !json.contains('\u{2029}'),
+            "{json}"
+        );
         let back: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(back["m"], "</script><!-- & \u{2028}");
+        assert_eq!(back["<k>"], "\u{2029}>");
     }
 
     /// 5,000 tests, each with a log and a sandbox, 100 of them failed with
@@ -1154,6 +1198,182 @@ mod unit {
             !html.contains('\u{0}') && !html.contains("<worker") && !html.contains("<after"),
             "raw text on the page"
         );
+    }
+
+    /// Markup, controls and an escape sequence, as a test may write them.
+    const HOSTILE: &str = "<hostile a=\"1\" b='2'>&amp;\u{0}\u{7}\u{1b}[31m\u{FFFE}</hostile>";
+
+    /// Every text the page shows of a run holds [`HOSTILE`]: the records'
+    /// (a failure with its resources, faults, processes, earlier attempts
+    /// and trace; a skip; a flaky test), the journal's and the phases'.
+    /// None of it becomes markup, and no control reaches the page: each
+    /// is a splice of a template, as [`Text`].
+    #[test]
+    fn every_text_of_a_run_is_escaped_and_printable_on_the_page() {
+        use testkit_engine::report::{
+            fold_attempts, FailureKind, FaultState, LeftoverProcess, ProcessFate, ResourceRecord,
+        };
+        use testkit_engine::trace::{Entry, EntryKind, Http, Trace};
+        let h = |what: &str| format!("{what} {HOSTILE}");
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = 1_700_000_000_000;
+        // A test's name and binary name its artifacts folder: no NUL there.
+        let (name, binary) = ("t::fails <b>&amp;</b>", "bin");
+        let attempt = |n: u32, outcome: Outcome| {
+            let mut r = TestRecord::new("run1", binary, name);
+            (r.attempt, r.started_at_ms, r.duration_ms) = (n, t0 + u64::from(n), 10);
+            r.description = h("description");
+            if outcome == Outcome::Failed {
+                r.fail(FailureKind::Timeout, h("message"));
+                r.output = h("log");
+            }
+            r
+        };
+        let mut records = fold_attempts(vec![
+            attempt(1, Outcome::Failed),
+            attempt(2, Outcome::Failed),
+        ]);
+        let failed = &mut records[0];
+        failed.resources = vec![ResourceRecord {
+            kind: h("kind"),
+            name: h("resource"),
+            state: ResourceState::Leaked,
+        }];
+        let mut fault = FaultRecord::injected(&h("node"), h("fault"));
+        fault.state = FaultState::NotUndone;
+        fault.problem = Some(h("problem"));
+        failed.faults = vec![fault];
+        failed.leftover_processes = vec![LeftoverProcess {
+            pid: 7,
+            command: h("command"),
+            fate: ProcessFate::Survived,
+        }];
+        let artifacts = testkit_engine::run::artifacts_dir(dir.path(), binary, name);
+        std::fs::create_dir_all(&artifacts).unwrap();
+        std::fs::write(artifacts.join("shot <b a=\"1\">&amp;'.png"), b"\x89PNG").unwrap();
+        let trace = artifacts.join(testkit_engine::trace::FILE_NAME);
+        Trace {
+            version: 1,
+            test: name.to_owned(),
+            entries: vec![Entry {
+                at_us: 0,
+                duration_us: 5,
+                kind: EntryKind::Http,
+                title: h("title"),
+                ok: false,
+                detail: h("detail"),
+                http: Some(Http {
+                    method: h("method"),
+                    url: h("url"),
+                    status: None,
+                    request_headers: vec![(h("request header"), h("value"))],
+                    request_body: h("request body"),
+                    response_headers: vec![(h("response header"), h("value"))],
+                    response_body: h("response body"),
+                }),
+                frame: None,
+            }],
+            dropped: 1,
+            trimmed: 0,
+            frames_dropped: 0,
+        }
+        .write(&trace)
+        .unwrap();
+        failed.trace = Some(trace.display().to_string());
+        let mut skipped = TestRecord::new("run1", binary, &h("t::skipped"));
+        skipped.outcome = Outcome::Skipped;
+        skipped.skip_reason = Some(h("reason"));
+        records.push(skipped);
+        let flaky = |n: u32| {
+            let mut r = TestRecord::new("run1", &h("binary"), &h("t::flaky"));
+            (r.attempt, r.started_at_ms) = (n, t0 + 100 + u64::from(n));
+            if n == 1 {
+                r.fail(FailureKind::Error, h("flaked"));
+            }
+            r
+        };
+        records.extend(fold_attempts(vec![flaky(1), flaky(2)]));
+        let phase = |name: &str, verdict: &str| super::super::model::PhaseLine {
+            phase: name.to_owned(),
+            verdict: verdict.to_owned(),
+            evidence: h("evidence"),
+            duration_ms: 1,
+            at: t0,
+            exit_code: None,
+            run_id: None,
+        };
+        let summary = Summary::from_records(&records, None);
+        let parts = [Part {
+            dir: dir.path().to_owned(),
+            run: Some(h("run")),
+            records,
+            phases: vec![phase("up", "pass"), phase("residue", "fail")],
+            lifetimes: vec![Lifetime {
+                kind: h("kind"),
+                name: h("journaled"),
+                test: name.to_owned(),
+                from_ms: t0,
+                to_ms: t0 + 1,
+                fate: h("fate"),
+                settled: false,
+            }],
+            source: None,
+            seal: crate::seal::SealCheck::Missing(h("seal")),
+        }];
+        let html = Page {
+            title: &h("title"),
+            parts: &parts,
+            summary: &summary,
+            out_dir: dir.path(),
+        }
+        .html();
+
+        assert!(!html.contains("<hostile"), "a text became markup: {html}");
+        assert!(
+            !has_unprintable(&html),
+            "a control reached the page: {html:?}"
+        );
+        let escaped = "&lt;hostile a=&quot;1&quot; b='2'&gt;&amp;amp;␀␇\u{FFFD}&lt;/hostile&gt;";
+        for what in [
+            "title",
+            "run",
+            "evidence",
+            "seal",
+            "description",
+            "message",
+            "log",
+            "kind",
+            "resource",
+            "journaled",
+            "fate",
+            "node",
+            "fault",
+            "problem",
+            "command",
+            "method",
+            "url",
+            "request header",
+            "value",
+            "request body",
+            "response header",
+            "response body",
+            "detail",
+            "reason",
+            "flaked",
+            "t::flaky",
+            "binary",
+        ] {
+            assert!(
+                html.contains(&format!("{what} {escaped}")),
+                "no {what:?} on the page, escaped: {html}"
+            );
+        }
+        for text in [
+            "t::fails &lt;b&gt;&amp;amp;&lt;/b&gt;",
+            "shot &lt;b a=&quot;1&quot;&gt;&amp;amp;'.png",
+        ] {
+            assert!(html.contains(text), "no {text:?} on the page: {html}");
+        }
     }
 
     #[test]

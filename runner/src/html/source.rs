@@ -18,7 +18,8 @@ pub(crate) struct Source {
     pub(crate) dirty: Option<bool>,
 }
 
-const FILE: &str = "source.json";
+/// The file in a results folder.
+pub(super) const FILE: &str = "source.json";
 
 impl Source {
     /// Asks git in `suite_dir`. Not a checkout (or no git) gives `None`s.

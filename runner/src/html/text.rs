@@ -1,23 +1,18 @@
-//! Text as the page carries it: escaped for HTML, and with what a browser
-//! should not be sent raw made printable. The page and the trace view both
-//! write through it.
+//! Text as the page carries it: what a browser should not be sent raw made
+//! printable, then escaped by the template engine. The page and the trace
+//! view both put every text they did not write themselves through [`Text`].
 
-/// Text for HTML: every character that could open markup is escaped, and
-/// what a browser should not be sent raw is made printable ([`printable`]).
-pub(super) fn esc(s: &str) -> String {
-    let s = printable(s);
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
+use maud::Render;
+
+/// A text of a record, a journal or a trace on the page: made
+/// [`printable`], then escaped as every value a template is given
+/// (`&`, `<`, `>` and `"`; the templates quote every attribute with `"`).
+pub(super) struct Text<'a>(pub(super) &'a str);
+
+impl Render for Text<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        printable(self.0).as_ref().render_to(buffer);
     }
-    out
 }
 
 /// Whether `c` is a character the page must not carry as it is: a control

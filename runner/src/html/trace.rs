@@ -7,13 +7,13 @@
 //! trace file the test process wrote, redacted when it was written, and
 //! the frames beside it; nothing is fetched: the page stays one file.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use maud::{html, Markup, PreEscaped};
 use testkit_engine::report::TestRecord;
 use testkit_engine::trace::{Entry, EntryKind, Trace, FILE_NAME};
 
-use super::text::esc;
+use super::text::Text;
 
 /// The most entries drawn for one test; the rest are counted.
 const MAX_ROWS: usize = 500;
@@ -26,7 +26,7 @@ pub(super) const FRAMES_BUDGET: u64 = 2 * 1024 * 1024;
 const FRAME_CAP: u64 = 256 * 1024;
 
 /// Styles of the waterfall, inlined once per page section.
-const STYLE: &str = "<style>\
+const STYLE: &str = "\
 .trace{margin-top:8px;font:12px ui-monospace,monospace}\
 .trace .row{display:flex;align-items:flex-start;border-top:1px solid #eee}\
 .trace .row>details,.trace .row>.label{flex:0 0 45%;overflow:hidden}\
@@ -39,8 +39,7 @@ const STYLE: &str = "<style>\
 .trace .t{color:#888;margin-right:6px}\
 .trace .frame{height:40px;vertical-align:middle;margin-left:6px;border:1px solid #ccc}\
 .trace details[open] .frame{height:auto;max-width:100%;display:block}\
-.trace pre{white-space:pre-wrap;word-break:break-all;max-height:24em;overflow:auto;background:#f7f7f7;padding:4px}\
-</style>";
+.trace pre{white-space:pre-wrap;word-break:break-all;max-height:24em;overflow:auto;background:#f7f7f7;padding:4px}";
 
 /// The trace file of `r`: the path its record names, else where a test
 /// process writes it under the results folder `dir` (a folder that moved).
@@ -53,26 +52,21 @@ fn trace_path(dir: &Path, r: &TestRecord) -> Option<PathBuf> {
     here.is_file().then_some(here)
 }
 
-/// Writes `r`'s waterfall into `out`, if it kept a trace; a trace that
-/// cannot be read says so. Its frames are embedded while `frames_left`
-/// (bytes, for the whole report) lasts.
-pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord, frames_left: &mut u64) {
-    if r.trace.is_none() {
-        return;
-    }
+/// `r`'s waterfall, if it kept a trace; a trace that cannot be read says
+/// so. Its frames are embedded while `frames_left` (bytes, for the whole
+/// report) lasts.
+pub(super) fn waterfall(dir: &Path, r: &TestRecord, frames_left: &mut u64) -> Markup {
+    let Some(named) = r.trace.as_deref() else {
+        return html! {};
+    };
     let Some(path) = trace_path(dir, r) else {
-        let _ = write!(
-            out,
-            "<p class=\"hint\">trace: {} is missing</p>",
-            esc(r.trace.as_deref().unwrap_or_default())
-        );
-        return;
+        return html! { p class="hint" { "trace: " (Text(named)) " is missing" } };
     };
     let trace = match Trace::read(&path) {
         Ok(t) => t,
         Err(e) => {
-            let _ = write!(out, "<p class=\"hint\">trace: {}</p>", esc(&e));
-            return;
+            let e = testkit_engine::errors::error_chain(&e);
+            return html! { p class="hint" { "trace: " (Text(&e)) } };
         }
     };
     let end = trace
@@ -82,62 +76,61 @@ pub(super) fn waterfall(out: &mut String, dir: &Path, r: &TestRecord, frames_lef
         .max()
         .unwrap_or(0)
         .max(1);
-    let _ = write!(
-        out,
-        "{STYLE}<div class=\"trace\" data-test=\"{}\" data-steps=\"{}\"><h4>Trace: {} steps over {}</h4>",
-        esc(&r.name),
-        trace.entries.len(),
-        trace.entries.len(),
-        micros(end)
-    );
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut frames = Frames {
         folder,
         left: frames_left,
         left_out: 0,
     };
-    for e in trace.entries.iter().take(MAX_ROWS) {
-        row(out, e, end, &mut frames);
-    }
+    let rows: Vec<Markup> = trace
+        .entries
+        .iter()
+        .take(MAX_ROWS)
+        .map(|e| row(e, end, &mut frames))
+        .collect();
     let left_out = frames.left_out;
-    if left_out > 0 || trace.frames_dropped > 0 {
-        let _ = write!(
-            out,
-            "<p class=\"hint\">film: {left_out} frames left out of this report (its {} of frames are used), \
-             {} not captured (a test keeps at most {}); see {}</p>",
-            bytes(FRAMES_BUDGET),
-            trace.frames_dropped,
-            testkit_engine::trace::MAX_FRAMES,
-            esc(&folder.display().to_string())
-        );
-    }
     let hidden = trace.entries.len().saturating_sub(MAX_ROWS) as u64 + trace.dropped;
-    if hidden > 0 {
-        let _ = write!(
-            out,
-            "<p class=\"hint\">… {hidden} more steps not shown (see {})</p>",
-            esc(&path.display().to_string())
-        );
+    html! {
+        style { (PreEscaped(STYLE)) }
+        div class="trace" data-test=(Text(&r.name)) data-steps=(trace.entries.len()) {
+            h4 { "Trace: " (trace.entries.len()) " steps over " (micros(end)) }
+            @for row in &rows { (row) }
+            @if left_out > 0 || trace.frames_dropped > 0 {
+                p class="hint" {
+                    "film: " (left_out) " frames left out of this report (its "
+                    (bytes(FRAMES_BUDGET)) " of frames are used), " (trace.frames_dropped)
+                    " not captured (a test keeps at most " (testkit_engine::trace::MAX_FRAMES)
+                    "); see " (Text(&folder.display().to_string()))
+                }
+            }
+            @if hidden > 0 {
+                p class="hint" {
+                    "… " (hidden) " more steps not shown (see " (Text(&path.display().to_string())) ")"
+                }
+            }
+        }
     }
-    let _ = write!(out, "</div>");
 }
 
 /// What the timeline gets from traces, once a page: each bar labelled with
 /// its test's name, and a click on the bar of a test that kept a trace
 /// scrolls to its waterfall and opens its failed steps. A delegated
 /// listener, so that it holds for bars drawn after it.
-pub(super) fn timeline_hooks(out: &mut String) {
-    out.push_str(
-        "<style>#timeline .bar{overflow:hidden;white-space:nowrap;font:10px/12px sans-serif;color:#fff;\
+pub(super) fn timeline_hooks() -> Markup {
+    const STYLE: &str =
+        "#timeline .bar{overflow:hidden;white-space:nowrap;font:10px/12px sans-serif;color:#fff;\
          text-indent:2px}#timeline .bar::after{content:attr(data-test)}\
-         .trace.picked{outline:2px solid #68c}</style>\
-         <script>document.addEventListener('click',function(e){\
+         .trace.picked{outline:2px solid #68c}";
+    const SCRIPT: &str = "document.addEventListener('click',function(e){\
          var b=e.target.closest&&e.target.closest('#timeline .bar[data-test]');if(!b)return;\
          var w=[].find.call(document.querySelectorAll('.trace[data-test]'),function(t){return t.dataset.test===b.dataset.test;});\
          if(!w)return;[].forEach.call(document.querySelectorAll('.trace.picked'),function(t){t.classList.remove('picked');});\
          w.classList.add('picked');[].forEach.call(w.querySelectorAll('.row.bad>details'),function(d){d.open=true;});\
-         w.scrollIntoView();});</script>",
-    );
+         w.scrollIntoView();});";
+    html! {
+        style { (PreEscaped(STYLE)) }
+        script { (PreEscaped(SCRIPT)) }
+    }
 }
 
 /// Where a waterfall's frames are, and the report's budget for them.
@@ -150,35 +143,38 @@ struct Frames<'a> {
 impl Frames<'_> {
     /// The `<img>` of the frame `name`, or nothing when it is missing, not
     /// a plain file name, or past the budget.
-    fn img(&mut self, name: &str) -> String {
+    fn img(&mut self, name: &str) -> Option<Markup> {
         // A trace names a file beside it; anything else is not read.
         if name.contains('/') || name.contains('\\') || name.starts_with('.') {
-            return String::new();
+            return None;
         }
         let path = self.folder.join(name);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         if size == 0 {
-            return String::new();
+            return None;
         }
         let bytes = (size <= FRAME_CAP && size <= *self.left)
             .then(|| std::fs::read(&path).ok())
             .flatten();
         let Some(bytes) = bytes else {
             self.left_out += 1;
-            return String::new();
+            return None;
         };
         *self.left -= size;
         use base64::Engine as _;
-        format!(
-            "<img class=\"frame\" alt=\"{n}\" title=\"{n}\" src=\"data:image/jpeg;base64,{}\">",
-            base64::engine::general_purpose::STANDARD.encode(bytes),
-            n = esc(name)
-        )
+        let src = format!(
+            "data:image/jpeg;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        );
+        Some(html! {
+            img class="frame" alt=(Text(name)) title=(Text(name)) src=(src);
+        })
     }
 }
 
-fn row(out: &mut String, e: &Entry, end: u64, frames: &mut Frames) {
-    let kind = match e.kind {
+/// The word of a step's kind, as its row's class and `data-kind` say it.
+fn kind_word(kind: EntryKind) -> &'static str {
+    match kind {
         EntryKind::Http => "http",
         EntryKind::Resource => "resource",
         EntryKind::Auth => "auth",
@@ -187,47 +183,43 @@ fn row(out: &mut String, e: &Entry, end: u64, frames: &mut Frames) {
         EntryKind::Browser => "browser",
         EntryKind::Fault => "fault",
         EntryKind::Failure => "failure",
-    };
+    }
+}
+
+fn row(e: &Entry, end: u64, frames: &mut Frames) -> Markup {
+    let kind = kind_word(e.kind);
     let left = e.at_us as f64 * 100.0 / end as f64;
     let width = (e.duration_us as f64 * 100.0 / end as f64).max(0.2);
     let bad = if e.ok { "" } else { " bad" };
-    let _ = write!(
-        out,
-        "<div class=\"row step-{kind}{bad}\" data-kind=\"{kind}\"><details><summary>\
-         <span class=\"t\">+{at}</span>{title} <span class=\"t\">{dur}</span>{img}</summary>",
-        at = micros(e.at_us),
-        title = esc(&e.title),
-        dur = micros(e.duration_us),
-        img = e
-            .frame
-            .as_deref()
-            .map(|f| frames.img(f))
-            .unwrap_or_default(),
-    );
-    if let Some(h) = &e.http {
-        let _ = writeln!(out, "<pre class=\"req\">{} {}", esc(&h.method), esc(&h.url));
-        for (k, v) in &h.request_headers {
-            let _ = writeln!(out, "{}: {}", esc(k), esc(v));
+    let frame = e.frame.as_deref().and_then(|f| frames.img(f));
+    html! {
+        div class={ "row step-" (kind) (bad) } data-kind=(kind) {
+            details {
+                summary {
+                    span class="t" { "+" (micros(e.at_us)) } (Text(&e.title)) " "
+                    span class="t" { (micros(e.duration_us)) } @if let Some(img) = &frame { (img) }
+                }
+                @if let Some(h) = &e.http {
+                    pre class="req" {
+                        (Text(&h.method)) " " (Text(&h.url)) "\n"
+                        @for (k, v) in &h.request_headers { (Text(k)) ": " (Text(v)) "\n" }
+                        "\n" (Text(&h.request_body))
+                    }
+                    pre class="resp" {
+                        @match h.status { Some(s) => (s), None => "no answer" } "\n"
+                        @for (k, v) in &h.response_headers { (Text(k)) ": " (Text(v)) "\n" }
+                        "\n" (Text(&h.response_body))
+                    }
+                }
+                @if !e.detail.is_empty() {
+                    pre class="detail" { (Text(&e.detail)) }
+                }
+            }
+            div class="lane" {
+                div class={ "tbar " (kind) (bad) } style=(format!("left:{left:.2}%;width:{width:.2}%")) {}
+            }
         }
-        let _ = write!(out, "\n{}</pre>", esc(&h.request_body));
-        let _ = writeln!(
-            out,
-            "<pre class=\"resp\">{}",
-            h.status.map_or("no answer".to_owned(), |s| s.to_string())
-        );
-        for (k, v) in &h.response_headers {
-            let _ = writeln!(out, "{}: {}", esc(k), esc(v));
-        }
-        let _ = write!(out, "\n{}</pre>", esc(&h.response_body));
     }
-    if !e.detail.is_empty() {
-        let _ = write!(out, "<pre class=\"detail\">{}</pre>", esc(&e.detail));
-    }
-    let _ = write!(
-        out,
-        "</details><div class=\"lane\"><div class=\"tbar {kind}{bad}\" \
-         style=\"left:{left:.2}%;width:{width:.2}%\"></div></div></div>"
-    );
 }
 
 /// `2 MB`, `512 KB`.
@@ -278,13 +270,7 @@ mod tests {
             left: &mut left,
             left_out: 0,
         };
-        let mut out = String::new();
-        row(
-            &mut out,
-            &step(Some("trace-frame-001.jpg")),
-            1000,
-            &mut frames,
-        );
+        let out = row(&step(Some("trace-frame-001.jpg")), 1000, &mut frames).into_string();
         use base64::Engine as _;
         let uri = format!(
             "<img class=\"frame\" alt=\"trace-frame-001.jpg\" title=\"trace-frame-001.jpg\" src=\"data:image/jpeg;base64,{}\">",
@@ -293,16 +279,10 @@ mod tests {
         assert!(out.contains(&uri), "{out}");
         // A name that is not a file beside the trace is not read; past the
         // budget, a frame is counted, not embedded.
-        let mut out = String::new();
-        row(&mut out, &step(Some("../secret.jpg")), 1000, &mut frames);
+        let mut out = row(&step(Some("../secret.jpg")), 1000, &mut frames).into_string();
         *frames.left = 3;
-        row(
-            &mut out,
-            &step(Some("trace-frame-001.jpg")),
-            1000,
-            &mut frames,
-        );
-        row(&mut out, &step(None), 1000, &mut frames);
+        out += &row(&step(Some("trace-frame-001.jpg")), 1000, &mut frames).into_string();
+        out += &row(&step(None), 1000, &mut frames).into_string();
         assert!(!out.contains("<img"), "{out}");
         assert_eq!(frames.left_out, 1);
         assert_eq!(left, 3);

@@ -32,6 +32,13 @@ pub(crate) fn run(args: CheckArgs) -> Result<(), ExpectedError> {
     let config = suite.join(CONFIG_FILE);
     match SuiteConfig::load(suite) {
         Ok(loaded) => match Kinds::from_config(&loaded, &config) {
+            // A suite without the file runs on the defaults: say so, rather
+            // than call a file that is not there valid.
+            Ok(kinds) if !config.is_file() => println!(
+                "{}: none; the defaults apply (resource kinds: {})",
+                config.display(),
+                kinds.names()
+            ),
             Ok(kinds) => println!(
                 "{}: valid (resource kinds: {})",
                 config.display(),

@@ -22,6 +22,8 @@ use testkit_engine::resource::{
     check_witnesses, JanitorTarget, Kinds, PodHome, SweepReport, WitnessReport, WitnessSite,
 };
 
+use testkit_engine::settings::Settings;
+
 use crate::errors::ExpectedError;
 use crate::verbs::parse_age;
 
@@ -67,11 +69,15 @@ pub(crate) struct JanitorArgs {
     pod_home: Option<PathBuf>,
 }
 
-pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
+pub(crate) async fn run(args: JanitorArgs, settings: &Settings) -> Result<(), ExpectedError> {
     let engine_clean = match (&args.run, args.older_than) {
-        (Some(run), _) => crate::containers::janitor_print(run, args.engine_only, true).await,
+        (Some(run), _) => {
+            crate::containers::janitor_print(run, args.engine_only, true, settings).await
+        }
         // Every run of the machine's engine: asked for by name only.
-        (None, Some(age)) if args.engine_only => crate::containers::janitor_older_print(age).await,
+        (None, Some(age)) if args.engine_only => {
+            crate::containers::janitor_older_print(age, settings).await
+        }
         _ => true,
     };
     if args.engine_only {
@@ -88,12 +94,16 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         &args.suite.join(testkit_engine::config::CONFIG_FILE),
     )
     .map_err(|e| ExpectedError::bad_args(format_args!("janitor: {e}")))?;
-    let handle = read_handle(&handle_path(&args)?, &config, args.handle_json.is_none())?;
-    let target = target(&args);
+    let handle = read_handle(
+        &handle_path(&args, settings)?,
+        &config,
+        args.handle_json.is_none().then_some(settings),
+    )?;
+    let target = target(&args, settings);
     let session_dir = args
         .run
         .as_deref()
-        .map(|run| testkit_engine::run::secrets_dir(crate::verbs::settings(), run));
+        .map(|run| testkit_engine::run::secrets_dir(settings, run));
     let pod = testkit_engine::pod::connect(handle, &config, session_dir.as_deref())
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("janitor: {e}")))?;
@@ -106,7 +116,7 @@ pub(crate) async fn run(args: JanitorArgs) -> Result<(), ExpectedError> {
         &kinds,
         &config.suite.name_prefix,
         &target,
-        Some(crate::verbs::settings()),
+        Some(settings),
     )
     .await;
     print_report(&report);
@@ -172,36 +182,29 @@ fn print_witnesses(reports: &[WitnessReport]) {
 
 /// Which pod: `--handle-json`, else `TESTKIT_POD_HANDLE`, else the handle a
 /// run still going keeps in its secrets dir (found by `--run`).
-fn handle_path(args: &JanitorArgs) -> Result<PathBuf, ExpectedError> {
+fn handle_path(args: &JanitorArgs, settings: &Settings) -> Result<PathBuf, ExpectedError> {
     args.handle_json
         .clone()
-        .or_else(|| {
-            std::env::var_os(testkit_engine::pod::HANDLE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
+        .or_else(|| settings.pod_handle.clone())
         .or_else(|| {
             args.run
                 .as_deref()
-                .map(|run| {
-                    testkit_engine::run::secrets_dir(crate::verbs::settings(), run)
-                        .join("handle.json")
-                })
+                .map(|run| testkit_engine::run::secrets_dir(settings, run).join("handle.json"))
                 .filter(|h| h.is_file())
         })
         .ok_or_else(|| ExpectedError::bad_args("janitor: which pod? pass --handle-json FILE (or set TESTKIT_POD_HANDLE; a run still going keeps its handle in its secrets dir, found by --run)"))
 }
 
-/// Reads the handle at `path`; `from_env`: when it was not given with
-/// `--handle-json`, the error names `TESTKIT_POD_HANDLE` if that is where
-/// it came from.
+/// Reads the handle at `path`; `from_env`, the settings when it was not
+/// given with `--handle-json`: the error names `TESTKIT_POD_HANDLE` if that
+/// is where it came from.
 fn read_handle(
     path: &Path,
     config: &SuiteConfig,
-    from_env: bool,
+    from_env: Option<&Settings>,
 ) -> Result<PodHandle, ExpectedError> {
     let var = testkit_engine::pod::HANDLE_ENV;
-    let named = std::env::var_os(var).is_some_and(|v| from_env && Path::new(&v) == path);
+    let named = from_env.is_some_and(|s| s.pod_handle.as_deref() == Some(path));
     let text = std::fs::read_to_string(path).map_err(|e| {
         if named {
             ExpectedError::bad_args(format_args!(
@@ -221,7 +224,7 @@ fn read_handle(
 }
 
 /// One run by name, or every run older than the age.
-fn target(args: &JanitorArgs) -> JanitorTarget {
+fn target(args: &JanitorArgs, settings: &Settings) -> JanitorTarget {
     match (&args.run, args.older_than) {
         (Some(run), _) => JanitorTarget::Run {
             run_id: run.clone(),
@@ -231,7 +234,7 @@ fn target(args: &JanitorArgs) -> JanitorTarget {
                 let dir = args
                     .results_root
                     .clone()
-                    .unwrap_or_else(crate::verbs::run::default_results_root)
+                    .unwrap_or_else(|| crate::verbs::run::default_results_root(settings))
                     .join(run);
                 dir.is_dir().then_some(dir)
             }),
@@ -240,7 +243,7 @@ fn target(args: &JanitorArgs) -> JanitorTarget {
             results_root: args
                 .results_root
                 .clone()
-                .unwrap_or_else(crate::verbs::run::default_results_root),
+                .unwrap_or_else(|| crate::verbs::run::default_results_root(settings)),
             age,
         },
         (None, None) => unreachable!("clap requires one of them"),

@@ -1,6 +1,8 @@
 //! The verbs of `testkit-runner`, one module each (`run`, `pod`, `report`,
-//! `merge`, `janitor`, `new`, `check`, `check-known-issues`), and what they share: the runtime an async verb runs on, the runner's
-//! own settings, and the parsers of the arguments several of them take.
+//! `merge`, `janitor`, `new`, `check`, `check-known-issues`), and what they
+//! share: the runtime an async verb runs on, and the parsers of the
+//! arguments several of them take. The runner's settings are read once in
+//! `args` and handed to the verbs that use them.
 
 pub(crate) mod check;
 pub(crate) mod janitor;
@@ -11,10 +13,7 @@ pub(crate) mod pod;
 pub(crate) mod report;
 pub(crate) mod run;
 
-use std::sync::OnceLock;
 use std::time::Duration;
-
-use testkit_engine::settings::Settings;
 
 use crate::errors::ExpectedError;
 
@@ -29,14 +28,6 @@ pub(crate) fn block_on(
         .build()
         .map_err(|e| ExpectedError::Incomplete(format!("failed to start the runtime: {e}")))?
         .block_on(verb)
-}
-
-/// The `TESTKIT_*` variables of the runner's own environment that decide
-/// where its files go (`TESTKIT_SECRETS_DIR`, `CARGO_TARGET_DIR`,
-/// `XDG_RUNTIME_DIR`), read once; the defaults when they do not parse.
-pub(crate) fn settings() -> &'static Settings {
-    static SETTINGS: OnceLock<Settings> = OnceLock::new();
-    SETTINGS.get_or_init(|| Settings::from_env().unwrap_or_else(|_| Settings::defaults()))
 }
 
 /// Creates `dir` (and those above it) and proves that this process can
@@ -54,10 +45,22 @@ pub(crate) fn writable_dir(dir: &std::path::Path) -> std::io::Result<()> {
 /// A duration argument that bounds a wait (`pod down --grace`): `500ms`,
 /// `10s`, `30m`, `2h`; more than zero, at most a day
 /// ([`testkit_engine::duration::TIMEOUT`]).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, InvalidDuration> {
     testkit_engine::duration::TIMEOUT
         .parse(s)
-        .map_err(|e| format!("{s:?} is invalid: {e}"))
+        .map_err(|reason| InvalidDuration {
+            text: s.to_owned(),
+            reason,
+        })
+}
+
+/// A duration argument that is not one, or is out of its bounds: clap
+/// prints it after the argument's name.
+#[derive(Debug, thiserror::Error)]
+#[error("{text:?} is invalid: {reason}")]
+pub(crate) struct InvalidDuration {
+    text: String,
+    reason: testkit_engine::duration::DurationError,
 }
 
 /// How old a run's journals must be for `janitor --older-than` to clean it
@@ -67,8 +70,11 @@ pub(crate) const AGE: testkit_engine::duration::Bounds =
 
 /// An age argument (`janitor --older-than`): `30m`, `1h`, `7d`, within
 /// [`AGE`].
-pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
-    AGE.parse(s).map_err(|e| format!("{s:?} is invalid: {e}"))
+pub(crate) fn parse_age(s: &str) -> Result<Duration, InvalidDuration> {
+    AGE.parse(s).map_err(|reason| InvalidDuration {
+        text: s.to_owned(),
+        reason,
+    })
 }
 
 /// A reader that prints to a pipe closed early (`report DIR | head -1`)
@@ -92,13 +98,13 @@ mod unit {
     fn durations() {
         assert_eq!(parse_duration(" 10s ").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
-        let e = parse_duration("soon").unwrap_err();
+        let e = parse_duration("soon").unwrap_err().to_string();
         assert!(
             e.starts_with("\"soon\" is invalid: it is not a duration") && e.contains("such as 30s"),
             "{e}"
         );
         for zero_or_too_long in ["0s", "25h", "5000000000000000h"] {
-            let e = parse_duration(zero_or_too_long).unwrap_err();
+            let e = parse_duration(zero_or_too_long).unwrap_err().to_string();
             assert!(e.contains("give a duration from 1ms to 24h"), "{e}");
         }
     }
@@ -107,7 +113,7 @@ mod unit {
     fn ages_run_from_zero_to_a_year() {
         assert_eq!(parse_age("0s").unwrap(), Duration::ZERO);
         assert_eq!(parse_age("7d").unwrap(), Duration::from_secs(7 * 86_400));
-        let e = parse_age("5000000000000000h").unwrap_err();
+        let e = parse_age("5000000000000000h").unwrap_err().to_string();
         assert_eq!(
             e,
             "\"5000000000000000h\" is invalid: it is longer than 365d; give a duration from \

@@ -12,13 +12,14 @@
 //! leaves word in the run's results folder (`pod/stopped-by.json`) so that
 //! the run names the stop as a stop, not as a crash.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{self, LaunchSpec, StopError};
+use testkit_engine::settings::{var::PODS_DIR, Settings};
 
 use crate::errors::ExpectedError;
 use crate::exit;
@@ -148,56 +149,54 @@ pub(crate) fn stopped_by(results_dir: &std::path::Path) -> Option<StoppedBy> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Where the pods of `pod up` and of runs are recorded.
-const PODS_DIR: &str = "TESTKIT_PODS_DIR";
-
 /// `TESTKIT_PODS_DIR`, when it is set, is a folder this process can write
 /// in (created if missing): else records of pods would go nowhere, and
 /// `pod ls` and `pod down` would not find them.
-pub(crate) fn check_pods_dir() -> Result<(), ExpectedError> {
-    let Some(value) = std::env::var_os(PODS_DIR).filter(|d| !d.is_empty()) else {
+pub(crate) fn check_pods_dir(settings: &Settings) -> Result<(), ExpectedError> {
+    let Some(value) = &settings.pods_dir else {
         return Ok(());
     };
-    crate::verbs::writable_dir(std::path::Path::new(&value)).map_err(|e| {
+    crate::verbs::writable_dir(value).map_err(|e| {
         ExpectedError::bad_args(format_args!(
-            "{PODS_DIR}={value:?} is invalid: {e}; give a folder you can write in (it is made \
-             if missing), or unset it for $XDG_STATE_HOME/testkit/pods"
+            "{PODS_DIR}={:?} is invalid: {e}; give a folder you can write in (it is made \
+             if missing), or unset it for $XDG_STATE_HOME/testkit/pods",
+            value.as_os_str()
         ))
     })
 }
 
-fn pods_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os(PODS_DIR).filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+/// Where the pods of `pod up` and of runs are recorded: `TESTKIT_PODS_DIR`,
+/// else `$XDG_STATE_HOME/testkit/pods`, else `~/.local/state/testkit/pods`.
+pub(crate) fn pods_dir(settings: &Settings) -> PathBuf {
+    if let Some(dir) = &settings.pods_dir {
+        return dir.clone();
     }
-    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir).join("testkit/pods");
+    if let Some(dir) = &settings.state_home {
+        return dir.join("testkit/pods");
     }
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let home = settings.home.clone().unwrap_or_else(std::env::temp_dir);
     home.join(".local/state/testkit/pods")
 }
 
-pub(crate) fn run(cmd: PodCommand) -> Result<(), ExpectedError> {
-    check_pods_dir()?;
+pub(crate) fn run(cmd: PodCommand, settings: &Settings) -> Result<(), ExpectedError> {
+    check_pods_dir(settings)?;
+    let pods = pods_dir(settings);
     match cmd {
-        PodCommand::Up(args) => block_on(up(args)),
-        PodCommand::Status { name } => block_on(status(name.as_deref())),
-        PodCommand::Ls => ls(),
-        PodCommand::Down { name, grace } => block_on(down(&name, grace)),
+        PodCommand::Up(args) => block_on(up(args, &pods, settings)),
+        PodCommand::Status { name } => block_on(status(name.as_deref(), &pods)),
+        PodCommand::Ls => ls(&pods),
+        PodCommand::Down { name, grace } => block_on(down(&name, grace, &pods)),
     }
 }
 
-async fn up(args: UpArgs) -> Result<(), ExpectedError> {
+async fn up(args: UpArgs, pods: &Path, settings: &Settings) -> Result<(), ExpectedError> {
     let config = SuiteConfig::load(&args.suite).map_err(ExpectedError::bad_args)?;
-    let pods = pods_dir();
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
     let mut spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
-    spec.target_dir = crate::verbs::settings().target_dir.clone();
+    spec.target_dir = settings.target_dir.clone();
     spec.container = crate::containers::for_pod_up(args.pod, &config, &args.suite, &spec.logs_dir)
         .await
-        .map_err(ExpectedError::Incomplete)?;
+        .map_err(|e| ExpectedError::Incomplete(testkit_engine::error_chain(&e)))?;
     let launched = pod::launch(&spec)
         .await
         .map_err(|e| ExpectedError::Incomplete(format!("pod up: {e}")))?;
@@ -206,7 +205,10 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
         Ok(summary) => summary,
         Err(problem) => {
             // Said before the stop, which may take a while.
-            eprintln!("testkit-runner: pod up: auth check failed: {problem}");
+            eprintln!(
+                "testkit-runner: pod up: auth check failed: {}",
+                testkit_engine::error_chain(&problem)
+            );
             return match launched.stop(Duration::from_secs(10)).await {
                 Ok(_) => Err(ExpectedError::ChecksReported),
                 Err(e) => Err(ExpectedError::CheckFailed(format!(
@@ -237,15 +239,42 @@ async fn up(args: UpArgs) -> Result<(), ExpectedError> {
 async fn check_up_auth(
     launched: &testkit_engine::pod::LaunchedPod,
     config: &SuiteConfig,
-) -> Result<String, String> {
+) -> Result<String, UpAuthFailed> {
     match pod::connect(launched.handle.clone(), config, None).await {
         Ok(p) => match pod::check_auth(&p, Duration::from_secs(10)).await {
-            Some(report) if !report.ok() => Err(report.summary()),
+            Some(report) if !report.ok() => Err(UpAuthFailed::Check(report.summary())),
             Some(report) => Ok(report.summary()),
             None => Ok("the suite's [auth] sends no credential".to_owned()),
         },
-        Err(e) => Err(format!("logging in failed: {e}")),
+        Err(e) => Err(UpAuthFailed::Login(e)),
     }
+}
+
+/// Why the auth check of a pod `pod up` started failed.
+#[derive(Debug, thiserror::Error)]
+enum UpAuthFailed {
+    /// Logging in failed.
+    #[error("logging in failed")]
+    Login(#[source] pod::ConnectError),
+    /// The check ran and failed: its summary.
+    #[error("{0}")]
+    Check(String),
+}
+
+/// A `pod.json` that cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum UnreadableRecord {
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    #[error(transparent)]
+    Parse(#[from] serde_json::Error),
+}
+
+/// The record `<dir>/pod.json`.
+fn read_record(dir: &Path) -> Result<PodRecord, UnreadableRecord> {
+    Ok(serde_json::from_slice(&std::fs::read(
+        dir.join("pod.json"),
+    )?)?)
 }
 
 /// Moves the state folder of a pod `pod up` started from `staging` to
@@ -322,13 +351,14 @@ fn print_up(
 /// written there: the run's credential stays where the run keeps it.
 /// Returns the record's folder, removed when the pod goes down.
 pub(crate) fn record_run_pod(
+    pods: &Path,
     launched: &testkit_engine::pod::LaunchedPod,
     health_path: &str,
     run: RunOfPod,
     secrets_dir: &std::path::Path,
 ) -> std::io::Result<PathBuf> {
     let name = launched.handle.name();
-    let dir = pods_dir().join(name);
+    let dir = pods.join(name);
     if dir.exists() {
         return Err(std::io::Error::other(format!(
             "{} already exists",
@@ -359,6 +389,7 @@ pub(crate) struct BootingRecord {
 
 impl BootingRecord {
     pub(crate) fn new(
+        pods: &Path,
         run: RunOfPod,
         health_path: &str,
         logs_dir: &std::path::Path,
@@ -366,7 +397,7 @@ impl BootingRecord {
     ) -> BootingRecord {
         let name = format!("booting-{}", run.run_id);
         BootingRecord {
-            dir: pods_dir().join(&name),
+            dir: pods.join(&name),
             record: PodRecord {
                 name,
                 base_url: "-".to_owned(),
@@ -454,8 +485,8 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-fn records() -> Vec<(PathBuf, Result<PodRecord, String>)> {
-    let Ok(entries) = std::fs::read_dir(pods_dir()) else {
+fn records(pods: &Path) -> Vec<(PathBuf, Result<PodRecord, UnreadableRecord>)> {
+    let Ok(entries) = std::fs::read_dir(pods) else {
         return Vec::new();
     };
     let mut out: Vec<_> = entries
@@ -463,9 +494,7 @@ fn records() -> Vec<(PathBuf, Result<PodRecord, String>)> {
         .map(|e| e.path())
         .filter(|p| p.join("pod.json").is_file())
         .map(|p| {
-            let rec = std::fs::read(p.join("pod.json"))
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<PodRecord>(&b).map_err(|e| e.to_string()));
+            let rec = read_record(&p);
             (p, rec)
         })
         .collect();
@@ -473,18 +502,15 @@ fn records() -> Vec<(PathBuf, Result<PodRecord, String>)> {
     out
 }
 
-fn find(name: &str) -> Result<(PathBuf, PodRecord), ExpectedError> {
-    let dir = pods_dir().join(name);
+fn find(name: &str, pods: &Path) -> Result<(PathBuf, PodRecord), ExpectedError> {
+    let dir = pods.join(name);
     if name.contains('/') || name.starts_with('.') || !dir.join("pod.json").is_file() {
         return Err(ExpectedError::bad_args(format_args!(
             "no pod named {name:?} under {} (see `testkit-runner pod ls`)",
-            pods_dir().display()
+            pods.display()
         )));
     }
-    match std::fs::read(dir.join("pod.json"))
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
+    match read_record(&dir) {
         Ok(rec) => Ok((dir, rec)),
         Err(e) => Err(ExpectedError::Incomplete(format!(
             "unreadable {}: {e}",
@@ -493,10 +519,10 @@ fn find(name: &str) -> Result<(PathBuf, PodRecord), ExpectedError> {
     }
 }
 
-fn ls() -> Result<(), ExpectedError> {
-    let all = records();
+fn ls(pods: &Path) -> Result<(), ExpectedError> {
+    let all = records(pods);
     if all.is_empty() {
-        println!("no pods under {}", pods_dir().display());
+        println!("no pods under {}", pods.display());
         return Ok(());
     }
     println!("{:<24} {:<7} {:<8} BASE_URL", "NAME", "STATE", "PID");
@@ -528,13 +554,13 @@ fn ls() -> Result<(), ExpectedError> {
     Ok(())
 }
 
-async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
+async fn status(name: Option<&str>, pods: &Path) -> Result<(), ExpectedError> {
     let targets = match name {
         Some(n) => {
-            let (dir, rec) = find(n)?;
+            let (dir, rec) = find(n, pods)?;
             vec![(dir, Ok(rec))]
         }
-        None => records(),
+        None => records(pods),
     };
     let mut all_well = true;
     for (dir, rec) in targets {
@@ -569,8 +595,8 @@ async fn status(name: Option<&str>) -> Result<(), ExpectedError> {
     }
 }
 
-async fn down(name: &str, grace: Duration) -> Result<(), ExpectedError> {
-    let (dir, rec) = find(name)?;
+async fn down(name: &str, grace: Duration, pods: &Path) -> Result<(), ExpectedError> {
+    let (dir, rec) = find(name, pods)?;
     let was_alive = testkit_engine::process::is_alive(rec.pgid, rec.start_ticks);
     // A pod a run kept: its logs are redacted of what the run's processes
     // obtained too, as the run's own stop would have.
@@ -674,4 +700,36 @@ fn remove_pod_state(name: &str, dir: &std::path::Path) -> Result<(), ExpectedErr
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    fn settings(vars: &[(&str, &str)]) -> Settings {
+        let vars: Vec<(String, std::ffi::OsString)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+            .collect();
+        Settings::from_lookup(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_pods_dir_is_the_setting_else_the_state_home_else_home() {
+        let all = [
+            (PODS_DIR, "/p"),
+            ("XDG_STATE_HOME", "/state"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(pods_dir(&settings(&all)), Path::new("/p"));
+        assert_eq!(
+            pods_dir(&settings(&all[1..])),
+            Path::new("/state/testkit/pods")
+        );
+        assert_eq!(
+            pods_dir(&settings(&all[2..])),
+            Path::new("/home/u/.local/state/testkit/pods")
+        );
+    }
 }

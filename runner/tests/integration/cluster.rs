@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::{fixture, runner, wait_for, workspace, Ran};
+use crate::{fixture, run_id_of, runner, wait_for, workspace, Ran};
 
 /// The cluster fixture, with sandboxd's image context.
 fn cluster_fixture() -> tempfile::TempDir {
@@ -349,17 +349,7 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
         flag.exists() || run.try_wait().unwrap().is_some()
     });
     assert!(held && flag.exists(), "the test holds its fault");
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(run.stdout.as_mut().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    let run_id = first
-        .trim()
-        .strip_prefix("run id: ")
-        .expect("the runner names its run first")
-        .to_owned();
+    let run_id = run_id_of(&mut run);
     let pod_id = docker(&[
         "ps",
         "--filter",

@@ -119,6 +119,21 @@ fn check_known_issues_fails_on_a_stale_entry() {
     );
 }
 
+/// `check` of a folder without `testkit.toml` does not call the missing
+/// file valid: it says the defaults apply.
+#[test]
+fn check_of_a_suite_without_its_config_says_the_defaults_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = Ran::from(runner().arg("check").arg(dir.path()).output().unwrap());
+    assert!(
+        ran.stdout
+            .contains("testkit.toml: none; the defaults apply"),
+        "{}",
+        ran.stdout
+    );
+    assert!(!ran.stdout.contains("valid"), "{}", ran.stdout);
+}
+
 /// `check SUITE` says a suite is valid without building it, and names
 /// every problem at once: a bad key of `testkit.toml`, a kind whose
 /// template is broken, a malformed `KNOWN-ISSUES.md`; nothing is built.

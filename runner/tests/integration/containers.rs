@@ -112,6 +112,17 @@ fn container_fixture(command: &str) -> tempfile::TempDir {
 
 /// [`container_fixture`], with `extra` lines in `[pod.container]`.
 fn container_fixture_with(command: &str, extra: &str) -> tempfile::TempDir {
+    container_fixture_section(&format!(
+        "build = {{ context = \"container\", prepare = [[\"sh\", \"prepare.sh\"]] }}\n\
+         port = 8080\n\
+         command = {command}\n\
+         mounts = [{{ volume = \"home\", target = \"/home/pod\" }}]\n{extra}\n"
+    ))
+}
+
+/// The fixture suite with sandboxd's image context and `section` as its
+/// `[pod.container]`.
+fn container_fixture_section(section: &str) -> tempfile::TempDir {
     let suite = fixture("suite");
     crate::copy_dir(
         &workspace().join("suites/conformance/container"),
@@ -119,13 +130,7 @@ fn container_fixture_with(command: &str, extra: &str) -> tempfile::TempDir {
     );
     let toml = suite.path().join("testkit.toml");
     let mut text = std::fs::read_to_string(&toml).unwrap();
-    text.push_str(&format!(
-        "\n[pod.container]\n\
-         build = {{ context = \"container\", prepare = [[\"sh\", \"prepare.sh\"]] }}\n\
-         port = 8080\n\
-         command = {command}\n\
-         mounts = [{{ volume = \"home\", target = \"/home/pod\" }}]\n{extra}\n"
-    ));
+    text.push_str(&format!("\n[pod.container]\n{section}"));
     std::fs::write(&toml, text).unwrap();
     suite
 }
@@ -839,5 +844,69 @@ fn a_runner_sigkilled_during_a_container_setup_leaves_nothing_in_the_engine() {
         gone,
         "left in the engine: {:?}",
         labelled("testkit.run", &run_id)
+    );
+}
+
+/// A runner SIGKILLed while its image's context is being prepared leaves no
+/// copy of the context behind: its watchdog knew the copy before it was
+/// made, and removes it.
+#[test]
+fn a_runner_sigkilled_during_an_image_build_leaves_no_copy_of_its_context() {
+    let suite = container_fixture_section(&format!(
+        "build = {{ context = \"container\", prepare = [[\"sh\", \"-c\", \"echo $$ > pid && echo $$ > pid && touch preparing && exec sleep 20\"]] }}\n\
+         port = 8080\n\
+         command = {SERVE}\n"
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("context");
+    let _guard = EngineGuard(run_id.clone());
+    let mut child = runner()
+        .env("TMPDIR", tmp.path())
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .args(["run", "--pod", "container", "--run-id", &run_id])
+        .arg(suite.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let copies = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with("testkit-context-")
+                    })
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let preparing = wait_for(Duration::from_secs(120), || {
+        copies().iter().any(|c| c.join("preparing").exists())
+    });
+    let prepare: Option<i32> = copies()
+        .iter()
+        .find_map(|c| std::fs::read_to_string(c.join("pid")).ok())
+        .and_then(|p| p.trim().parse().ok());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = child.wait();
+    assert!(
+        preparing,
+        "the build's prepare ran in a copy of the context"
+    );
+    let gone = wait_for(Duration::from_secs(10), || copies().is_empty());
+    assert!(gone, "the context's copy was left: {:?}", copies());
+    // The prepare command ends with the runner too, by its process group.
+    let prepare = prepare.expect("the prepare command wrote its pid");
+    let ended = wait_for(Duration::from_secs(10), || {
+        kill(Pid::from_raw(prepare), None).is_err()
+    });
+    assert!(
+        ended,
+        "the prepare command (pid {prepare}) outlived the runner"
     );
 }

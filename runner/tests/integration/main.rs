@@ -4,6 +4,7 @@
 //! dependencies build once.
 
 mod bounds;
+mod browser;
 mod cluster;
 mod commands;
 mod containers;
@@ -285,6 +286,22 @@ pub(crate) fn http(
         let status = response.status().as_u16();
         (status, response.text().await.unwrap())
     })
+}
+
+/// The run id a started runner names on the first line of its stdout
+/// (piped).
+pub(crate) fn run_id_of(run: &mut std::process::Child) -> String {
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(run.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    first
+        .trim()
+        .strip_prefix("run id: ")
+        .expect("the runner names its run first")
+        .to_owned()
 }
 
 /// Waits for `cond`, at most `limit`.

@@ -522,6 +522,44 @@ fn malformed_settings_are_bad_arguments_naming_the_variable_and_its_value() {
     assert_eq!(ran.code, 0, "{}\n{}", ran.stdout, ran.stderr);
 }
 
+/// The verbs that read the environment besides `run` (`janitor`, `pod`)
+/// took a malformed setting for no setting at all: a secrets folder that is
+/// a file sent `janitor --run` to look for the run's handle elsewhere, and
+/// `pod` ignored every setting it did not like. Each is now refused as
+/// `run` refuses it (exit 64), naming the variable and its value.
+#[test]
+fn the_janitor_and_pod_verbs_refuse_a_malformed_setting_instead_of_defaulting() {
+    let suite = fixture("suite");
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, "not a folder").unwrap();
+    let file = file.to_str().unwrap();
+    let cases: [(&[&str], &str, &str); 3] = [
+        (
+            &["janitor", "--run", "abc123", "--suite"],
+            "TESTKIT_SECRETS_DIR",
+            file,
+        ),
+        (&["pod", "ls"], "TESTKIT_TIMEOUT", "soon"),
+        (&["pod", "status"], "TESTKIT_KEEP", "sometimes"),
+    ];
+    for (args, var, value) in cases {
+        let mut cmd = runner();
+        cmd.args(args);
+        if args[0] == "janitor" {
+            cmd.arg(suite.path());
+        }
+        let ran = Ran::from(cmd.env(var, value).output().unwrap());
+        assert_eq!(ran.code, 64, "{args:?} {var}={value}: {}", ran.stderr);
+        let expected = format!("testkit-runner: {var}={value:?} is invalid: ");
+        assert!(
+            ran.stderr.contains(&expected),
+            "{args:?}: {expected}\n{}",
+            ran.stderr
+        );
+    }
+}
+
 /// A `KNOWN-ISSUES.md` the suite has is valid or an error naming its line:
 /// never read as an empty list, which would let the run pass.
 #[test]

@@ -18,7 +18,7 @@ use super::placement::{Refused, Worker};
 use super::Gateway;
 use crate::api::{Capabilities, Health, Limits, Sandbox, SandboxList};
 use crate::error::ApiError;
-use crate::server::handlers::{hex, parse_list_query, ListQuery};
+use crate::listing::{hex, parse_list_query, ListQuery};
 
 type GatewayState = State<Arc<Gateway>>;
 
@@ -38,7 +38,7 @@ fn sandbox_json(sb: &Sandbox, w: &Worker, lost: bool) -> Value {
 fn outgoing(gw: &Gateway, headers: &HeaderMap) -> HeaderMap {
     let mut h = headers.clone();
     if !h.contains_key(header::AUTHORIZATION) {
-        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", gw.store.token())) {
+        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", gw.gate.store.token())) {
             h.insert(header::AUTHORIZATION, v);
         }
     }
@@ -91,8 +91,8 @@ async fn went_down(gw: &Gateway, i: usize) {
 pub(super) async fn health(State(gw): GatewayState) -> Json<Health> {
     Json(Health {
         status: "ok".into(),
-        name: gw.store.name.clone(),
-        uptime_ms: gw.started.elapsed().as_millis() as u64,
+        name: gw.gate.store.name.clone(),
+        uptime_ms: gw.gate.started.elapsed().as_millis() as u64,
     })
 }
 
@@ -281,13 +281,24 @@ pub(super) async fn under(
     }
 }
 
+/// Why a worker's listing gave no page: the worker then counts as down.
+#[derive(Debug, thiserror::Error)]
+enum ListingError {
+    /// No answer, or not a listing.
+    #[error(transparent)]
+    Request(#[from] reqwest::Error),
+    /// An answer other than 2xx.
+    #[error("its listing answered {0}")]
+    Status(reqwest::StatusCode),
+}
+
 /// One page of worker `i`'s listing for `q`, with the client's credentials.
 async fn list_page(
     gw: Arc<Gateway>,
     i: usize,
     q: Arc<ListQuery>,
     headers: HeaderMap,
-) -> Result<SandboxList, String> {
+) -> Result<SandboxList, ListingError> {
     let w = &gw.cluster.workers[i];
     let mut pairs = vec![("limit".to_string(), q.limit.to_string())];
     if !q.prefix.is_empty() {
@@ -307,11 +318,11 @@ async fn list_page(
     if let Some(v) = outgoing(&gw, &headers).get(header::AUTHORIZATION) {
         req = req.header(header::AUTHORIZATION, v);
     }
-    let resp = req.send().await.map_err(|e| e.to_string())?;
+    let resp = req.send().await?;
     if !resp.status().is_success() {
-        return Err(format!("its listing answered {}", resp.status()));
+        return Err(ListingError::Status(resp.status()));
     }
-    resp.json().await.map_err(|e| e.to_string())
+    Ok(resp.json().await?)
 }
 
 /// The live workers' listings merged by name, with the lost sandboxes of

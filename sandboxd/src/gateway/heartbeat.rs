@@ -114,7 +114,7 @@ fn short(e: &reqwest::Error, timeout: Duration) -> String {
 async fn take_back(gw: &Gateway, i: usize) {
     let w = &gw.cluster.workers[i];
     let before = gw.cluster.seq();
-    match list_all(w, gw.store.token()).await {
+    match list_all(w, gw.gate.store.token()).await {
         Ok(items) => {
             eprintln!(
                 "sandboxd: gateway: worker {} ({}) is live: it holds {} sandbox(es)",
@@ -134,8 +134,21 @@ async fn take_back(gw: &Gateway, i: usize) {
     }
 }
 
+/// Why a worker's listing could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    /// No answer, or not a listing: the request's error, told short.
+    #[error("{0}")]
+    Unanswered(String),
+    #[error(
+        "GET /api/sandboxes answered {0} (does the worker accept the gateway's token? use \
+         --token-env on every node)"
+    )]
+    Refused(axum::http::StatusCode),
+}
+
 /// Every sandbox of worker `w`, page by page, with the gateway's token.
-pub(crate) async fn list_all(w: &Worker, token: &str) -> Result<Vec<Sandbox>, String> {
+pub(crate) async fn list_all(w: &Worker, token: &str) -> Result<Vec<Sandbox>, ListError> {
     let mut items = Vec::new();
     let mut page: Option<String> = None;
     loop {
@@ -148,14 +161,17 @@ pub(crate) async fn list_all(w: &Worker, token: &str) -> Result<Vec<Sandbox>, St
         if let Some(p) = &page {
             req = req.query(&[("page_token", p)]);
         }
-        let resp = req.send().await.map_err(|e| short(&e, FORWARD_TIMEOUT))?;
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ListError::Unanswered(short(&e, FORWARD_TIMEOUT)))?;
         if !resp.status().is_success() {
-            return Err(format!(
-                "GET /api/sandboxes answered {} (does the worker accept the gateway's token? use --token-env on every node)",
-                resp.status()
-            ));
+            return Err(ListError::Refused(resp.status()));
         }
-        let list: SandboxList = resp.json().await.map_err(|e| short(&e, FORWARD_TIMEOUT))?;
+        let list: SandboxList = resp
+            .json()
+            .await
+            .map_err(|e| ListError::Unanswered(short(&e, FORWARD_TIMEOUT)))?;
         items.extend(list.items);
         match list.next_page_token {
             Some(next) => page = Some(next),

@@ -16,22 +16,18 @@ mod heartbeat;
 mod placement;
 
 use std::collections::HashSet;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::middleware as mw;
 use axum::routing::{any, get};
 use axum::Router;
 
 use crate::config::{Faults, ServeArgs, WorkerSpec};
-use crate::error::ApiError;
-use crate::server::conn::serve_connections;
-use crate::server::middleware::{auth, jsonify_errors, log_and_count, Gate};
-use crate::server::FILE_BODY_LIMIT;
-use crate::server::{bind, print_handle, token_from_env, ServeError, StopSignals};
+use crate::skeleton::{
+    bind, print_handle, serve_until_stopped, token_from_env, Gate, ServeError, StopSignals,
+    FILE_BODY_LIMIT,
+};
 use crate::state::Store;
 use placement::{Cluster, Worker};
 
@@ -41,39 +37,18 @@ use placement::{Cluster, Worker};
 /// down costs at most a probe's timeout; none is waited for beyond this.
 const FIRST_HEARTBEAT_WAIT: Duration = Duration::from_secs(1);
 
-/// Shared by every request of a gateway.
+/// Shared by every request of a gateway: what every request passes (its
+/// identity and sessions, the faults) and the cluster.
 pub(crate) struct Gateway {
-    store: Arc<Store>,
-    faults: Faults,
-    started: Instant,
-    window: Duration,
-    requests: AtomicU64,
+    gate: Arc<Gate>,
     cluster: Cluster,
-}
-
-impl Gate for Gateway {
-    fn store(&self) -> &Store {
-        &self.store
-    }
-    fn faults(&self) -> &Faults {
-        &self.faults
-    }
-    fn started(&self) -> Instant {
-        self.started
-    }
-    fn window(&self) -> Duration {
-        self.window
-    }
-    fn requests(&self) -> &AtomicU64 {
-        &self.requests
-    }
 }
 
 /// Runs a gateway until SIGTERM/SIGINT. HOME holds only its identity and
 /// sessions.
 pub(crate) async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> {
     let workers = workers(&args.workers)?;
-    let mut stop = StopSignals::install()?;
+    let stop = StopSignals::install()?;
     let token = token_from_env(&args)?;
     if token.is_none() {
         eprintln!("sandboxd: gateway: warning: without --token-env the gateway's token is its own, which its workers refuse");
@@ -84,11 +59,12 @@ pub(crate) async fn serve(args: ServeArgs, started: Instant) -> Result<(), Serve
     })?;
     let (listener, addr) = bind(args.listen).await?;
     let gw = Arc::new(Gateway {
-        store: Arc::clone(&store),
-        faults: Faults::from_list(&args.faults),
-        started,
-        window: args.token_window,
-        requests: AtomicU64::new(0),
+        gate: Arc::new(Gate::new(
+            Arc::clone(&store),
+            Faults::from_list(&args.faults),
+            started,
+            args.token_window,
+        )),
         cluster: Cluster::new(workers),
     });
     heartbeat::start(&gw);
@@ -98,24 +74,8 @@ pub(crate) async fn serve(args: ServeArgs, started: Instant) -> Result<(), Serve
     }
     let router = router(Arc::clone(&gw));
     print_handle(&store, addr, &args)?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve_connections(
-        listener,
-        router,
-        args.header_timeout,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let which = stop.recv().await;
-    eprintln!("sandboxd: {which}: shutting down");
-    let _ = stop_tx.send(());
-    if tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .is_err()
-    {
-        eprintln!("sandboxd: open connections did not finish in time; closing them");
-    }
+    // A gateway runs no sandbox processes: nothing to end before draining.
+    serve_until_stopped(listener, router, args.header_timeout, stop, async {}).await;
     eprintln!("sandboxd: stopped");
     Ok(())
 }
@@ -142,7 +102,7 @@ fn workers(specs: &[WorkerSpec]) -> Result<Vec<Worker>, ServeError> {
             // pooled connection is not reused just as the worker closes it.
             .pool_idle_timeout(Duration::from_secs(5))
             .build()
-            .map_err(|e| ServeError::Usage(format!("failed to make an HTTP client: {e}")))?;
+            .map_err(ServeError::Client)?;
         out.push(Worker {
             name: s.name.clone(),
             url: s.url.clone(),
@@ -154,7 +114,8 @@ fn workers(specs: &[WorkerSpec]) -> Result<Vec<Worker>, ServeError> {
 
 fn router(gw: Arc<Gateway>) -> Router {
     use handlers::{capabilities, cluster, create_sandbox, health, list_sandboxes, sandbox, under};
-    Router::new()
+    let gate = Arc::clone(&gw.gate);
+    let routes = Router::new()
         .route("/api/health", get(health))
         .route("/api/capabilities", get(capabilities))
         .route("/api/cluster", get(cluster))
@@ -164,19 +125,6 @@ fn router(gw: Arc<Gateway>) -> Router {
         // The worker applies its own limits; this one only bounds what the
         // gateway holds in memory while relaying.
         .layer(DefaultBodyLimit::max(FILE_BODY_LIMIT))
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "method not allowed on this route",
-            )
-        })
-        .layer(mw::from_fn_with_state(Arc::clone(&gw), auth::<Gateway>))
-        .layer(mw::map_response(jsonify_errors))
-        .layer(mw::from_fn_with_state(
-            Arc::clone(&gw),
-            log_and_count::<Gateway>,
-        ))
-        .with_state(gw)
+        .with_state(gw);
+    crate::skeleton::finish(routes, gate)
 }

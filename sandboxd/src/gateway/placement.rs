@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::api::Sandbox;
-use crate::server::handlers::ListQuery;
+use crate::listing::ListQuery;
 
 /// A worker is down once it has had no successful heartbeat for this long.
 pub(crate) const DOWN_AFTER: Duration = Duration::from_millis(600);

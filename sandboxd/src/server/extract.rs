@@ -6,8 +6,8 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
 
-use super::{FILE_BODY_LIMIT, JSON_BODY_LIMIT};
 use crate::error::ApiError;
+use crate::skeleton::{FILE_BODY_LIMIT, JSON_BODY_LIMIT};
 
 /// A JSON body: content type checked, size limited, unknown fields refused, every failure a JSON 4xx.
 pub(super) struct ApiJson<T>(pub(super) T);

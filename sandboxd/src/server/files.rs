@@ -367,7 +367,7 @@ pub(super) async fn put_file(
     ready(&app, &name)?;
     components(&raw)?;
     let body = body.map_err(body_error)?;
-    let root = app.store.root(&name);
+    let root = app.gate.store.root(&name);
     let (sb, path, data) = (name.clone(), raw.clone(), body.clone());
     let existed = blocking(move || write_file(&root, &sb, &path, &data)).await?;
     if existed {
@@ -389,7 +389,7 @@ pub(super) async fn get_file(
     UrlPath((name, raw)): UrlPath<(String, String)>,
 ) -> ApiResult<Response> {
     ready(&app, &name)?;
-    let root = app.store.root(&name);
+    let root = app.gate.store.root(&name);
     let data = blocking(move || read_file(&root, &name, &raw)).await?;
     Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
 }
@@ -399,7 +399,7 @@ pub(super) async fn list_files(
     UrlPath(name): UrlPath<String>,
 ) -> ApiResult<Json<FileList>> {
     ready(&app, &name)?;
-    let root = app.store.root(&name);
+    let root = app.gate.store.root(&name);
     Ok(Json(blocking(move || list(&root, &name)).await?))
 }
 
@@ -408,7 +408,7 @@ pub(super) async fn delete_file(
     UrlPath((name, raw)): UrlPath<(String, String)>,
 ) -> ApiResult<StatusCode> {
     ready(&app, &name)?;
-    let root = app.store.root(&name);
+    let root = app.gate.store.root(&name);
     blocking(move || remove(&root, &name, &raw)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

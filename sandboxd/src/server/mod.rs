@@ -1,32 +1,30 @@
-//! The HTTP server: startup, routing and graceful shutdown. What runs on
-//! every request is in [`middleware`], request bodies are read by
-//! [`extract`], the JSON endpoints are [`handlers`], the file endpoints
-//! [`files`] and the web UI [`ui`].
+//! `sandboxd serve` as a worker (the default role): it holds sandboxes.
+//! Startup, routing and shutdown of the worker; what it shares with a
+//! gateway (the accept loop, what runs on every request, the end of the
+//! router) is [`crate::skeleton`]. Request bodies are read by [`extract`],
+//! the JSON endpoints are [`handlers`], the file endpoints [`files`] and
+//! the web UI [`ui`].
 
-pub(crate) mod conn;
 mod extract;
 mod files;
-pub(crate) mod handlers;
-pub(crate) mod middleware;
+mod handlers;
 mod records;
 mod ui;
 
-use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
-use axum::middleware as mw;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::api::Handle;
-use crate::config::{Faults, Role, ServeArgs};
-use crate::error::ApiError;
+use crate::config::{Faults, ServeArgs};
 use crate::procs::Procs;
+use crate::skeleton::{
+    bind, print_handle, serve_until_stopped, token_from_env, Gate, ServeError, StopSignals,
+    FILE_BODY_LIMIT, JSON_BODY_LIMIT,
+};
 use crate::state::Store;
 
 use files::{delete_file, get_file, list_files, put_file};
@@ -34,109 +32,16 @@ use handlers::{
     capabilities, create_sandbox, delete_sandbox, exec, finish_delete, get_process, get_sandbox,
     health, list_processes, list_sandboxes, signal_process, start_process,
 };
-use middleware::{auth, jsonify_errors, log_and_count};
 
-/// Body limit of JSON requests.
-pub const JSON_BODY_LIMIT: usize = 1 << 20;
-/// Body limit of file uploads.
-pub const FILE_BODY_LIMIT: usize = 16 << 20;
 /// How long shutdown waits after SIGTERM before SIGKILLing process groups.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Errors that stop `sandboxd serve` before it is ready.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// HOME could not be opened or initialised.
-    #[error("failed to open the state directory {path}")]
-    Home {
-        /// The HOME given.
-        path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The listen address could not be bound.
-    #[error("failed to listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Writing the handle line failed.
-    #[error("failed to print the handle on stdout")]
-    Stdout(#[source] std::io::Error),
-    /// Installing signal handlers failed.
-    #[error("failed to install signal handlers")]
-    Signals(#[source] std::io::Error),
-    /// `--token-env NAME` names a variable that holds no usable token.
-    #[error("--token-env {var}: the environment variable {var} {problem}")]
-    TokenEnv {
-        /// The variable's name (never its value).
-        var: String,
-        /// What is wrong with it.
-        problem: &'static str,
-    },
-    /// `--role` and `--worker` do not fit together.
-    #[error("{0}")]
-    Usage(String),
-}
-
-/// The token `--token-env` names, if given: `None` keeps HOME's own.
-pub(crate) fn token_from_env(args: &ServeArgs) -> Result<Option<String>, ServeError> {
-    let Some(var) = &args.token_env else {
-        return Ok(None);
-    };
-    let problem = match std::env::var_os(var) {
-        None => "is not set",
-        Some(v) if v.is_empty() => "is empty",
-        Some(v) => match v.into_string() {
-            // It travels in `Authorization: Bearer ...` headers.
-            Ok(t) if t.bytes().all(|b| b.is_ascii_graphic()) => return Ok(Some(t)),
-            _ => "holds characters other than printable ASCII without spaces",
-        },
-    };
-    Err(ServeError::TokenEnv {
-        var: var.clone(),
-        problem,
-    })
-}
-
-/// SIGTERM and SIGINT, installed before the server is ready.
-pub(crate) struct StopSignals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl StopSignals {
-    /// Installs the handlers.
-    pub(crate) fn install() -> Result<Self, ServeError> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Self {
-            term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
-            int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
-        })
-    }
-
-    /// Waits for either; answers its name.
-    pub(crate) async fn recv(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        }
-    }
-}
-
-/// Shared by every request: the state, the process registry and the counters of the faults.
+/// Shared by every request of a worker: what every request passes (the
+/// state, the faults), the process registry and the counters of the faults.
 struct App {
-    store: Arc<Store>,
+    gate: Arc<Gate>,
     procs: Arc<Procs>,
-    faults: Faults,
     max: Option<usize>,
-    started: Instant,
-    window: Duration,
-    requests: AtomicU64,
     deletes: AtomicU64,
     /// Deletes of an existing sandbox, for `delete-miss`.
     missed_deletes: AtomicU64,
@@ -145,29 +50,27 @@ struct App {
 /// What every handler and middleware is given.
 type AppState = State<Arc<App>>;
 
-/// Runs `sandboxd serve` until SIGTERM/SIGINT. `started` is when the process started.
-pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> {
-    if args.role == Role::Gateway {
-        return crate::gateway::serve(args, started).await;
-    }
+/// Runs a worker until SIGTERM/SIGINT. `started` is when the process started.
+pub(crate) async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> {
     if !args.workers.is_empty() {
         return Err(ServeError::Usage(
             "--worker is for --role gateway; a worker holds its own sandboxes".into(),
         ));
     }
-    let mut stop = StopSignals::install()?;
+    let stop = StopSignals::install()?;
     let faults = Faults::from_list(&args.faults);
     let (store, deleting, procs) = open_home(&args, &faults).await?;
     let (listener, addr) = bind(args.listen).await?;
 
     let app = Arc::new(App {
-        store: Arc::clone(&store),
+        gate: Arc::new(Gate::new(
+            Arc::clone(&store),
+            faults,
+            started,
+            args.token_window,
+        )),
         procs: Arc::clone(&procs),
-        faults,
         max: args.max_sandboxes,
-        started,
-        window: args.token_window,
-        requests: AtomicU64::new(0),
         deletes: AtomicU64::new(0),
         missed_deletes: AtomicU64::new(0),
     });
@@ -176,20 +79,18 @@ pub async fn serve(args: ServeArgs, started: Instant) -> Result<(), ServeError> 
     }
     let router = router(Arc::clone(&app));
     print_handle(&store, addr, &args)?;
-
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(conn::serve_connections(
+    serve_until_stopped(
         listener,
         router,
         args.header_timeout,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let which = stop.recv().await;
-    eprintln!("sandboxd: {which}: shutting down");
-    let _ = stop_tx.send(());
-    shut_down(&procs, server).await;
+        stop,
+        kill_all(&procs),
+    )
+    .await;
+    eprintln!(
+        "sandboxd: stopped ({} process groups left)",
+        procs.group_count()
+    );
     Ok(())
 }
 
@@ -219,58 +120,8 @@ async fn open_home(
     Ok((store, deleting, procs))
 }
 
-/// Listens on `listen`: the listener and the address it got.
-pub(crate) async fn bind(
-    listen: std::net::SocketAddr,
-) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), ServeError> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: listen,
-        source,
-    })?;
-    Ok((listener, addr))
-}
-
-/// Prints the handle line on stdout (what a launcher waits for), then
-/// where the server listens on stderr.
-pub(crate) fn print_handle(
-    store: &Store,
-    addr: std::net::SocketAddr,
-    args: &ServeArgs,
-) -> Result<(), ServeError> {
-    let handle = Handle {
-        name: store.name.clone(),
-        base_url: format!("http://{}:{}", addr.ip(), addr.port()),
-        port: addr.port(),
-        token: store.token().to_string(),
-    };
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            serde_json::to_string(&handle).expect("serialisable")
-        )
-        .map_err(ServeError::Stdout)?;
-        out.flush().map_err(ServeError::Stdout)?;
-    }
-    eprintln!(
-        "sandboxd: {} listening on {} (home {})",
-        handle.name,
-        handle.base_url,
-        args.home.display()
-    );
-    Ok(())
-}
-
-/// Kills every sandbox process, then lets open connections finish for a
-/// while.
-async fn shut_down(procs: &Procs, server: tokio::task::JoinHandle<()>) {
+/// Kills every sandbox process once the server stops accepting.
+async fn kill_all(procs: &Procs) {
     let left = procs.kill_all(SHUTDOWN_GRACE).await;
     if !left.is_empty() {
         eprintln!(
@@ -278,16 +129,6 @@ async fn shut_down(procs: &Procs, server: tokio::task::JoinHandle<()>) {
             left.len()
         );
     }
-    if tokio::time::timeout(Duration::from_secs(5), server)
-        .await
-        .is_err()
-    {
-        eprintln!("sandboxd: open connections did not finish in time; closing them");
-    }
-    eprintln!(
-        "sandboxd: stopped ({} process groups left)",
-        procs.group_count()
-    );
 }
 
 fn router(app: Arc<App>) -> Router {
@@ -331,17 +172,6 @@ fn router(app: Arc<App>) -> Router {
             get(get_file).put(put_file).delete(delete_file),
         )
         .layer(DefaultBodyLimit::max(FILE_BODY_LIMIT));
-    json.merge(files)
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "method not allowed on this route",
-            )
-        })
-        .layer(mw::from_fn_with_state(Arc::clone(&app), auth))
-        .layer(mw::map_response(jsonify_errors))
-        .layer(mw::from_fn_with_state(Arc::clone(&app), log_and_count))
-        .with_state(app)
+    let gate = Arc::clone(&app.gate);
+    crate::skeleton::finish(json.merge(files).with_state(app), gate)
 }

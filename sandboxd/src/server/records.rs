@@ -106,13 +106,13 @@ pub(super) async fn create_record(
         record
     };
     let n = CREATES.fetch_add(1, Ordering::SeqCst);
-    if n < app.faults.drop_record_answer {
+    if n < app.gate.faults.drop_record_answer {
         eprintln!(
             "sandboxd: fault drop-record-answer: created record {:?} (id {}) and dropped the answer ({} of {})",
             record.name,
             record.id,
             n + 1,
-            app.faults.drop_record_answer
+            app.gate.faults.drop_record_answer
         );
         return Ok((StatusCode::CREATED, Body::new(LostAnswer)).into_response());
     }

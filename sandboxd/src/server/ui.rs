@@ -10,8 +10,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::Form;
 use serde::Deserialize;
 
-use super::middleware::{check_token, has_session, open_session};
 use super::{App, AppState};
+use crate::skeleton::middleware::{check_token, has_session, open_session};
 
 const PAGE: &str = include_str!("ui/index.html");
 const SCRIPT: &str = include_str!("ui/app.js");
@@ -31,14 +31,14 @@ fn page(app: &App, signed_in: bool, error: Option<&str>) -> Html<String> {
     });
     Html(
         PAGE.replace("{{VIEW}}", if signed_in { "app" } else { "sign-in" })
-            .replace("{{POD_NAME}}", &escape(&app.store.name))
+            .replace("{{POD_NAME}}", &escape(&app.gate.store.name))
             .replace("{{SIGN_IN_ERROR}}", &error),
     )
 }
 
 /// `GET /`: the app for a signed-in visitor, the sign-in form for anyone else.
 pub(super) async fn index(State(app): AppState, headers: HeaderMap) -> Response {
-    let mut resp = page(&app, has_session(&*app, &headers), None).into_response();
+    let mut resp = page(&app, has_session(&app.gate, &headers), None).into_response();
     // The page shows live state: never from a cache.
     resp.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -84,10 +84,10 @@ pub(super) async fn sign_in(
             )
         }
     };
-    if let Err(e) = check_token(&*app, form.token.trim()) {
+    if let Err(e) = check_token(&app.gate, form.token.trim()) {
         return failed(e.status, &e.message);
     }
-    let Some(cookie) = open_session(&*app) else {
+    let Some(cookie) = open_session(&app.gate) else {
         return failed(StatusCode::INTERNAL_SERVER_ERROR, "cannot open a session");
     };
     (

@@ -5,6 +5,7 @@ mod api;
 mod cli;
 mod confinement;
 mod connections;
+mod deb;
 mod escape;
 mod faults;
 mod files;

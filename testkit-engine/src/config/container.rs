@@ -342,11 +342,11 @@ impl MountSection {
 
 #[cfg(test)]
 mod tests {
-    use super::super::SuiteConfig;
+    use super::super::{ConfigError, SuiteConfig};
     use std::path::Path;
 
-    fn parse(text: &str) -> Result<SuiteConfig, String> {
-        SuiteConfig::parse(text, Path::new("testkit.toml")).map_err(|e| e.to_string())
+    fn parse(text: &str) -> Result<SuiteConfig, ConfigError> {
+        SuiteConfig::parse(text, Path::new("testkit.toml"))
     }
 
     #[test]
@@ -409,7 +409,9 @@ mod tests {
             ),
         ];
         for (body, expected) in cases {
-            let e = parse(&format!("[pod.container]\n{body}")).unwrap_err();
+            let e = parse(&format!("[pod.container]\n{body}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(expected), "{body}: {e}");
         }
     }

@@ -135,7 +135,8 @@ impl WitnessSection {
     }
 
     fn validate_request(&self, request: &str, public: &[String]) -> Result<(), WitnessProblem> {
-        crate::template::RequestTemplate::parse(request).map_err(|p| (Some("request"), p))?;
+        crate::template::RequestTemplate::parse(request)
+            .map_err(|p| (Some("request"), p.to_string()))?;
         check_placeholders("request", request, public)?;
         let names = self.names.as_deref().unwrap_or_default();
         if names.is_empty() {
@@ -166,7 +167,7 @@ fn check_placeholders(
     text: &str,
     public: &[String],
 ) -> Result<(), WitnessProblem> {
-    crate::template::check_filters(text).map_err(|p| (Some(key), p))?;
+    crate::template::check_filters(text).map_err(|p| (Some(key), p.to_string()))?;
     for placeholder in crate::template::placeholders(text) {
         let known =
             WITNESS_PLACEHOLDERS.contains(&placeholder) || public.iter().any(|p| p == placeholder);

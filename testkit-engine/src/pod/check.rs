@@ -152,7 +152,7 @@ pub async fn check_auth(pod: &super::Pod, timeout: Duration) -> Option<AuthRepor
             let failed = Probe {
                 status: None,
                 elapsed: Duration::ZERO,
-                error: Some(problem),
+                error: Some(problem.to_string()),
             };
             return Some(AuthReport {
                 probe: probe_text,

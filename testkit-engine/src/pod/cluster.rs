@@ -17,7 +17,85 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::check::check_health;
-use super::container::{Docker, NODE_LABEL, POD_LABEL};
+use super::container::{NODE_LABEL, POD_LABEL};
+use crate::containers::{Engine, EngineError, Filter};
+
+/// Why a node of a pod of several cannot be found, started or proven up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The engine refused an operation.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The pod has no node of that name.
+    #[error("the pod has no node `{name}`: its nodes are {nodes}")]
+    NoSuchNode {
+        /// The name asked for.
+        name: String,
+        /// The nodes there are, quoted.
+        nodes: String,
+    },
+    /// The engine holds no container for the node.
+    #[error("node `{name}` has no container (labelled {NODE_LABEL}={name} in pod {pod_id})")]
+    NoContainer {
+        /// The node.
+        name: String,
+        /// The pod.
+        pod_id: String,
+    },
+    /// The engine holds several containers for the node.
+    #[error("node `{name}` has {count} containers: expected one")]
+    Containers {
+        /// The node.
+        name: String,
+        /// How many it has.
+        count: usize,
+    },
+    /// A node did not answer its health check in time.
+    #[error("node `{name}` did not answer its health check {url}: {summary}")]
+    Unhealthy {
+        /// The node.
+        name: String,
+        /// Its health URL.
+        url: String,
+        /// What the last check saw.
+        summary: String,
+    },
+    /// A node's start log could not be made.
+    #[error("{}", path.display())]
+    StartLog {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node's start took too long.
+    #[error("starting node `{name}` took over 60 s")]
+    StartTimeout {
+        /// The node.
+        name: String,
+    },
+    /// A node's start could not run.
+    #[error("cannot start node `{name}`")]
+    StartSpawn {
+        /// The node.
+        name: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node's start failed.
+    #[error("node `{name}` did not start ({status}): {said}")]
+    StartFailed {
+        /// The node.
+        name: String,
+        /// How its start ended.
+        status: std::process::ExitStatus,
+        /// What it said, redacted.
+        said: String,
+    },
+}
 
 /// What a handle says of a pod of several nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,13 +130,13 @@ pub struct NodeInfo {
 
 impl ClusterInfo {
     /// The node `name`, or an error naming the nodes there are.
-    pub fn node(&self, name: &str) -> Result<&NodeInfo, String> {
-        self.nodes.get(name).ok_or_else(|| {
-            format!(
-                "the pod has no node `{name}`: its nodes are {}",
-                self.node_names()
-            )
-        })
+    pub fn node(&self, name: &str) -> Result<&NodeInfo, ClusterError> {
+        self.nodes
+            .get(name)
+            .ok_or_else(|| ClusterError::NoSuchNode {
+                name: name.to_owned(),
+                nodes: self.node_names(),
+            })
     }
 
     /// The nodes' names, quoted, for messages.
@@ -70,37 +148,39 @@ impl ClusterInfo {
             .join(", ")
     }
 
-    /// The `docker` CLI of the pod.
-    pub fn docker(&self) -> Docker {
-        Docker(self.docker.clone())
+    /// The engine of the pod.
+    pub fn engine(&self) -> Engine {
+        Engine::new(self.docker.clone())
     }
 
     /// The id of the container that is node `name`, found by label.
-    pub async fn container_of(&self, name: &str) -> Result<String, String> {
-        let pod = format!("label={POD_LABEL}={}", self.pod_id);
-        let node = format!("label={NODE_LABEL}={name}");
-        let out = self
-            .docker()
-            .run(&[
-                "ps", "--all", "--quiet", "--filter", &pod, "--filter", &node,
-            ])
+    pub async fn container_of(&self, name: &str) -> Result<String, ClusterError> {
+        let listed = self
+            .engine()
+            .ps(
+                &[
+                    Filter::label(POD_LABEL, &self.pod_id),
+                    Filter::label(NODE_LABEL, name),
+                ],
+                true,
+            )
             .await?;
-        match out.split_whitespace().collect::<Vec<_>>().as_slice() {
-            [id] => Ok((*id).to_owned()),
-            [] => Err(format!(
-                "node `{name}` has no container (labelled {NODE_LABEL}={name} in pod {})",
-                self.pod_id
-            )),
-            many => Err(format!(
-                "node `{name}` has {} containers: expected one",
-                many.len()
-            )),
+        match listed.as_slice() {
+            [one] => Ok(one.id.clone()),
+            [] => Err(ClusterError::NoContainer {
+                name: name.to_owned(),
+                pod_id: self.pod_id.clone(),
+            }),
+            many => Err(ClusterError::Containers {
+                name: name.to_owned(),
+                count: many.len(),
+            }),
         }
     }
 
     /// Waits until every node answers its health check, until `deadline`;
     /// the first that does not is the error.
-    pub async fn wait_healthy(&self, deadline: Instant) -> Result<(), String> {
+    pub async fn wait_healthy(&self, deadline: Instant) -> Result<(), ClusterError> {
         for (name, node) in &self.nodes {
             wait_node_healthy(name, node, deadline).await?;
         }
@@ -113,34 +193,36 @@ pub async fn wait_node_healthy(
     name: &str,
     node: &NodeInfo,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<(), ClusterError> {
     loop {
         let report = check_health(&node.base_url, &node.health_path, Duration::from_secs(1)).await;
         if report.ok() {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(format!(
-                "node `{name}` did not answer its health check {}{}: {}",
-                node.base_url,
-                node.health_path,
-                report.summary()
-            ));
+            return Err(ClusterError::Unhealthy {
+                name: name.to_owned(),
+                url: format!("{}{}", node.base_url, node.health_path),
+                summary: report.summary(),
+            });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// Starts the nodes other than the entry, detached, in order; `command`
-/// makes the `docker` command in the pod's environment.
+/// makes the engine's command in the pod's environment.
 pub(super) async fn start_nodes(
     nodes: &[(String, Vec<String>)],
     logs_dir: &Path,
     command: impl Fn() -> tokio::process::Command,
-) -> Result<(), String> {
+) -> Result<(), ClusterError> {
     for (name, args) in nodes {
         let log = logs_dir.join(format!("node-{name}.start.log"));
-        let file = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let file = std::fs::File::create(&log).map_err(|source| ClusterError::StartLog {
+            path: log.clone(),
+            source,
+        })?;
         let mut cmd = command();
         cmd.args(args)
             .stdout(std::process::Stdio::null())
@@ -148,14 +230,18 @@ pub(super) async fn start_nodes(
             .kill_on_drop(true);
         let status = tokio::time::timeout(Duration::from_secs(60), cmd.status())
             .await
-            .map_err(|_| format!("starting node `{name}` took over 60 s"))?
-            .map_err(|e| format!("cannot start node `{name}`: {e}"))?;
+            .map_err(|_| ClusterError::StartTimeout { name: name.clone() })?
+            .map_err(|source| ClusterError::StartSpawn {
+                name: name.clone(),
+                source,
+            })?;
         if !status.success() {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!(
-                "node `{name}` did not start ({status}): {}",
-                crate::redact(said.trim())
-            ));
+            return Err(ClusterError::StartFailed {
+                name: name.clone(),
+                status,
+                said: crate::redact(said.trim()).into_owned(),
+            });
         }
     }
     Ok(())

@@ -20,9 +20,8 @@
 //! the `docker` client: not an argument of a command line, and never a
 //! label, an image layer or a build context.
 //!
-//! The `docker` CLI rather than an API client: the engine is compiled into
-//! every test binary of every suite, and the CLI costs them nothing to
-//! build; it also honours the user's `DOCKER_HOST` and contexts as they do.
+//! Every call to the engine goes through [`crate::containers`]: this module
+//! decides what a pod is made of, and says it in the engine's types.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +30,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ContainerSection, MountSection, NodeSection};
+use crate::containers::{
+    Engine, EngineError, Filter, Mount, MountKind, PacketFilterError, RemoveError, RunOptions,
+};
+use crate::errors::error_chain;
 
 /// The label every engine object testkit creates carries, with value `testkit`.
 pub const OWNER_LABEL: &str = "testkit.owner";
@@ -69,8 +72,92 @@ pub fn maker_is_live(value: &str) -> bool {
 const RECORD_FILE: &str = "container.json";
 /// The env file the `docker` client reads the container's environment from.
 const ENV_FILE: &str = "container.env";
-/// The longest any one `docker` command may take before it counts as hung.
-const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a container pod could not be made, stopped or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContainerError {
+    /// The engine refused an operation.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The engine holds no such image.
+    #[error(
+        "the {engine} holds no image `{image}`, and testkit pulls nothing: build it \
+         (`docker build -t {image} …`), or give `[pod.container] build` a context dir"
+    )]
+    NoImage {
+        /// The image.
+        image: String,
+        /// `Docker Engine` or `Podman`.
+        engine: &'static str,
+    },
+    /// A placeholder of `[pod.container]` that nothing fills.
+    #[error("invalid [pod.container] in testkit.toml: {key}: {problem}")]
+    Placeholder {
+        /// The dotted key.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An env value an env file cannot carry.
+    #[error("{key}: its value holds a line break, which an env file cannot carry")]
+    LineBreak {
+        /// The dotted key.
+        key: String,
+    },
+    /// A file of the pod's private directory could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bind mount's source does not resolve.
+    #[error("pod.container.mounts: {}", path.display())]
+    MountSource {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A mount that names nothing to mount.
+    #[error("pod.container.mounts: the entry for {target} has neither `volume` nor `source`")]
+    MountWithoutSource {
+        /// Where it was to be mounted.
+        target: String,
+    },
+    /// A mount whose paths `--mount` cannot carry.
+    #[error(
+        "pod.container.mounts: {source_path} or {target} holds a `,`, which `docker --mount` \
+         cannot carry"
+    )]
+    MountComma {
+        /// The volume or host path.
+        source_path: String,
+        /// Where it was to be mounted.
+        target: String,
+    },
+    /// Removing the pod's objects by label failed.
+    #[error(transparent)]
+    Remove(#[from] RemoveError),
+    /// Objects of the pod are still there after their removal.
+    #[error(
+        "still in the Docker Engine after removal, listed by label {POD_LABEL}={pod_id}: {}",
+        left.join(", ")
+    )]
+    Left {
+        /// The pod's id.
+        pod_id: String,
+        /// What is left.
+        left: Vec<String>,
+    },
+    /// A rule of the pod's faults could not be removed.
+    #[error(transparent)]
+    PacketFilter(#[from] PacketFilterError),
+}
 
 /// How to run a pod as a container: the suite's `[pod.container]` with the
 /// image resolved (built, when the suite builds it).
@@ -102,6 +189,11 @@ pub struct ContainerSpec {
 }
 
 impl ContainerSpec {
+    /// The engine that runs it.
+    pub fn engine(&self) -> Engine {
+        Engine::new(self.docker.clone())
+    }
+
     /// The spec of `section`, its image being `image`.
     pub fn new(section: &ContainerSection, image: String, docker: PathBuf) -> ContainerSpec {
         ContainerSpec {
@@ -159,12 +251,17 @@ impl ContainerRecord {
         let bytes = std::fs::read(private_dir.join(RECORD_FILE)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
+
+    /// The engine that runs it.
+    pub fn engine(&self) -> Engine {
+        Engine::new(self.docker.clone())
+    }
 }
 
 /// The `docker run` that is a container pod's process, and the setup
 /// commands before it.
 pub(super) struct Prepared {
-    pub(super) docker: PathBuf,
+    pub(super) engine: Engine,
     pub(super) run_args: Vec<String>,
     pub(super) setup_args: Vec<Vec<String>>,
     /// Environment the `docker` client needs (its daemon, its config).
@@ -188,50 +285,42 @@ pub(super) async fn prepare(
     base_dir: Option<&Path>,
     host_ports: &BTreeMap<String, u16>,
     values: &crate::template::Values<'_>,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, ContainerError> {
     let record = record_pod(spec, private_dir)?;
     let name = record.name.clone();
-    let docker = Docker(spec.docker.clone());
-    require_image(&docker, &spec.image).await?;
-    let fill = |text: &str, key: &str| fill_container(text, values, key);
-    let label_args = label_args(spec, &record.pod_id);
+    let engine = spec.engine();
+    require_image(&engine, &spec.image).await?;
+    let labels = labels(spec, &record.pod_id);
 
     let network = name.clone();
-    let mut create = vec!["network", "create"];
-    create.extend(label_args.iter().map(String::as_str));
-    create.push(&network);
-    docker
-        .run(&create)
-        .await
-        .map_err(|e| format!("cannot create the pod's network {network}: {e}"))?;
+    engine.create_network(&network, &labels).await?;
 
-    let mut mount_args = Vec::new();
+    let mut mounts = Vec::new();
     for mount in &spec.mounts {
-        mount_args.extend(mount_arg(&docker, mount, &name, &label_args, base_dir).await?);
+        mounts.push(mount_of(&engine, mount, &name, &labels, base_dir).await?);
     }
-    let run = DockerRun {
-        label_args,
+    let base = RunOptions {
+        labels,
         network: network.clone(),
-        env_path: write_env_file(spec, None, private_dir, values)?,
-        mount_args,
+        env_files: vec![write_env_file(spec, None, private_dir, values)?],
+        mounts,
+        image: spec.image.clone(),
+        ..RunOptions::default()
     };
     let mut setup_args = Vec::new();
     for (i, command) in spec.setup.iter().enumerate() {
-        let mut args = run.common("setup");
-        args.extend([
-            "--rm".to_owned(),
-            "--name".to_owned(),
-            format!("{name}-setup-{i}"),
-        ]);
-        args.push(spec.image.clone());
-        for arg in command {
-            args.push(fill(arg, "pod.container.setup")?);
-        }
-        setup_args.push(args);
+        let mut setup = with_role(&base, "setup");
+        setup.remove = true;
+        setup.name = format!("{name}-setup-{i}");
+        setup.command = command
+            .iter()
+            .map(|arg| fill_container(arg, values, "pod.container.setup"))
+            .collect::<Result<_, _>>()?;
+        setup_args.push(setup.args());
     }
     let node_run = NodeRun {
         spec,
-        run: &run,
+        base: &base,
         private_dir,
         pod_name: &name,
         host_ports,
@@ -250,12 +339,19 @@ pub(super) async fn prepare(
         Some(entry) => {
             let args = node_run.args(Some((entry, &spec.nodes[entry])), true)?;
             node_args.push((entry.clone(), args));
-            events_args(&record.pod_id, record.started_at)
+            engine.events_log_args(
+                record.started_at.saturating_sub(1),
+                &[
+                    Filter::label(POD_LABEL, &record.pod_id),
+                    Filter::Type("container"),
+                ],
+                NODE_LABEL,
+            )
         }
         None => node_run.args(None, false)?,
     };
     Ok(Prepared {
-        docker: spec.docker.clone(),
+        engine,
         run_args,
         setup_args,
         client_env: client_env(),
@@ -265,30 +361,17 @@ pub(super) async fn prepare(
     })
 }
 
-/// `docker events` of the containers of the pod `pod_id` since `since`
-/// (seconds since the epoch: the nodes start before it does): one line
-/// each, time, node and what happened.
-fn events_args(pod_id: &str, since: u64) -> Vec<String> {
-    [
-        "events",
-        "--since",
-        &since.saturating_sub(1).to_string(),
-        "--filter",
-        &format!("label={POD_LABEL}={pod_id}"),
-        "--filter",
-        "type=container",
-        "--format",
-        &format!("{{{{.Time}}}} {{{{index .Actor.Attributes \"{NODE_LABEL}\"}}}} {{{{.Action}}}}"),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()
+/// `base`, labelled as the `role` of its container: `pod` or `setup`.
+fn with_role(base: &RunOptions, role: &str) -> RunOptions {
+    let mut run = base.clone();
+    run.labels.insert(ROLE_LABEL.to_owned(), role.to_owned());
+    run
 }
 
-/// What the `docker run` of each of a pod's nodes is made of.
+/// What the `run` of each of a pod's nodes is made of.
 struct NodeRun<'a> {
     spec: &'a ContainerSpec,
-    run: &'a DockerRun,
+    base: &'a RunOptions,
     private_dir: &'a Path,
     pod_name: &'a str,
     host_ports: &'a BTreeMap<String, u16>,
@@ -296,48 +379,40 @@ struct NodeRun<'a> {
 }
 
 impl NodeRun<'_> {
-    /// The `docker run` of `node` (the only container when `None`),
-    /// detached or not: its name, alias on the network, published port,
-    /// environment and command.
+    /// The `run` of `node` (the only container when `None`), detached or
+    /// not: its name, alias on the network, published port, environment
+    /// and command.
     fn args(
         &self,
         node: Option<(&String, &NodeSection)>,
         detach: bool,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, ContainerError> {
         let spec = self.spec;
         let node_name = node.map_or("", |(n, _)| n.as_str());
         let values = self.values.clone().with("node", node_name);
-        let mut args = self.run.common("pod");
-        let (name, host_port) = match node {
+        let mut run = with_role(self.base, "pod");
+        let host_port = match node {
             Some((n, section)) => {
-                let env_path = write_env_file(spec, Some((n, section)), self.private_dir, &values)?;
-                args.extend([
-                    "--env-file".to_owned(),
-                    env_path.to_string_lossy().into_owned(),
-                    "--label".to_owned(),
-                    format!("{NODE_LABEL}={n}"),
-                    "--network-alias".to_owned(),
-                    n.clone(),
-                    "--hostname".to_owned(),
-                    n.clone(),
-                ]);
-                (
-                    format!("{}-{n}", self.pod_name),
-                    self.host_ports[n.as_str()],
-                )
+                // The pod's env file comes first; a node's entries, read
+                // after it, win.
+                run.env_files.push(write_env_file(
+                    spec,
+                    Some((n, section)),
+                    self.private_dir,
+                    &values,
+                )?);
+                run.labels.insert(NODE_LABEL.to_owned(), n.clone());
+                run.alias = Some(n.clone());
+                run.name = format!("{}-{n}", self.pod_name);
+                self.host_ports[n.as_str()]
             }
-            None => (self.pod_name.to_owned(), self.host_ports[""]),
+            None => {
+                run.name = self.pod_name.to_owned();
+                self.host_ports[""]
+            }
         };
-        if detach {
-            args.push("--detach".to_owned());
-        }
-        args.extend([
-            "--name".to_owned(),
-            name,
-            "--publish".to_owned(),
-            format!("127.0.0.1:{host_port}:{}", spec.port),
-            spec.image.clone(),
-        ]);
+        run.detach = detach;
+        run.publish = Some((host_port, spec.port));
         let command = match node {
             Some((_, section)) if !section.command.is_empty() => &section.command,
             _ => &spec.command,
@@ -346,16 +421,17 @@ impl NodeRun<'_> {
             Some((n, _)) => format!("pod.container.nodes.{n}.command"),
             None => "pod.container.command".to_owned(),
         };
-        for arg in command {
-            args.push(fill_container(arg, &values, &key)?);
-        }
-        Ok(args)
+        run.command = command
+            .iter()
+            .map(|arg| fill_container(arg, &values, &key))
+            .collect::<Result<_, _>>()?;
+        Ok(run.args())
     }
 }
 
 /// Names the pod's engine objects and writes their record to the private
 /// directory.
-fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecord, String> {
+fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecord, ContainerError> {
     let pod_id = private_dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -375,28 +451,21 @@ fn record_pod(spec: &ContainerSpec, private_dir: &Path) -> Result<ContainerRecor
     };
     // Recorded before anything exists in the engine: a stop after a failed
     // boot finds it all by these labels.
-    let bytes = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;
-    std::fs::write(private_dir.join(RECORD_FILE), bytes).map_err(|e| {
-        format!(
-            "cannot write {}: {e}",
-            private_dir.join(RECORD_FILE).display()
-        )
-    })?;
+    let bytes = serde_json::to_vec_pretty(&record).expect("plain data");
+    let path = private_dir.join(RECORD_FILE);
+    std::fs::write(&path, bytes).map_err(|source| ContainerError::Write { path, source })?;
     Ok(record)
 }
 
 /// Fails unless the engine already holds `image`.
-async fn require_image(docker: &Docker, image: &str) -> Result<(), String> {
-    if docker
-        .run(&["image", "inspect", "--format", "{{.Id}}", image])
-        .await
-        .is_err()
-    {
-        return Err(format!(
-            "the Docker Engine holds no image `{}`, and testkit pulls nothing: build it \
-             (`docker build -t {} …`), or give `[pod.container] build` a context dir",
-            image, image
-        ));
+async fn require_image(engine: &Engine, image: &str) -> Result<(), ContainerError> {
+    // Any failure to inspect it means it is not to be had: testkit pulls
+    // nothing, and an engine that does not answer failed before this.
+    if engine.inspect_image(image).await.is_err() {
+        return Err(ContainerError::NoImage {
+            image: image.to_owned(),
+            engine: engine.kind().engine_name(),
+        });
     }
     Ok(())
 }
@@ -406,9 +475,13 @@ fn fill_container(
     text: &str,
     values: &crate::template::Values<'_>,
     key: &str,
-) -> Result<String, String> {
-    crate::template::fill(text, values, crate::template::verbatim)
-        .map_err(|p| format!("invalid [pod.container] in testkit.toml: {key}: {p}"))
+) -> Result<String, ContainerError> {
+    crate::template::fill(text, values, crate::template::verbatim).map_err(|problem| {
+        ContainerError::Placeholder {
+            key: key.to_owned(),
+            problem: problem.to_string(),
+        }
+    })
 }
 
 /// Writes the container's environment (a node's: `[pod.container] env`
@@ -418,7 +491,7 @@ fn write_env_file(
     node: Option<(&String, &NodeSection)>,
     private_dir: &Path,
     values: &crate::template::Values<'_>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, ContainerError> {
     let mut env_file = String::new();
     let (file, entries): (String, Vec<(String, &String)>) = match node {
         None => (
@@ -428,8 +501,6 @@ fn write_env_file(
                 .map(|(k, v)| (format!("pod.container.env.{k}"), v))
                 .collect(),
         ),
-        // The pod's env file comes first on the command line; a node's
-        // entries, read after it, win.
         Some((n, section)) => (
             format!("container-{n}.env"),
             section
@@ -442,108 +513,76 @@ fn write_env_file(
     for (key, value) in entries {
         let value = fill_container(value, values, &key)?;
         if value.contains('\n') || value.contains('\r') {
-            return Err(format!(
-                "{key}: its value holds a line break, which an env file cannot carry"
-            ));
+            return Err(ContainerError::LineBreak { key });
         }
         let name = key.rsplit('.').next().unwrap_or_default();
         env_file.push_str(&format!("{name}={value}\n"));
     }
     let env_path = private_dir.join(file);
-    crate::files::write_private(&env_path, env_file.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", env_path.display()))?;
+    crate::files::write_private(&env_path, env_file.as_bytes()).map_err(|source| {
+        ContainerError::Write {
+            path: env_path.clone(),
+            source,
+        }
+    })?;
     Ok(env_path)
 }
 
-/// `--label` arguments for every engine object of the pod.
-fn label_args(spec: &ContainerSpec, pod_id: &str) -> Vec<String> {
-    let mut labels = vec![
-        format!("{OWNER_LABEL}=testkit"),
-        format!("{POD_LABEL}={pod_id}"),
-    ];
+/// The labels of every engine object of the pod.
+fn labels(spec: &ContainerSpec, pod_id: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        (OWNER_LABEL.to_owned(), "testkit".to_owned()),
+        (POD_LABEL.to_owned(), pod_id.to_owned()),
+    ]);
     if let Some(run) = &spec.run_id {
-        labels.push(format!("{RUN_LABEL}={run}"));
+        labels.insert(RUN_LABEL.to_owned(), run.clone());
         if let Some(maker) = maker_value() {
-            labels.push(format!("{MAKER_LABEL}={maker}"));
+            labels.insert(MAKER_LABEL.to_owned(), maker);
         }
     }
     labels
-        .iter()
-        .flat_map(|l| ["--label".to_owned(), l.clone()])
-        .collect()
 }
 
-/// The `--mount` arguments of one mount, creating its volume (labelled)
-/// if it is one.
-async fn mount_arg(
-    docker: &Docker,
+/// One mount, creating its volume (labelled) if it is one.
+async fn mount_of(
+    engine: &Engine,
     mount: &MountSection,
     name: &str,
-    label_args: &[String],
+    labels: &BTreeMap<String, String>,
     base_dir: Option<&Path>,
-) -> Result<[String; 2], String> {
+) -> Result<Mount, ContainerError> {
     let (kind, source) = match (&mount.volume, &mount.source) {
         (Some(volume), _) => {
             let volume = format!("{name}-{volume}");
-            let mut create = vec!["volume", "create"];
-            create.extend(label_args.iter().map(String::as_str));
-            create.push(&volume);
-            docker
-                .run(&create)
-                .await
-                .map_err(|e| format!("cannot create the pod's volume {volume}: {e}"))?;
-            ("volume", volume)
+            engine.create_volume(&volume, labels).await?;
+            (MountKind::Volume, volume)
         }
         (None, Some(source)) => {
             let path = base_dir.map_or_else(|| source.clone(), |b| b.join(source));
             let path = path
                 .canonicalize()
-                .map_err(|e| format!("pod.container.mounts: {}: {e}", path.display()))?;
-            ("bind", path.to_string_lossy().into_owned())
+                .map_err(|source| ContainerError::MountSource { path, source })?;
+            (MountKind::Bind, path.to_string_lossy().into_owned())
         }
         (None, None) => {
-            return Err(format!(
-                "pod.container.mounts: the entry for {} has neither `volume` nor `source`",
-                mount.target
-            ))
+            return Err(ContainerError::MountWithoutSource {
+                target: mount.target.clone(),
+            })
         }
     };
-    if source.contains(',') || mount.target.contains(',') {
-        return Err(format!(
-            "pod.container.mounts: {source} or {} holds a `,`, which `docker --mount` cannot carry",
-            mount.target
-        ));
+    let mount = Mount {
+        kind,
+        source,
+        target: mount.target.clone(),
+        read_only: mount.read_only,
+    };
+    if !mount.carriable() {
+        return Err(ContainerError::MountComma {
+            source_path: mount.source,
+            target: mount.target,
+        });
     }
-    let ro = if mount.read_only { ",readonly" } else { "" };
-    Ok([
-        "--mount".to_owned(),
-        format!("type={kind},source={source},target={}{ro}", mount.target),
-    ])
-}
-
-/// The `docker run` arguments shared by the pod and its setup containers.
-struct DockerRun {
-    label_args: Vec<String>,
-    network: String,
-    env_path: PathBuf,
-    mount_args: Vec<String>,
-}
-
-impl DockerRun {
-    fn common(&self, role: &str) -> Vec<String> {
-        let mut args = vec!["run".to_owned(), "--pull".to_owned(), "never".to_owned()];
-        args.extend(self.label_args.iter().cloned());
-        args.extend([
-            "--label".to_owned(),
-            format!("{ROLE_LABEL}={role}"),
-            "--network".to_owned(),
-            self.network.clone(),
-            "--env-file".to_owned(),
-            self.env_path.to_string_lossy().into_owned(),
-        ]);
-        args.extend(self.mount_args.iter().cloned());
-        args
-    }
+    Ok(mount)
 }
 
 /// What the `docker` client of a pod needs from the launcher's environment:
@@ -593,259 +632,76 @@ pub(super) fn rewrite_printed_handle(line: &str, host_port: u16) -> String {
     serde_json::Value::Object(obj).to_string()
 }
 
-/// Engine objects found by label.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct EngineObjects {
-    /// Containers: `name (short id, state)`.
-    pub containers: Vec<String>,
-    /// Networks, by name.
-    pub networks: Vec<String>,
-    /// Volumes, by name.
-    pub volumes: Vec<String>,
-    container_ids: Vec<String>,
+pub use crate::containers::EngineObjects;
+
+/// The engine commands of a container pod that is being launched, its
+/// handle's `fields` filled: its placeholders are the container's (`{port}`
+/// and `{listen}` inside it) and those fields.
+pub(super) async fn prepare_launch(
+    spec: &ContainerSpec,
+    base_dir: Option<&Path>,
+    private_dir: &Path,
+    host_ports: &BTreeMap<String, u16>,
+    fields: &BTreeMap<String, String>,
+) -> Result<Prepared, ContainerError> {
+    let port = spec.port.to_string();
+    let listen = format!("0.0.0.0:{port}");
+    let values = crate::template::Values::new()
+        .with("port", &port)
+        .with("listen", &listen)
+        .extend(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    prepare(spec, private_dir, base_dir, host_ports, &values).await
 }
 
-impl EngineObjects {
-    /// Nothing at all.
-    pub fn is_empty(&self) -> bool {
-        self.containers.is_empty() && self.networks.is_empty() && self.volumes.is_empty()
+/// Stops a container pod's containers, after keeping what each node of a
+/// pod of several printed (`node-<name>.log`, redacted), every start of it.
+pub(super) async fn stop_keeping_node_logs(
+    record: &ContainerRecord,
+    logs_dir: Option<&Path>,
+    grace: Duration,
+) -> Result<ContainerStop, ContainerError> {
+    if let (Some(logs), Some(_)) = (logs_dir, &record.entry) {
+        save_node_logs(record, logs).await;
     }
+    stop_pod(record, grace).await
+}
 
-    /// These objects but those of `spare`.
-    pub fn without(self, spare: &EngineObjects) -> EngineObjects {
-        let (container_ids, containers) = self
-            .container_ids
-            .into_iter()
-            .zip(self.containers)
-            .filter(|(id, _)| !spare.container_ids.contains(id))
-            .unzip();
-        EngineObjects {
-            containers,
-            container_ids,
-            networks: self
-                .networks
-                .into_iter()
-                .filter(|n| !spare.networks.contains(n))
-                .collect(),
-            volumes: self
-                .volumes
-                .into_iter()
-                .filter(|v| !spare.volumes.contains(v))
-                .collect(),
-        }
-    }
-
-    /// Each object, kind first: `container testkit-x (1a2b3c, running)`.
-    pub fn describe(&self) -> Vec<String> {
-        let kinds = [
-            ("container", &self.containers),
-            ("network", &self.networks),
-            ("volume", &self.volumes),
-        ];
-        kinds
-            .iter()
-            .flat_map(|(kind, names)| names.iter().map(move |n| format!("{kind} {n}")))
-            .collect()
+/// Removes what a container pod that failed to boot left in the engine.
+pub(super) async fn remove_after_failed_boot(private_dir: &Path) {
+    if let Some(record) = ContainerRecord::read(private_dir) {
+        let _ = stop_pod(&record, Duration::from_secs(5)).await;
     }
 }
 
-/// The `docker` CLI, each command bounded in time.
-#[derive(Debug, Clone)]
-pub struct Docker(pub PathBuf);
+/// The [`MAKER_LABEL`] values of every container, network and volume whose
+/// label `key` is exactly `value`, each once.
+pub async fn makers(engine: &Engine, key: &str, value: &str) -> Result<Vec<String>, EngineError> {
+    engine.label_values(key, value, MAKER_LABEL).await
+}
 
-impl Docker {
-    /// `docker` on PATH.
-    pub fn on_path() -> Result<Docker, String> {
-        crate::process::find_program("docker", None, None)
-            .map(Docker)
-            .ok_or_else(|| {
-                "no `docker` on PATH: install the Docker CLI (and run a Docker Engine) to run \
-                 container pods"
-                    .to_owned()
-            })
+/// Thaws every paused container of the pod `pod_id`.
+async fn unpause_all(engine: &Engine, pod_id: &str) -> Result<(), EngineError> {
+    let paused = engine
+        .ps(
+            &[Filter::label(POD_LABEL, pod_id), Filter::Status("paused")],
+            false,
+        )
+        .await?;
+    for c in paused {
+        engine.unpause(&c.id).await?;
     }
+    Ok(())
+}
 
-    /// Runs `docker args…`; its trimmed stdout, or what went wrong.
-    pub async fn run(&self, args: &[&str]) -> Result<String, String> {
-        let mut cmd = tokio::process::Command::new(&self.0);
-        cmd.args(args)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let shown = format!("docker {}", args.join(" "));
-        let out = match tokio::time::timeout(DOCKER_TIMEOUT, cmd.output()).await {
-            Ok(Ok(out)) => out,
-            Ok(Err(e)) => return Err(format!("`{shown}` could not start: {e}")),
-            Err(_) => {
-                return Err(format!(
-                    "`{shown}` did not answer within {}: is the Docker Engine up?",
-                    humantime::format_duration(DOCKER_TIMEOUT)
-                ))
-            }
-        };
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        } else {
-            let err = String::from_utf8_lossy(&out.stderr);
-            Err(format!(
-                "`{shown}` failed ({}): {}",
-                out.status,
-                crate::redact(err.trim())
-            ))
-        }
-    }
-
-    /// Every container, network and volume whose label `key` is exactly `value`.
-    pub async fn list(&self, key: &str, value: &str) -> Result<EngineObjects, String> {
-        let filter = format!("label={key}={value}");
-        let containers = self
-            .run(&[
-                "ps",
-                "-a",
-                "--no-trunc",
-                "--filter",
-                &filter,
-                "--format",
-                "{{.ID}} {{.Names}} {{.State}}",
-            ])
-            .await?;
-        let networks = self
-            .run(&[
-                "network",
-                "ls",
-                "--filter",
-                &filter,
-                "--format",
-                "{{.Name}}",
-            ])
-            .await?;
-        let volumes = self
-            .run(&["volume", "ls", "--filter", &filter, "--format", "{{.Name}}"])
-            .await?;
-        let mut found = EngineObjects::default();
-        for line in containers.lines() {
-            let mut words = line.split_whitespace();
-            if let (Some(id), Some(name), state) = (words.next(), words.next(), words.next()) {
-                found.container_ids.push(id.to_owned());
-                found.containers.push(format!(
-                    "{name} ({}, {})",
-                    &id[..id.len().min(12)],
-                    state.unwrap_or("?")
-                ));
-            }
-        }
-        found.networks = networks.lines().map(str::to_owned).collect();
-        found.volumes = volumes.lines().map(str::to_owned).collect();
-        Ok(found)
-    }
-
-    /// The [`MAKER_LABEL`] values of every container, network and volume
-    /// whose label `key` is exactly `value`, each once.
-    pub async fn makers(&self, key: &str, value: &str) -> Result<Vec<String>, String> {
-        let filter = format!("label={key}={value}");
-        let format = format!("{{{{.Label \"{MAKER_LABEL}\"}}}}");
-        let mut makers = Vec::new();
-        for list in [
-            &["ps", "-a"][..],
-            &["network", "ls"][..],
-            &["volume", "ls"][..],
-        ] {
-            let mut args = list.to_vec();
-            args.extend(["--filter", &filter, "--format", &format]);
-            makers.extend(
-                self.run(&args)
-                    .await?
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_owned),
-            );
-        }
-        makers.sort();
-        makers.dedup();
-        Ok(makers)
-    }
-
-    /// Removes what `objects` names (containers forcibly, with their
-    /// anonymous volumes), then lists `key = value` again: what is still
-    /// there, or why it could not be listed.
-    pub async fn remove(
-        &self,
-        objects: &EngineObjects,
-        key: &str,
-        value: &str,
-    ) -> Result<EngineObjects, String> {
-        let mut problems = Vec::new();
-        if !objects.container_ids.is_empty() {
-            let mut args = vec!["rm", "-f", "-v"];
-            args.extend(objects.container_ids.iter().map(String::as_str));
-            if let Err(e) = self.run(&args).await {
-                problems.push(e);
-            }
-        }
-        if !objects.networks.is_empty() {
-            let mut args = vec!["network", "rm"];
-            args.extend(objects.networks.iter().map(String::as_str));
-            if let Err(e) = self.run(&args).await {
-                problems.push(e);
-            }
-        }
-        if !objects.volumes.is_empty() {
-            let mut args = vec!["volume", "rm", "-f"];
-            args.extend(objects.volumes.iter().map(String::as_str));
-            if let Err(e) = self.run(&args).await {
-                problems.push(e);
-            }
-        }
-        let left = self.list(key, value).await?;
-        if !left.is_empty() && !problems.is_empty() {
-            return Err(format!(
-                "still there: {}; removing said: {}",
-                left.describe().join(", "),
-                problems.join("; ")
-            ));
-        }
-        Ok(left)
-    }
-
-    /// Thaws every paused container of the pod `pod_id`.
-    async fn unpause_all(&self, pod_id: &str) -> Result<(), String> {
-        let filter = format!("label={POD_LABEL}={pod_id}");
-        let paused = self
-            .run(&[
-                "ps",
-                "--quiet",
-                "--filter",
-                &filter,
-                "--filter",
-                "status=paused",
-            ])
-            .await?;
-        for id in paused.split_whitespace() {
-            self.run(&["unpause", id]).await?;
-        }
-        Ok(())
-    }
-
-    async fn running(&self, key: &str, value: &str) -> Result<Vec<(String, String)>, String> {
-        let out = self
-            .run(&[
-                "ps",
-                "--no-trunc",
-                "--filter",
-                &format!("label={key}={value}"),
-                "--filter",
-                "status=running",
-                "--format",
-                "{{.ID}} {{.Names}}",
-            ])
-            .await?;
-        Ok(out
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(id, name)| (id.to_owned(), name.to_owned()))
-            .collect())
-    }
+/// The running containers of the pod `pod_id`: `(id, name)`.
+async fn running(engine: &Engine, pod_id: &str) -> Result<Vec<(String, String)>, EngineError> {
+    let listed = engine
+        .ps(
+            &[Filter::label(POD_LABEL, pod_id), Filter::Status("running")],
+            false,
+        )
+        .await?;
+    Ok(listed.into_iter().map(|c| (c.id, c.name)).collect())
 }
 
 /// What stopping a container pod's engine objects did, verified by label.
@@ -867,45 +723,46 @@ pub struct ContainerStop {
 /// Ends the containers of the pod `record` names (SIGTERM, `grace`, then
 /// SIGKILL), removes them with its networks and volumes, and lists its
 /// label again to prove them gone.
-pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<ContainerStop, String> {
+pub async fn stop_pod(
+    record: &ContainerRecord,
+    grace: Duration,
+) -> Result<ContainerStop, ContainerError> {
     let began = Instant::now();
-    let docker = Docker(record.docker.clone());
+    let engine = record.engine();
     // A frozen node takes no signal until it thaws.
-    docker.unpause_all(&record.pod_id).await?;
-    let running = docker.running(POD_LABEL, &record.pod_id).await?;
-    let ids: Vec<&str> = running.iter().map(|(id, _)| id.as_str()).collect();
-    if !ids.is_empty() {
-        let mut args = vec!["kill", "--signal", "SIGTERM"];
-        args.extend(&ids);
+    unpause_all(&engine, &record.pod_id).await?;
+    let running = running(&engine, &record.pod_id).await?;
+    if !running.is_empty() {
+        let ids: Vec<String> = running.iter().map(|(id, _)| id.clone()).collect();
         // A container that exits meanwhile makes this fail: the listing
         // below is what counts.
-        let _ = docker.run(&args).await;
+        let _ = engine.kill(&ids, "SIGTERM").await;
     }
     let deadline = Instant::now() + grace;
     let mut still = running.clone();
     while !still.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        still = docker.running(POD_LABEL, &record.pod_id).await?;
+        still = self::running(&engine, &record.pod_id).await?;
     }
     let killed_after_grace: Vec<String> = still.iter().map(|(_, name)| name.clone()).collect();
     if !still.is_empty() {
-        let mut args = vec!["kill", "--signal", "SIGKILL"];
-        args.extend(still.iter().map(|(id, _)| id.as_str()));
-        let _ = docker.run(&args).await;
+        let ids: Vec<String> = still.iter().map(|(id, _)| id.clone()).collect();
+        let _ = engine.kill(&ids, "SIGKILL").await;
     }
-    let found = docker.list(POD_LABEL, &record.pod_id).await?;
-    let left = docker.remove(&found, POD_LABEL, &record.pod_id).await?;
+    let found = engine.list_by_label(POD_LABEL, &record.pod_id).await?;
+    let left = engine
+        .remove_by_label(&found, POD_LABEL, &record.pod_id)
+        .await?;
     if !left.is_empty() {
-        return Err(format!(
-            "still in the Docker Engine after removal, listed by label {POD_LABEL}={}: {}",
-            record.pod_id,
-            left.describe().join(", ")
-        ));
+        return Err(ContainerError::Left {
+            pod_id: record.pod_id.clone(),
+            left: left.describe(),
+        });
     }
     // A cut whose undo never ran (its process killed, its reaper too)
     // would outlive the containers whose addresses it names.
     let mut removed = found.describe();
-    for rule in super::fault::remove_pod_rules(&record.pod_id).await? {
+    for rule in remove_pod_rules(&record.pod_id).await? {
         removed.push(format!("packet-filter rule {rule}"));
     }
     Ok(ContainerStop {
@@ -917,36 +774,53 @@ pub async fn stop_pod(record: &ContainerRecord, grace: Duration) -> Result<Conta
     })
 }
 
+/// The comment every packet-filter rule of the pod `pod_id` carries.
+pub fn rule_comment(pod_id: &str) -> String {
+    format!("testkit.pod={pod_id}")
+}
+
+/// Removes every rule the pod `pod_id` left in the packet filter (a fault
+/// whose undo never ran); the rules removed. Without `iptables` there are
+/// none.
+pub async fn remove_pod_rules(pod_id: &str) -> Result<Vec<String>, PacketFilterError> {
+    let Ok(filter) = crate::containers::PacketFilter::on_host() else {
+        return Ok(Vec::new());
+    };
+    let comment = rule_comment(pod_id);
+    let mut removed = Vec::new();
+    for chain in ["DOCKER-USER", "OUTPUT"] {
+        for rule in filter.commented(chain, &comment).await {
+            filter.remove(&rule).await?;
+            removed.push(rule.describe());
+        }
+    }
+    Ok(removed)
+}
+
 /// Writes what each node of the pod `record` names printed, every run of
 /// its container (a restarted node's output included), to
 /// `<logs>/node-<name>.log`, redacted. Best effort: the stop goes on.
 pub async fn save_node_logs(record: &ContainerRecord, logs: &Path) {
-    let docker = Docker(record.docker.clone());
-    let filter = format!("label={POD_LABEL}={}", record.pod_id);
-    let format = format!("{{{{.ID}}}} {{{{.Label \"{NODE_LABEL}\"}}}}");
-    let Ok(listed) = docker
-        .run(&["ps", "--all", "--filter", &filter, "--format", &format])
+    let engine = record.engine();
+    let Ok(listed) = engine
+        .containers(&[Filter::label(POD_LABEL, &record.pod_id)])
         .await
     else {
         return;
     };
-    for (id, node) in listed.lines().filter_map(|l| l.split_once(' ')) {
-        if node.is_empty() {
-            continue;
-        }
-        let out = tokio::process::Command::new(&docker.0)
-            .args(["logs", "--timestamps", id])
-            .kill_on_drop(true)
-            .output();
-        let Ok(Ok(out)) = tokio::time::timeout(DOCKER_TIMEOUT, out).await else {
+    for container in listed {
+        let Some(node) = container.label(NODE_LABEL).filter(|n| !n.is_empty()) else {
             continue;
         };
-        let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&out.stderr));
-        let _ = std::fs::write(
-            logs.join(format!("node-{node}.log")),
-            crate::redact(&text).as_bytes(),
-        );
+        let log = logs.join(format!("node-{node}.log"));
+        let kept = match engine.save_logs(&container.id, &log).await {
+            Ok(()) => crate::redact::keep_capped(&log, &log, crate::redact::LOG_KEEP).is_ok(),
+            Err(_) => false,
+        };
+        // A log not kept redacted (a full disk) does not stay unredacted.
+        if !kept {
+            let _ = std::fs::remove_file(&log);
+        }
     }
 }
 
@@ -956,7 +830,7 @@ pub async fn save_node_logs(record: &ContainerRecord, logs: &Path) {
 pub async fn stop_of_private_dir(
     private_dir: &Path,
     grace: Duration,
-) -> Result<Option<ContainerStop>, String> {
+) -> Result<Option<ContainerStop>, ContainerError> {
     match ContainerRecord::read(private_dir) {
         Some(record) => stop_pod(&record, grace).await.map(Some),
         None => Ok(None),
@@ -969,17 +843,22 @@ pub async fn stop_of_private_dir(
 /// crash). `None` for a process pod.
 pub async fn fate(private_dir: &Path) -> Option<Result<String, String>> {
     let record = ContainerRecord::read(private_dir)?;
-    let docker = Docker(record.docker.clone());
-    let id = match pod_container_id(&docker, &record).await {
+    let engine = record.engine();
+    let id = match pod_container_id(&engine, &record).await {
         Ok(Some(id)) => id,
         Ok(None) => return Some(Ok(removed_from_outside(&record))),
-        Err(e) => return Some(Err(format!("its container could not be inspected: {e}"))),
+        Err(e) => {
+            return Some(Err(format!(
+                "its container could not be inspected: {}",
+                error_chain(&e)
+            )))
+        }
     };
-    let (code, oom) = exit_state(&docker, &id).await;
-    let signals = kill_signals(&docker, &record, &id).await;
+    let (code, oom) = exit_state(&engine, &id).await;
+    let signals = kill_signals(&engine, &record, &id).await;
     // `docker rm -f` kills first and removes after: its `docker run` may
     // exit between the two, so a killed container gets a moment to vanish.
-    if !signals.is_empty() && vanishes(&docker, &id, Duration::from_secs(3)).await {
+    if !signals.is_empty() && vanishes(&engine, &id, Duration::from_secs(3)).await {
         return Some(Ok(removed_from_outside(&record)));
     }
     if !signals.is_empty() {
@@ -1011,94 +890,59 @@ fn removed_from_outside(record: &ContainerRecord) -> String {
 /// The id of the pod's own container (not a setup one's), or `None` when
 /// it is gone.
 async fn pod_container_id(
-    docker: &Docker,
+    engine: &Engine,
     record: &ContainerRecord,
-) -> Result<Option<String>, String> {
-    let filter = format!("label={POD_LABEL}={}", record.pod_id);
-    let role = format!("label={ROLE_LABEL}=pod");
-    let mut args = vec![
-        "ps",
-        "-a",
-        "--no-trunc",
-        "--filter",
-        &filter,
-        "--filter",
-        &role,
+) -> Result<Option<String>, EngineError> {
+    let mut filters = vec![
+        Filter::label(POD_LABEL, &record.pod_id),
+        Filter::label(ROLE_LABEL, "pod"),
     ];
-    let entry = record
-        .entry
-        .as_ref()
-        .map(|e| format!("label={NODE_LABEL}={e}"));
-    if let Some(entry) = &entry {
-        args.extend(["--filter", entry]);
+    if let Some(entry) = &record.entry {
+        filters.push(Filter::label(NODE_LABEL, entry));
     }
-    args.extend(["--format", "{{.ID}}"]);
-    let listed = docker.run(&args).await?;
-    Ok(listed.lines().next().map(str::to_owned))
+    let listed = engine.ps(&filters, true).await?;
+    Ok(listed.into_iter().next().map(|c| c.id))
 }
 
 /// A container's exit code (`?` if unknown) and whether it ran out of
 /// memory.
-async fn exit_state(docker: &Docker, id: &str) -> (String, bool) {
-    let state = docker
-        .run(&[
-            "inspect",
-            "--format",
-            "{{.State.ExitCode}} {{.State.OOMKilled}}",
-            id,
-        ])
-        .await
-        .unwrap_or_default();
-    let mut words = state.split_whitespace();
-    let code = words.next().unwrap_or("?").to_owned();
-    let oom = words.next() == Some("true");
-    (code, oom)
+async fn exit_state(engine: &Engine, id: &str) -> (String, bool) {
+    match engine.inspect_containers(&[id.to_owned()]).await {
+        Ok(found) => match found.first() {
+            Some(c) => (c.state.exit_code.to_string(), c.state.oom_killed),
+            None => ("?".to_owned(), false),
+        },
+        Err(_) => ("?".to_owned(), false),
+    }
 }
 
 /// The signals sent to a container through the engine since the pod
 /// started, in order.
-async fn kill_signals(docker: &Docker, record: &ContainerRecord, id: &str) -> Vec<String> {
+async fn kill_signals(engine: &Engine, record: &ContainerRecord, id: &str) -> Vec<String> {
     // The daemon records every signal sent through its API: a container
     // that died of its own accord has none.
     let until = unix_now() + 1;
-    let events = docker
-        .run(&[
-            "events",
-            "--since",
-            &record.started_at.saturating_sub(1).to_string(),
-            "--until",
-            &until.to_string(),
-            "--filter",
-            &format!("container={id}"),
-            "--filter",
-            "event=kill",
-            "--format",
-            "{{index .Actor.Attributes \"signal\"}}",
-        ])
+    let events = engine
+        .events(
+            record.started_at.saturating_sub(1),
+            until,
+            &[Filter::Container(id.to_owned()), Filter::Event("kill")],
+        )
         .await
         .unwrap_or_default();
     events
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
+        .into_iter()
+        .filter_map(|e| e.actor.attributes.get("signal").cloned())
+        .filter(|s| !s.is_empty())
         .collect()
 }
 
 /// Whether the container `id` is gone within `limit`.
-async fn vanishes(docker: &Docker, id: &str, limit: Duration) -> bool {
+async fn vanishes(engine: &Engine, id: &str, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
-        let still = docker
-            .run(&[
-                "ps",
-                "-a",
-                "-q",
-                "--no-trunc",
-                "--filter",
-                &format!("id={id}"),
-            ])
-            .await;
-        if still.as_deref().is_ok_and(str::is_empty) {
+        let still = engine.ps(&[Filter::Id(id.to_owned())], true).await;
+        if still.as_ref().is_ok_and(Vec::is_empty) {
             return true;
         }
         if Instant::now() >= deadline {

@@ -20,12 +20,12 @@
 //! carries the comment `testkit.pod=<pod id>`, by which a pod's teardown
 //! and the janitor find and remove what a lost process left.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::cluster::{wait_node_healthy, ClusterInfo};
+use super::cluster::{wait_node_healthy, ClusterError, ClusterInfo};
+use crate::containers::{EngineError, PacketFilterError};
 
 /// The kind a fault is journaled as, beside a test's resources: one stack
 /// undoes both, newest first.
@@ -34,6 +34,92 @@ pub const JOURNAL_KIND: &str = "fault";
 /// The longest an undo and its proof may take: a stopped node starts
 /// again, and answers its health check, within it.
 pub const UNDO_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a stopped or restarted node is given to end after SIGTERM.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Why a fault could not be planned, injected, undone or proven undone.
+/// The journal, the trace and the report keep it as text:
+/// [`error_chain`](crate::errors::error_chain) tells it as one line, each
+/// cause once.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FaultError {
+    /// A call to the container engine failed.
+    #[error(transparent)]
+    Engine(Box<EngineError>),
+    /// A packet-filter rule could not be inserted, listed or removed.
+    #[error(transparent)]
+    PacketFilter(#[from] PacketFilterError),
+    /// The node or its container is not the cluster's.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A cut names the node itself among those it is cut off from.
+    #[error("cannot cut `{node}` off from itself")]
+    CutFromItself {
+        /// The node.
+        node: String,
+    },
+    /// The node's container has no address on the pod's network.
+    #[error("container {container} has no address on {network}: is it running?")]
+    NoAddress {
+        /// The container.
+        container: String,
+        /// The pod's network.
+        network: String,
+    },
+    /// Injecting the fault failed.
+    #[error("could not {fault}")]
+    Inject {
+        /// The fault, in words.
+        fault: String,
+        /// Why.
+        #[source]
+        source: Box<FaultError>,
+    },
+    /// The fault was injected, but its container is not as it should be.
+    #[error("{fault} did not take: its container is {status}")]
+    DidNotTake {
+        /// The fault, in words.
+        fault: String,
+        /// What the container is.
+        status: String,
+    },
+    /// After the undo, the container does not run unfrozen.
+    #[error("its container is {status} after the undo")]
+    NotBack {
+        /// What the container is.
+        status: String,
+    },
+    /// `[pod.container] reach` could not be filled in.
+    #[error("[pod.container] reach")]
+    Reach(#[source] crate::template::TemplateError),
+    /// A reach check's task ended without an answer.
+    #[error("a reach check did not finish")]
+    ReachTask(#[source] tokio::task::JoinError),
+    /// A peer does not reach the node after the undo.
+    #[error("`{peer}` does not reach `{node}`")]
+    Unreachable {
+        /// The peer that ran `reach`.
+        peer: String,
+        /// The node it should reach.
+        node: String,
+        /// What `reach` said.
+        #[source]
+        source: Box<EngineError>,
+    },
+    /// A journal line is not a fault of [`Fault::to_json`].
+    #[error("not a journaled fault")]
+    NotJournaled(#[source] serde_json::Error),
+}
+
+// Boxed: an engine error carries the command it ran, and every fault
+// outcome would otherwise be as large.
+impl From<EngineError> for FaultError {
+    fn from(e: EngineError) -> Self {
+        FaultError::Engine(Box::new(e))
+    }
+}
 
 /// What a fault does to its node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,29 +162,9 @@ pub struct Fault {
     pub rules: Vec<Rule>,
 }
 
-/// One `iptables` rule: its chain and its match.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Rule {
-    /// `DOCKER-USER` or `OUTPUT`.
-    pub chain: String,
-    /// What follows the chain: `-s A -d B -j DROP -m comment --comment C`.
-    pub spec: Vec<String>,
-}
-
-impl Rule {
-    /// `iptables` arguments that do `op` (`-I`, `-C`, `-D`) with the rule.
-    fn args(&self, op: &'static str) -> Vec<&str> {
-        let mut args = vec![op, self.chain.as_str()];
-        args.extend(self.spec.iter().map(String::as_str));
-        args
-    }
-}
-
-/// The comment every rule of the pod `pod_id` carries.
-pub fn rule_comment(pod_id: &str) -> String {
-    format!("testkit.pod={pod_id}")
-}
+pub use super::container::{remove_pod_rules, rule_comment};
+use crate::containers::PacketFilter;
+pub use crate::containers::Rule;
 
 impl Fault {
     /// What it is, for logs and records: `pause worker-2`, `cut worker-2
@@ -140,14 +206,18 @@ impl Fault {
     }
 
     /// A fault from [`Fault::to_json`].
-    pub fn from_json(text: &str) -> Result<Fault, String> {
-        serde_json::from_str(text).map_err(|e| format!("not a journaled fault: {e}"))
+    pub fn from_json(text: &str) -> Result<Fault, FaultError> {
+        serde_json::from_str(text).map_err(FaultError::NotJournaled)
     }
 }
 
 /// Plans `action` on `node`: finds its container and, for a cut, the
 /// addresses its rules name.
-pub async fn plan(cluster: &ClusterInfo, node: &str, action: FaultAction) -> Result<Fault, String> {
+pub async fn plan(
+    cluster: &ClusterInfo,
+    node: &str,
+    action: FaultAction,
+) -> Result<Fault, FaultError> {
     cluster.node(node)?;
     let container = cluster.container_of(node).await?;
     let mut rules = Vec::new();
@@ -155,7 +225,9 @@ pub async fn plan(cluster: &ClusterInfo, node: &str, action: FaultAction) -> Res
         for peer in from {
             cluster.node(peer)?;
             if peer == node {
-                return Err(format!("cannot cut `{node}` off from itself"));
+                return Err(FaultError::CutFromItself {
+                    node: node.to_owned(),
+                });
             }
         }
         let peers: Vec<&String> = if from.is_empty() {
@@ -167,11 +239,11 @@ pub async fn plan(cluster: &ClusterInfo, node: &str, action: FaultAction) -> Res
         let own = address(cluster, &container).await?;
         for peer in peers {
             let theirs = address(cluster, &cluster.container_of(peer).await?).await?;
-            rules.push(drop_rule("DOCKER-USER", Some(&own), &theirs, &comment));
-            rules.push(drop_rule("DOCKER-USER", Some(&theirs), &own, &comment));
+            rules.push(Rule::drop("DOCKER-USER", Some(&own), &theirs, &comment));
+            rules.push(Rule::drop("DOCKER-USER", Some(&theirs), &own, &comment));
         }
         if *tests {
-            rules.push(drop_rule("OUTPUT", None, &own, &comment));
+            rules.push(Rule::drop("OUTPUT", None, &own, &comment));
         }
     }
     Ok(Fault {
@@ -182,60 +254,46 @@ pub async fn plan(cluster: &ClusterInfo, node: &str, action: FaultAction) -> Res
     })
 }
 
-fn drop_rule(chain: &str, source: Option<&str>, dest: &str, comment: &str) -> Rule {
-    let mut spec = Vec::new();
-    if let Some(s) = source {
-        spec.extend(["-s".to_owned(), format!("{s}/32")]);
-    }
-    spec.extend(["-d".to_owned(), format!("{dest}/32")]);
-    spec.extend(
-        ["-m", "comment", "--comment", comment, "-j", "DROP"]
-            .iter()
-            .map(|s| (*s).to_owned()),
-    );
-    Rule {
-        chain: chain.to_owned(),
-        spec,
-    }
-}
-
 /// The node's address on the pod's network.
-async fn address(cluster: &ClusterInfo, container: &str) -> Result<String, String> {
-    let format = format!(
-        "{{{{with index .NetworkSettings.Networks \"{}\"}}}}{{{{.IPAddress}}}}{{{{end}}}}",
-        cluster.network
-    );
-    let ip = cluster
-        .docker()
-        .run(&["inspect", "--format", &format, container])
+async fn address(cluster: &ClusterInfo, container: &str) -> Result<String, FaultError> {
+    let found = cluster
+        .engine()
+        .inspect_containers(&[container.to_owned()])
         .await?;
-    let ip = ip.trim();
-    if ip.is_empty() {
-        return Err(format!(
-            "container {container} has no address on {}: is it running?",
-            cluster.network
-        ));
-    }
-    Ok(ip.to_owned())
+    found
+        .first()
+        .and_then(|c| c.address_on(&cluster.network))
+        .map(str::to_owned)
+        .ok_or_else(|| FaultError::NoAddress {
+            container: container.to_owned(),
+            network: cluster.network.clone(),
+        })
 }
 
 /// Injects a planned fault, and checks that it took.
-pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), String> {
-    let docker = cluster.docker();
+pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultError> {
+    let engine = cluster.engine();
     let id = fault.container.as_str();
-    match &fault.action {
-        FaultAction::Stop => docker.run(&["stop", "--time", "5", id]).await.map(drop),
-        FaultAction::Kill => docker.run(&["kill", id]).await.map(drop),
-        FaultAction::Pause => docker.run(&["pause", id]).await.map(drop),
-        FaultAction::Restart => docker.run(&["restart", "--time", "5", id]).await.map(drop),
-        FaultAction::Cut { .. } => {
-            for rule in &fault.rules {
-                iptables(&rule.args("-I")).await?;
+    let done: Result<(), FaultError> = async {
+        match &fault.action {
+            FaultAction::Stop => engine.stop(id, STOP_GRACE).await?,
+            FaultAction::Kill => engine.kill(&[id.to_owned()], "SIGKILL").await?,
+            FaultAction::Pause => engine.pause(id).await?,
+            FaultAction::Restart => engine.restart(id, STOP_GRACE).await?,
+            FaultAction::Cut { .. } => {
+                let filter = PacketFilter::on_host()?;
+                for rule in &fault.rules {
+                    filter.insert(rule).await?;
+                }
             }
-            Ok(())
         }
+        Ok(())
     }
-    .map_err(|e| format!("could not {}: {e}", fault.describe()))?;
+    .await;
+    done.map_err(|source| FaultError::Inject {
+        fault: fault.describe(),
+        source: Box::new(source),
+    })?;
     let state = State::of(cluster, id).await?;
     let took = match fault.action {
         FaultAction::Stop | FaultAction::Kill => !state.running,
@@ -243,11 +301,10 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), String> 
         FaultAction::Restart | FaultAction::Cut { .. } => state.running,
     };
     if !took {
-        return Err(format!(
-            "{} did not take: its container is {}",
-            fault.describe(),
-            state.status
-        ));
+        return Err(FaultError::DidNotTake {
+            fault: fault.describe(),
+            status: state.status,
+        });
     }
     Ok(())
 }
@@ -260,21 +317,22 @@ struct State {
 }
 
 impl State {
-    async fn of(cluster: &ClusterInfo, id: &str) -> Result<State, String> {
-        let out = cluster
-            .docker()
-            .run(&[
-                "inspect",
-                "--format",
-                "{{.State.Running}} {{.State.Paused}} {{.State.Status}}",
-                id,
-            ])
+    async fn of(cluster: &ClusterInfo, id: &str) -> Result<State, FaultError> {
+        let found = cluster
+            .engine()
+            .inspect_containers(&[id.to_owned()])
             .await?;
-        let mut words = out.split_whitespace();
-        Ok(State {
-            running: words.next() == Some("true"),
-            paused: words.next() == Some("true"),
-            status: words.next().unwrap_or("unknown").to_owned(),
+        Ok(match found.first() {
+            Some(c) => State {
+                running: c.state.running,
+                paused: c.state.paused,
+                status: c.state.status.clone(),
+            },
+            None => State {
+                running: false,
+                paused: false,
+                status: "unknown".to_owned(),
+            },
         })
     }
 }
@@ -298,11 +356,9 @@ pub async fn undo(
     cluster: &ClusterInfo,
     fault: &Fault,
     limit: Duration,
-) -> Result<Reverted, String> {
-    undo_all(cluster, std::slice::from_ref(fault), limit)
-        .await
-        .pop()
-        .unwrap_or_else(|| Err("nothing to undo".to_owned()))
+) -> Result<Reverted, FaultError> {
+    let mut outcomes = undo_all(cluster, std::slice::from_ref(fault), limit).await;
+    outcomes.pop().expect("one outcome for each fault")
 }
 
 /// Undoes the faults of one test, given oldest first: every one is
@@ -315,9 +371,9 @@ pub async fn undo_all(
     cluster: &ClusterInfo,
     faults: &[Fault],
     limit: Duration,
-) -> Vec<Result<Reverted, String>> {
+) -> Vec<Result<Reverted, FaultError>> {
     let deadline = Instant::now() + limit;
-    let mut outcomes: Vec<Result<Reverted, String>> = Vec::with_capacity(faults.len());
+    let mut outcomes: Vec<Result<Reverted, FaultError>> = Vec::with_capacity(faults.len());
     for fault in faults.iter().rev() {
         outcomes.push(revert(cluster, fault).await);
     }
@@ -334,19 +390,23 @@ pub async fn undo_all(
 
 /// Removes the fault's rules and starts or thaws its container; what it
 /// found.
-async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, String> {
+async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, FaultError> {
     let id = fault.container.as_str();
-    let docker = cluster.docker();
+    let engine = cluster.engine();
     let mut found = matches!(fault.action, FaultAction::Restart);
-    for rule in &fault.rules {
-        found |= remove_rule(rule).await?;
+    // Without `iptables` no rule of the fault can be in effect (nor was
+    // any inserted): there is nothing to remove.
+    if let (false, Ok(filter)) = (fault.rules.is_empty(), PacketFilter::on_host()) {
+        for rule in &fault.rules {
+            found |= filter.remove(rule).await?;
+        }
     }
     let state = State::of(cluster, id).await?;
     if state.paused {
-        docker.run(&["unpause", id]).await?;
+        engine.unpause(id).await?;
         found = true;
     } else if !state.running {
-        docker.run(&["start", id]).await?;
+        engine.start(id).await?;
         found = true;
     }
     Ok(if found {
@@ -358,36 +418,26 @@ async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, String
 
 /// Proves a reverted fault undone before `deadline`: its container runs
 /// unfrozen, the node answers its health check, every peer reaches it.
-async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Result<(), String> {
+async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Result<(), FaultError> {
     let state = State::of(cluster, &fault.container).await?;
     if !state.running || state.paused {
-        return Err(format!("its container is {} after the undo", state.status));
+        return Err(FaultError::NotBack {
+            status: state.status,
+        });
     }
     let node = cluster.node(&fault.node)?;
     wait_node_healthy(&fault.node, node, deadline).await?;
     peers_reach(cluster, &fault.node, deadline).await
 }
 
-/// Deletes `rule` until none like it is left (a rule inserted twice is
-/// there twice), and proves it gone; whether there was one.
-async fn remove_rule(rule: &Rule) -> Result<bool, String> {
-    for round in 0..16 {
-        if iptables(&rule.args("-C")).await.is_err() {
-            return Ok(round > 0);
-        }
-        iptables(&rule.args("-D")).await?;
-    }
-    Err(format!(
-        "the rule `{} {}` is still there after 16 deletions",
-        rule.chain,
-        rule.spec.join(" ")
-    ))
-}
-
 /// Every other running node reaches `node` by name, by `[pod.container]
 /// reach`; without one, the engine's word that both are on the network
 /// stands for it.
-async fn peers_reach(cluster: &ClusterInfo, node: &str, deadline: Instant) -> Result<(), String> {
+async fn peers_reach(
+    cluster: &ClusterInfo,
+    node: &str,
+    deadline: Instant,
+) -> Result<(), FaultError> {
     if cluster.reach.is_empty() {
         return Ok(());
     }
@@ -400,7 +450,7 @@ async fn peers_reach(cluster: &ClusterInfo, node: &str, deadline: Instant) -> Re
         .iter()
         .map(|a| crate::template::fill(a, &values, crate::template::verbatim))
         .collect::<Result<_, _>>()
-        .map_err(|p| format!("[pod.container] reach: {p}"))?;
+        .map_err(FaultError::Reach)?;
     // Every peer at once: each `docker exec` costs a few hundred ms.
     let mut checks = tokio::task::JoinSet::new();
     for peer in cluster.nodes.keys().filter(|p| *p != node) {
@@ -413,7 +463,7 @@ async fn peers_reach(cluster: &ClusterInfo, node: &str, deadline: Instant) -> Re
         checks.spawn(async move { peer_reaches(&cluster, &peer, &node, &command, deadline).await });
     }
     while let Some(done) = checks.join_next().await {
-        done.map_err(|e| format!("a reach check did not finish: {e}"))??;
+        done.map_err(FaultError::ReachTask)??;
     }
     Ok(())
 }
@@ -425,154 +475,30 @@ async fn peer_reaches(
     node: &str,
     command: &[String],
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<(), FaultError> {
     let id = cluster.container_of(peer).await?;
     if !State::of(cluster, &id).await?.running {
         return Ok(());
     }
+    let engine = cluster.engine();
     loop {
-        let mut args = vec!["exec", id.as_str()];
-        args.extend(command.iter().map(String::as_str));
-        match cluster.docker().run(&args).await {
+        match engine.exec(&id, command).await {
             Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!("`{peer}` does not reach `{node}`: {e}"))
+            Err(source) if Instant::now() >= deadline => {
+                return Err(FaultError::Unreachable {
+                    peer: peer.to_owned(),
+                    node: node.to_owned(),
+                    source: Box::new(source),
+                })
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
 
-/// Removes every rule the pod `pod_id` left in the packet filter (a fault
-/// whose undo never ran); the rules removed.
-pub async fn remove_pod_rules(pod_id: &str) -> Result<Vec<String>, String> {
-    let comment = rule_comment(pod_id);
-    let mut removed = Vec::new();
-    for chain in ["DOCKER-USER", "OUTPUT"] {
-        let Ok(listing) = iptables(&["-S", chain]).await else {
-            continue;
-        };
-        for rule in listing
-            .lines()
-            .filter_map(|line| owned_rule(line, chain, &comment))
-        {
-            remove_rule(&rule).await?;
-            removed.push(format!("{chain} {}", rule.spec.join(" ")));
-        }
-    }
-    Ok(removed)
-}
-
-/// The rule `line` of `iptables -S chain` lists, when its comment is
-/// `comment` whole: a rule whose comment merely holds it
-/// (`testkit.pod=<id>-admin`) is someone else's.
-fn owned_rule(line: &str, chain: &str, comment: &str) -> Option<Rule> {
-    let spec = split_rule(line.strip_prefix(&format!("-A {chain} "))?);
-    let given = spec
-        .windows(2)
-        .find(|w| w[0] == "--comment")
-        .map(|w| w[1].as_str())?;
-    (given == comment).then(|| Rule {
-        chain: chain.to_owned(),
-        spec,
-    })
-}
-
-/// Splits a rule as `iptables -S` prints it: words, with a quoted comment
-/// as one.
-fn split_rule(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut rest = text.trim();
-    while !rest.is_empty() {
-        if let Some(quoted) = rest.strip_prefix('"') {
-            let end = quoted.find('"').unwrap_or(quoted.len());
-            words.push(quoted[..end].to_owned());
-            rest = quoted.get(end + 1..).unwrap_or("").trim_start();
-        } else {
-            let end = rest.find(' ').unwrap_or(rest.len());
-            words.push(rest[..end].to_owned());
-            rest = rest[end..].trim_start();
-        }
-    }
-    words
-}
-
-/// Runs `iptables` with `args` (waiting for the table lock); its stdout.
-async fn iptables(args: &[&str]) -> Result<String, String> {
-    let program = iptables_program()?;
-    let mut cmd = tokio::process::Command::new(&program);
-    cmd.arg("-w").args(args).kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(30), cmd.output())
-        .await
-        .map_err(|_| "iptables took over 30 s".to_owned())?
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "iptables {} failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// `iptables`, on PATH or where Debian puts it.
-fn iptables_program() -> Result<PathBuf, String> {
-    crate::process::find_program("iptables", None, None)
-        .or_else(|| {
-            ["/usr/sbin/iptables", "/sbin/iptables"]
-                .iter()
-                .map(PathBuf::from)
-                .find(|p| p.is_file())
-        })
-        .ok_or_else(|| {
-            "cutting a node off needs `iptables` (as root, on the Docker Engine's host): \
-             install it (`apt-get install iptables`)"
-                .to_owned()
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_listed_rule_splits_as_it_was_given() {
-        let listed =
-            r#"-s 172.18.0.2/32 -d 172.18.0.3/32 -m comment --comment "testkit.pod=abc" -j DROP"#;
-        let rule = drop_rule(
-            "DOCKER-USER",
-            Some("172.18.0.2"),
-            "172.18.0.3",
-            "testkit.pod=abc",
-        );
-        assert_eq!(split_rule(listed), rule.spec);
-    }
-
-    #[test]
-    fn only_a_rule_whose_whole_comment_is_the_pods_is_its_own() {
-        let comment = rule_comment("abc");
-        let line =
-            |c: &str| format!("-A OUTPUT -d 10.0.0.2/32 -m comment --comment \"{c}\" -j DROP");
-        let own = owned_rule(&line(&comment), "OUTPUT", &comment).expect("the pod's own rule");
-        assert_eq!(
-            own.spec,
-            drop_rule("OUTPUT", None, "10.0.0.2", &comment).spec
-        );
-        for foreign in [
-            "testkit.pod=abc-admin",
-            "x testkit.pod=abc",
-            "testkit.pod=ab",
-        ] {
-            assert!(
-                owned_rule(&line(foreign), "OUTPUT", &comment).is_none(),
-                "{foreign} is not the pod's"
-            );
-        }
-        assert!(owned_rule(&line(&comment), "DOCKER-USER", &comment).is_none());
-    }
 
     #[test]
     fn a_fault_survives_its_journal_line() {
@@ -583,7 +509,7 @@ mod tests {
                 tests: true,
             },
             container: "abc".into(),
-            rules: vec![drop_rule("OUTPUT", None, "10.0.0.2", "testkit.pod=p")],
+            rules: vec![Rule::drop("OUTPUT", None, "10.0.0.2", "testkit.pod=p")],
         };
         assert_eq!(Fault::from_json(&fault.to_json()).unwrap(), fault);
         assert_eq!(fault.describe(), "cut worker-1 off from gateway, the tests");

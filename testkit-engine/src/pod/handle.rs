@@ -157,7 +157,7 @@ impl PodHandle {
     }
 
     /// The same handle, of a pod made of the nodes `cluster` names.
-    pub fn with_cluster(mut self, cluster: super::cluster::ClusterInfo) -> PodHandle {
+    pub(crate) fn with_cluster(mut self, cluster: super::cluster::ClusterInfo) -> PodHandle {
         self.cluster = Some(cluster);
         self
     }
@@ -175,11 +175,6 @@ impl PodHandle {
             "token" => self.token.as_deref(),
             _ => self.extras.get(key).map(|(v, _)| v.as_str()),
         }
-    }
-
-    /// The names of the extra fields.
-    pub fn extra_fields(&self) -> impl Iterator<Item = &str> {
-        self.extras.keys().map(String::as_str)
     }
 
     /// Registers the token and every secret field for redaction.

@@ -60,6 +60,14 @@ pub const HANDLE_ENV: &str = crate::settings::var::POD_HANDLE;
 pub const NO_POD_REASON: &str =
     "no pod configured: set TESTKIT_POD_HANDLE to a pod handle file, or run the suite with `testkit-runner run`";
 
+/// A pod of one service, asked for its nodes.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the pod is one service, not several nodes: faults are injected into the nodes of a pod \
+     of several ([pod.container.nodes] in testkit.toml)"
+)]
+pub struct NotACluster;
+
 /// A connected pod: its validated handle, an authenticated client, and its
 /// capabilities. `Debug` never shows the token or the session.
 pub struct Pod {
@@ -227,7 +235,7 @@ impl Pod {
                  (a pod of nodes is [pod.container.nodes] in testkit.toml, run as containers)"
             ))
         })?;
-        let info = cluster.node(name).map_err(NoSuchNode)?;
+        let info = cluster.node(name).map_err(|e| NoSuchNode(e.to_string()))?;
         Ok(Node {
             pod: self,
             name: cluster.nodes.get_key_value(name).expect("found").0,
@@ -236,12 +244,8 @@ impl Pod {
     }
 
     /// The pod's nodes, or why there are none (to inject faults into).
-    pub fn cluster(&self) -> Result<&cluster::ClusterInfo, String> {
-        self.handle.cluster().ok_or_else(|| {
-            "the pod is one service, not several nodes: faults are injected into the nodes \
-             of a pod of several ([pod.container.nodes] in testkit.toml)"
-                .to_owned()
-        })
+    pub fn cluster(&self) -> Result<&cluster::ClusterInfo, NotACluster> {
+        self.handle.cluster().ok_or(NotACluster)
     }
 
     /// The names of the pod's nodes; empty for a pod of one service.

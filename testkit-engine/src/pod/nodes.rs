@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
 use tokio::io::AsyncBufReadExt;
 
 use super::container::{ContainerRecord, NODE_LABEL, POD_LABEL, ROLE_LABEL};
+use crate::containers::{Engine, Event, Filter};
 
 /// How many of its last lines an exit keeps.
 const LAST_LINES: usize = 5;
@@ -96,26 +96,6 @@ fn signal_of(code: i32) -> Option<&'static str> {
         .map(|s| s.as_str())
 }
 
-/// One event of the engine, as `docker events --format '{{json .}}'`
-/// prints it.
-#[derive(Debug, Deserialize)]
-struct EngineEvent {
-    #[serde(rename = "Action")]
-    action: String,
-    #[serde(rename = "Actor")]
-    actor: Actor,
-    #[serde(rename = "timeNano", default)]
-    time_nano: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Actor {
-    #[serde(rename = "ID")]
-    id: String,
-    #[serde(rename = "Attributes", default)]
-    attributes: BTreeMap<String, String>,
-}
-
 /// What the watch saw.
 #[derive(Debug, Default)]
 struct Seen {
@@ -136,24 +116,19 @@ pub struct NodeWatch {
 impl NodeWatch {
     /// Watches the nodes of the pod `record` names, from its start.
     pub fn start(record: &ContainerRecord) -> Result<NodeWatch, NodeWatchError> {
-        let mut cmd = tokio::process::Command::new(&record.docker);
-        cmd.args([
-            "events",
-            "--since",
-            &record.started_at.saturating_sub(1).to_string(),
-            "--filter",
-            &format!("label={POD_LABEL}={}", record.pod_id),
-            "--filter",
-            &format!("label={ROLE_LABEL}=pod"),
-            "--filter",
-            "type=container",
-            "--format",
-            "{{json .}}",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        let engine = record.engine();
+        let mut cmd = engine.events_command(
+            record.started_at.saturating_sub(1),
+            &[
+                Filter::label(POD_LABEL, &record.pod_id),
+                Filter::label(ROLE_LABEL, "pod"),
+                Filter::Type("container"),
+            ],
+        );
+        cmd.stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
         let (mut child, pgid) =
             crate::process::spawn_in_group(&mut cmd).map_err(|source| NodeWatchError::Spawn {
                 docker: record.docker.display().to_string(),
@@ -161,7 +136,6 @@ impl NodeWatch {
             })?;
         let seen = Arc::new(Mutex::new(Seen::default()));
         let shared = seen.clone();
-        let docker = super::container::Docker(record.docker.clone());
         let task = tokio::spawn(async move {
             let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
             else {
@@ -170,7 +144,7 @@ impl NodeWatch {
             let mut lines = tokio::io::BufReader::new(stdout).lines();
             let mut follow = Follow::default();
             while let Ok(Some(line)) = lines.next_line().await {
-                let Ok(event) = serde_json::from_str::<EngineEvent>(&line) else {
+                let Ok(event) = serde_json::from_str::<Event>(&line) else {
                     continue;
                 };
                 if event.action == "start" {
@@ -183,7 +157,7 @@ impl NodeWatch {
                 }
                 if let Some(exit) = follow.event(event) {
                     let exit = NodeExit {
-                        last_lines: last_lines(&docker, &exit.container).await,
+                        last_lines: last_lines(&engine, &exit.container).await,
                         ..exit
                     };
                     lock(&shared).exits.push(exit);
@@ -247,7 +221,7 @@ struct Follow {
 impl Follow {
     /// Takes in one event; an exit of a node when it is one (its last
     /// lines not read yet).
-    fn event(&mut self, event: EngineEvent) -> Option<NodeExit> {
+    fn event(&mut self, event: Event) -> Option<NodeExit> {
         let id = event.actor.id;
         let attributes = event.actor.attributes;
         let node = attributes.get(NODE_LABEL).filter(|n| !n.is_empty())?;
@@ -283,26 +257,13 @@ impl Follow {
 
 /// The last lines the container `id` wrote, stdout and stderr in the order
 /// written, redacted; none when it cannot be read (a removed container).
-async fn last_lines(docker: &super::container::Docker, id: &str) -> Vec<String> {
-    let out = tokio::process::Command::new(&docker.0)
-        .args([
-            "logs",
-            "--timestamps",
-            "--tail",
-            &LAST_LINES.to_string(),
-            id,
-        ])
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(10), out).await else {
+async fn last_lines(engine: &Engine, id: &str) -> Vec<String> {
+    // Read while the watch goes on: a slow engine costs it 10 s at most.
+    let logs = engine.logs(id, Some(LAST_LINES));
+    let Ok(Ok(out)) = tokio::time::timeout(Duration::from_secs(10), logs).await else {
         return Vec::new();
     };
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = format!("{}\n{}", out.stdout, out.stderr);
     let mut lines: Vec<(SystemTime, &str)> = text
         .lines()
         .filter_map(|l| {
@@ -324,7 +285,7 @@ async fn last_lines(docker: &super::container::Docker, id: &str) -> Vec<String> 
 mod tests {
     use super::*;
 
-    fn event(line: &str) -> EngineEvent {
+    fn event(line: &str) -> Event {
         serde_json::from_str(line).unwrap()
     }
 

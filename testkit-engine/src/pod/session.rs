@@ -603,7 +603,7 @@ fn request_of(
     let template = RequestTemplate::parse(text)
         .map_err(|p| ConnectError::Template {
             name: handle.name().to_owned(),
-            problem: p,
+            problem: p.to_string(),
         })?
         .with_body(body);
     let port = handle.port().to_string();
@@ -611,7 +611,7 @@ fn request_of(
         .render_path(&handle.values(&port))
         .map_err(|problem| ConnectError::Template {
             name: handle.name().to_owned(),
-            problem,
+            problem: problem.to_string(),
         })?;
     let url = format!("{}{path}", handle.base_url());
     Ok((template, url))

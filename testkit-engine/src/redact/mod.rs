@@ -9,7 +9,7 @@
 //! A process redacts only what it knows, and a credential obtained by one
 //! process of a run (a test's renewal, a login after an expiry) is unknown
 //! to the others, the runner included, which copies the pod's logs. So each
-//! process that obtains one also [records](record_secret) it in the run's
+//! process that obtains one also records (`record_secret`) it in the run's
 //! ledger, `<secrets dir>/credentials` (mode 0600, never in the results
 //! folder), and a process about to write what others may have seen
 //! [registers the ledger](register_recorded) first.
@@ -86,7 +86,7 @@ pub fn redact_then_cut(text: &str, max: usize) -> (String, usize) {
 /// `text` redacted, then cut to its last `max` bytes at a character
 /// boundary: the text kept, and how many bytes came before it. As
 /// [`redact_then_cut`], from the other end.
-pub fn redact_then_cut_start(text: &str, max: usize) -> (String, usize) {
+pub(crate) fn redact_then_cut_start(text: &str, max: usize) -> (String, usize) {
     let text = redact(text);
     if text.len() <= max {
         return (text.into_owned(), 0);
@@ -102,7 +102,7 @@ pub fn redact_then_cut_start(text: &str, max: usize) -> (String, usize) {
 
 /// Replaces the end of `kept`, a text that was cut there, when it is the
 /// start of a registered secret.
-pub fn mask_cut_end(kept: &mut String) {
+pub(crate) fn mask_cut_end(kept: &mut String) {
     let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
     let longest = secrets
         .iter()
@@ -122,7 +122,7 @@ pub fn mask_cut_end(kept: &mut String) {
 
 /// Replaces the start of `kept`, a text that was cut there, when it is the
 /// end of a registered secret.
-pub fn mask_cut_start(kept: &mut String) {
+pub(crate) fn mask_cut_start(kept: &mut String) {
     let secrets = SECRETS.read().unwrap_or_else(|e| e.into_inner());
     let longest = secrets
         .iter()
@@ -146,7 +146,7 @@ pub const LEDGER_FILE: &str = "credentials";
 /// (created with mode 0600), so that every process of the run can redact
 /// it. One `write` on an `O_APPEND` file: lines of concurrent processes do
 /// not interleave.
-pub fn record_secret(dir: &Path, secret: &str) -> std::io::Result<()> {
+pub(crate) fn record_secret(dir: &Path, secret: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     register_secret(secret);
     if secret.len() < MIN_SECRET_LEN {
@@ -180,20 +180,120 @@ pub fn register_recorded(dir: &Path) -> usize {
     n
 }
 
-/// Redacts the text file `path` in place, when it holds a registered
-/// secret.
-pub fn redact_file(path: &Path) {
-    if let Ok(bytes) = std::fs::read(path) {
-        let text = String::from_utf8_lossy(&bytes);
-        if let Cow::Owned(r) = redact(&text) {
-            let _ = std::fs::write(path, r.as_bytes());
-        }
+/// What is kept of a log that a pod, a node or a tool printed: its first
+/// and last half of this, in bytes, whatever it printed.
+pub const LOG_KEEP: u64 = 8 << 20;
+
+/// `… N bytes dropped …`, the text between a kept head and tail.
+pub fn dropped_marker(dropped: u64) -> String {
+    format!("\n… {dropped} bytes dropped …\n")
+}
+
+/// Writes to `dst` the text file `src` redacted, kept whole when it holds
+/// at most `cap` bytes, else its first and last `cap / 2` bytes around a
+/// [`dropped_marker`]. Returns how many bytes were dropped.
+///
+/// It reads at most `cap` bytes of `src` whatever its size: a pod that
+/// prints gigabytes costs the process that keeps its log nothing. `dst` may
+/// be `src`: the kept text replaces it atomically, with its permissions.
+/// A cut that leaves the start (or end) of a registered secret masks it.
+pub fn keep_capped(src: &Path, dst: &Path, cap: u64) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(src)?;
+    let meta = file.metadata()?;
+    let size = meta.len();
+    let mut out = Vec::new();
+    let dropped = if size <= cap {
+        let mut all = Vec::with_capacity(size as usize);
+        // Bounded even if the file grows while it is read.
+        (&file).take(cap).read_to_end(&mut all)?;
+        out.extend_from_slice(redact(&String::from_utf8_lossy(&all)).as_bytes());
+        0
+    } else {
+        let half = cap / 2;
+        let mut head = vec![0; half as usize];
+        file.read_exact(&mut head)?;
+        file.seek(SeekFrom::Start(size - half))?;
+        let mut tail = Vec::with_capacity(half as usize);
+        (&file).take(half).read_to_end(&mut tail)?;
+        let mut head = redact(&String::from_utf8_lossy(&head)).into_owned();
+        mask_cut_end(&mut head);
+        let mut tail = redact(&String::from_utf8_lossy(&tail)).into_owned();
+        mask_cut_start(&mut tail);
+        let dropped = size - 2 * half;
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(dropped_marker(dropped).as_bytes());
+        out.extend_from_slice(tail.as_bytes());
+        dropped
+    };
+    drop(file);
+    let tmp = dst.with_extension(format!("keep{}", std::process::id()));
+    let written = std::fs::write(&tmp, &out)
+        .and_then(|()| std::fs::set_permissions(&tmp, meta.permissions()))
+        .and_then(|()| std::fs::rename(&tmp, dst));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    written.map(|()| dropped)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_over_its_cap_keeps_its_ends_redacted_and_names_what_it_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("raw"), dir.path().join("kept"));
+        register_secret("sekrit-log-cap-0123");
+        let mut text = String::from("first line sekrit-log-cap-0123\n");
+        text.push_str(&"x".repeat(3 << 20));
+        text.push_str("\nlast line sekrit-log-cap-0123\n");
+        std::fs::write(&src, &text).unwrap();
+        let dropped = keep_capped(&src, &dst, 1 << 20).unwrap();
+        let kept = std::fs::read_to_string(&dst).unwrap();
+        assert_eq!(dropped, text.len() as u64 - (1 << 20));
+        assert!(kept.len() < (1 << 20) + 100, "{} bytes kept", kept.len());
+        assert!(
+            kept.starts_with("first line [REDACTED]\n"),
+            "{}",
+            &kept[..40]
+        );
+        assert!(kept.ends_with("last line [REDACTED]\n"));
+        assert!(kept.contains(&dropped_marker(dropped)));
+        assert!(!kept.contains("sekrit-log-cap"));
+    }
+
+    #[test]
+    fn a_cut_through_a_secret_masks_the_part_it_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("raw");
+        register_secret("straddling-secret-98765");
+        // The cut of the head (at 50 bytes) falls inside the secret.
+        let text = format!(
+            "{}straddling-secret-98765{}",
+            "a".repeat(40),
+            "b".repeat(200)
+        );
+        std::fs::write(&src, &text).unwrap();
+        keep_capped(&src, &src, 100).unwrap();
+        let kept = std::fs::read_to_string(&src).unwrap();
+        assert!(
+            kept.starts_with(&format!("{}[REDACTED]\n…", "a".repeat(40))),
+            "{kept}"
+        );
+        assert!(!kept.contains("straddling"), "{kept}");
+    }
+
+    #[test]
+    fn a_log_within_its_cap_is_kept_whole_and_redacted_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("raw");
+        register_secret("in-place-secret-4242");
+        std::fs::write(&src, "a in-place-secret-4242 b\n").unwrap();
+        assert_eq!(keep_capped(&src, &src, 1 << 20).unwrap(), 0);
+        assert_eq!(std::fs::read_to_string(&src).unwrap(), "a [REDACTED] b\n");
+    }
 
     #[test]
     fn replaces_every_occurrence_and_leaves_other_text_alone() {

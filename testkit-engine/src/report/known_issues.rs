@@ -193,25 +193,30 @@ impl KnownIssues {
     }
 
     /// Why `id` cannot be used as a known issue, or `Ok` when it is listed.
-    pub fn check_listed(&self, id: &str) -> Result<&KnownIssue, String> {
-        if let Some(entry) = self.get(id) {
-            return Ok(entry);
-        }
-        let how = format!(
-            "add a heading `## {id}: <title>` followed by what is wrong and a link to the bug"
-        );
-        if self.path.is_file() {
-            Err(format!(
-                "known issue {id} is not listed in {}: {how}",
-                self.path.display()
-            ))
-        } else {
-            Err(format!(
-                "known issue {id} is not listed: {} does not exist; create it and {how}",
-                self.path.display()
-            ))
-        }
+    pub fn check_listed(&self, id: &str) -> Result<&KnownIssue, NotListed> {
+        self.get(id).ok_or_else(|| NotListed {
+            id: id.to_owned(),
+            file: self.path.clone(),
+            file_exists: self.path.is_file(),
+        })
     }
+}
+
+/// A known issue a test names that its suite's file does not list.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "known issue {id} is not listed{}: {}add a heading `## {id}: <title>` followed by what \
+     is wrong and a link to the bug",
+    if *file_exists { format!(" in {}", file.display()) } else { String::new() },
+    if *file_exists { String::new() } else { format!("{} does not exist; create it and ", file.display()) }
+)]
+pub struct NotListed {
+    /// The id.
+    pub id: String,
+    /// The suite's `KNOWN-ISSUES.md`.
+    pub file: PathBuf,
+    /// Whether that file exists.
+    pub file_exists: bool,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -244,7 +249,7 @@ pub struct PinnedAt {
 /// attributes pin in the `.rs` files under `dir` (`target` and hidden
 /// directories skipped), with where each one is pinned. Finds stale entries
 /// without building or running the suite.
-pub fn pinned_in_sources(dir: &Path) -> std::io::Result<BTreeMap<String, Vec<PinnedAt>>> {
+pub(crate) fn pinned_in_sources(dir: &Path) -> std::io::Result<BTreeMap<String, Vec<PinnedAt>>> {
     let mut pinned: BTreeMap<String, Vec<PinnedAt>> = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(dir) = stack.pop() {
@@ -423,7 +428,7 @@ mod tests {
     fn unlisted_ids_name_the_heading_to_add() {
         let known = parse("## A: t\nhttps://x\n").unwrap();
         assert!(known.check_listed("A").is_ok());
-        let e = known.check_listed("SBX-9").unwrap_err();
+        let e = known.check_listed("SBX-9").unwrap_err().to_string();
         assert!(
             e.contains("## SBX-9: <title>") && e.contains("/s/KNOWN-ISSUES.md"),
             "{e}"

@@ -57,6 +57,7 @@
 //! | `attempt` | integer, default 1 | which attempt this is: `NEXTEST_ATTEMPT` of a nextest retry |
 //! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output, lock}`; written by no test process, filled by readers |
 //! | `trace` | string, absent when none | the kept trace's `trace.json`, an absolute path |
+//! | `history` | string, absent when none | the `history.json` of the operations the test recorded (`cx.history()`, [`crate::history`]), an absolute path |
 //! | `lock` | `{mode, acquired_at_ms, released_at_ms, wait_ms}`, absent when none | the pod lock the test held for its body and cleanup ([`crate::pod::lock`]): `mode` `shared` or `exclusive` (`#[testkit::test(exclusive)]`), when it was taken and let go (ms since the Unix epoch), how long the test waited for it; absent for a test skipped or failed before its body ran |
 //!
 //! # Attempts
@@ -288,7 +289,7 @@ pub(crate) fn files_per_binary(root: &Path) -> Result<Vec<PathBuf>, ReportError>
 }
 
 /// Reads one record file (`.json`: one record).
-pub fn read_record(path: &Path) -> Result<TestRecord, ReportError> {
+pub(crate) fn read_record(path: &Path) -> Result<TestRecord, ReportError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
         path: path.to_owned(),
         cause: source,

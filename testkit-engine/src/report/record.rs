@@ -25,6 +25,32 @@ pub enum Outcome {
     UnexpectedPass,
 }
 
+impl Outcome {
+    /// The word records, JUnit's `outcome` property, the report page and
+    /// the summary use: the record's own spelling (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+            Outcome::ExpectedFailure => "expected_failure",
+            Outcome::UnexpectedPass => "unexpected_pass",
+        }
+    }
+
+    /// Whether this outcome fails a run: a failure, or a known issue that
+    /// passed.
+    pub fn fails(self) -> bool {
+        matches!(self, Outcome::Failed | Outcome::UnexpectedPass)
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a test failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,6 +80,32 @@ pub enum FailureKind {
     BrowserTeardown,
     /// The test opened a browser and saved no screenshot: no evidence, no pass.
     NoScreenshot,
+}
+
+impl FailureKind {
+    /// The word records, JUnit's failure `type`, the report page and the
+    /// summary use: the record's own spelling (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Error => "error",
+            FailureKind::Panic => "panic",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Cleanup => "cleanup",
+            FailureKind::KnownIssueMismatch => "known_issue_mismatch",
+            FailureKind::KnownIssueFixed => "known_issue_fixed",
+            FailureKind::KnownIssueUnlisted => "known_issue_unlisted",
+            FailureKind::FaultNotUndone => "fault_not_undone",
+            FailureKind::Config => "config",
+            FailureKind::BrowserTeardown => "browser_teardown",
+            FailureKind::NoScreenshot => "no_screenshot",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The cleanup of a test's resources, as a whole.
@@ -224,7 +276,7 @@ impl LockRecord {
     }
 
     /// How long the lock was held.
-    pub fn held_ms(&self) -> u64 {
+    pub(crate) fn held_ms(&self) -> u64 {
         self.released_at_ms.saturating_sub(self.acquired_at_ms)
     }
 }
@@ -310,6 +362,10 @@ pub struct TestRecord {
     /// skipped or failed before its body ran, or it is older than the lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<LockRecord>,
+    /// The history of operations the test recorded (`cx.history()`): the
+    /// absolute path of its `history.json`, absent when it recorded none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
 }
 
 /// A fault a test injected into a node, and its undo.
@@ -368,6 +424,26 @@ pub enum FaultState {
     Kept,
 }
 
+impl FaultState {
+    /// The word records, the report page and JUnit use: the record's own
+    /// spelling (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultState::InEffect => "in_effect",
+            FaultState::Undone => "undone",
+            FaultState::GoneBeforeUndo => "gone_before_undo",
+            FaultState::NotUndone => "not_undone",
+            FaultState::Kept => "kept",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One earlier attempt of a test that nextest retried: what it did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -422,7 +498,7 @@ impl AttemptRecord {
 
     /// An attempt that left no record: nextest retries only a failure, so
     /// it failed, and its process ended before testkit could record it.
-    pub fn unrecorded(attempt: u32) -> AttemptRecord {
+    pub(crate) fn unrecorded(attempt: u32) -> AttemptRecord {
         AttemptRecord {
             attempt,
             outcome: Outcome::Failed,
@@ -438,14 +514,6 @@ impl AttemptRecord {
             output: String::new(),
             lock: None,
         }
-    }
-}
-
-impl Outcome {
-    /// Whether this outcome fails a run: a failure, or a known issue that
-    /// passed.
-    pub fn fails(self) -> bool {
-        matches!(self, Outcome::Failed | Outcome::UnexpectedPass)
     }
 }
 
@@ -497,6 +565,7 @@ impl TestRecord {
             trace: None,
             faults: Vec::new(),
             lock: None,
+            history: None,
         }
     }
 
@@ -531,5 +600,121 @@ impl TestRecord {
         self.outcome = Outcome::Failed;
         self.failure_kind = Some(kind);
         self.message = Some(message);
+    }
+}
+
+#[cfg(test)]
+mod words {
+    use super::*;
+
+    /// Each of `values` has `word` for its word, and that is its serde
+    /// name: the record's spelling, which is versioned.
+    fn words_are_serde_names<T: Serialize + Copy + std::fmt::Debug>(
+        values: &[T],
+        word: fn(T) -> &'static str,
+    ) {
+        for &value in values {
+            let serde = serde_json::to_value(value).expect("a unit variant serializes");
+            assert_eq!(Some(word(value)), serde.as_str(), "{value:?}");
+        }
+    }
+
+    /// The words every output prints are the record's own, so that JUnit,
+    /// the report page and the summary say what `records/*.jsonl` says.
+    #[test]
+    fn each_enums_word_is_its_serde_name() {
+        // A variant added to one of these enums and not to its list here
+        // fails to compile, so that no word goes unchecked.
+        let outcome = |o| match o {
+            Outcome::Passed
+            | Outcome::Failed
+            | Outcome::Skipped
+            | Outcome::ExpectedFailure
+            | Outcome::UnexpectedPass => o,
+        };
+        let outcomes = [
+            Outcome::Passed,
+            Outcome::Failed,
+            Outcome::Skipped,
+            Outcome::ExpectedFailure,
+            Outcome::UnexpectedPass,
+        ]
+        .map(outcome);
+        words_are_serde_names(&outcomes, Outcome::as_str);
+        let kind = |k| match k {
+            FailureKind::Error
+            | FailureKind::Panic
+            | FailureKind::Timeout
+            | FailureKind::Cleanup
+            | FailureKind::KnownIssueMismatch
+            | FailureKind::KnownIssueFixed
+            | FailureKind::KnownIssueUnlisted
+            | FailureKind::FaultNotUndone
+            | FailureKind::Config
+            | FailureKind::BrowserTeardown
+            | FailureKind::NoScreenshot => k,
+        };
+        let kinds = [
+            FailureKind::Error,
+            FailureKind::Panic,
+            FailureKind::Timeout,
+            FailureKind::Cleanup,
+            FailureKind::KnownIssueMismatch,
+            FailureKind::KnownIssueFixed,
+            FailureKind::KnownIssueUnlisted,
+            FailureKind::FaultNotUndone,
+            FailureKind::Config,
+            FailureKind::BrowserTeardown,
+            FailureKind::NoScreenshot,
+        ]
+        .map(kind);
+        words_are_serde_names(&kinds, FailureKind::as_str);
+        let state = |s| match s {
+            FaultState::InEffect
+            | FaultState::Undone
+            | FaultState::GoneBeforeUndo
+            | FaultState::NotUndone
+            | FaultState::Kept => s,
+        };
+        let states = [
+            FaultState::InEffect,
+            FaultState::Undone,
+            FaultState::GoneBeforeUndo,
+            FaultState::NotUndone,
+            FaultState::Kept,
+        ]
+        .map(state);
+        words_are_serde_names(&states, FaultState::as_str);
+        // Display says the word too.
+        assert_eq!(Outcome::ExpectedFailure.to_string(), "expected_failure");
+        assert_eq!(FailureKind::FaultNotUndone.to_string(), "fault_not_undone");
+        assert_eq!(FaultState::GoneBeforeUndo.to_string(), "gone_before_undo");
+        // The enums that had their words before.
+        words_are_serde_names(
+            &[
+                CleanupState::Nothing,
+                CleanupState::Verified,
+                CleanupState::Kept,
+                CleanupState::Failed,
+                CleanupState::GoneBeforeDelete,
+            ],
+            CleanupState::as_str,
+        );
+        words_are_serde_names(
+            &[
+                ResourceState::Pending,
+                ResourceState::Created,
+                ResourceState::Deleted,
+                ResourceState::Kept,
+                ResourceState::Leaked,
+                ResourceState::GoneBeforeDelete,
+            ],
+            ResourceState::as_str,
+        );
+        words_are_serde_names(
+            &[ProcessFate::Ended, ProcessFate::Kept, ProcessFate::Survived],
+            ProcessFate::as_str,
+        );
+        words_are_serde_names(&[LockMode::Shared, LockMode::Exclusive], LockMode::as_str);
     }
 }

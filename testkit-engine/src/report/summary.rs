@@ -271,14 +271,6 @@ impl Summary {
         self.failed == 0 && self.unexpected_passes == 0
     }
 
-    /// Flaky tests whose last attempt passed.
-    pub fn flaky_passed(&self) -> usize {
-        self.flaky
-            .iter()
-            .filter(|f| f.outcome == Outcome::Passed)
-            .count()
-    }
-
     /// `4 passed (1 flaky), 0 failed, 1 skipped, 1 expected failures, 0
     /// unexpected passes`: a count of flaky tests follows the outcome their
     /// last attempt counts as, when there are any.

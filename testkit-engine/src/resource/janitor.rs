@@ -555,7 +555,7 @@ pub async fn sweep_run(
     report
 }
 
-type Deleting<'f> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'f>>;
+type Deleting<'f> = Pin<Box<dyn Future<Output = Result<(), delete::Leak>> + Send + 'f>>;
 
 /// Deletes `items` and verifies each gone, at most `bounds.concurrency` at
 /// once; when the bounds cut it short, what was not done is leaked, saying why.
@@ -577,7 +577,9 @@ async fn remove(
     let delete_one = |item: Resource| -> Deleting<'_> {
         Box::pin(async move {
             let Some(spec) = kinds.get(&item.kind) else {
-                return Err("its kind is not declared in testkit.toml".to_owned());
+                return Err(delete::Leak(
+                    "its kind is not declared in testkit.toml".to_owned(),
+                ));
             };
             let log = |_: String| {};
             delete::delete_and_verify(
@@ -589,7 +591,6 @@ async fn remove(
             )
             .await
             .map(drop)
-            .map_err(|delete::Leak(why)| why)
         })
     };
     let mut queue = items.into_iter();
@@ -611,7 +612,7 @@ async fn remove(
                 note(&item, Event::Reaped, None);
                 report.deleted.push(item);
             }
-            (item, Err(why)) => {
+            (item, Err(delete::Leak(why))) => {
                 note(&item, Event::Leaked, Some(why.clone()));
                 report.leaked.push((item, why));
             }
@@ -638,7 +639,9 @@ async fn remove(
 }
 
 /// The first of `running` to finish, taken out of it.
-async fn next_done(running: &mut Vec<(Resource, Deleting<'_>)>) -> (Resource, Result<(), String>) {
+async fn next_done(
+    running: &mut Vec<(Resource, Deleting<'_>)>,
+) -> (Resource, Result<(), delete::Leak>) {
     std::future::poll_fn(|cx| {
         for i in 0..running.len() {
             if let Poll::Ready(result) = running[i].1.as_mut().poll(cx) {

@@ -127,7 +127,7 @@ fn own_start_ticks() -> Option<u64> {
 /// wrote for (empty for a reaper's or a janitor's entries). Entries of
 /// older journals, without a start time, cannot be told from a reused pid
 /// and name no one.
-pub fn live_writers(entries: &[JournalEntry]) -> Vec<(u32, String)> {
+pub(crate) fn live_writers(entries: &[JournalEntry]) -> Vec<(u32, String)> {
     let me = std::process::id();
     let mut seen: Vec<(u32, u64)> = Vec::new();
     let mut live = Vec::new();

@@ -36,12 +36,10 @@ pub use janitor::{
     janitor, janitor_with, sweep, sweep_in_binary, sweep_run, JanitorTarget, Resource, SweepBounds,
     SweepReport, DEFAULT_SWEEP_CONCURRENCY,
 };
-pub use journal::{
-    live_writers, outstanding, read_journal, Event, Journal, JournalEntry, Outstanding,
-};
+pub use journal::{outstanding, read_journal, Event, Journal, JournalEntry, Outstanding};
 pub use kind::{
     DeleteAnswer, KindError, KindFuture, KindSpec, Kinds, LinkedKinds, OpError, Presence,
     ResourceKind, ResourceRef,
 };
-pub use names::{attempt_tag, carries_run_id, Naming};
+pub use names::{attempt_tag, carries_run_id, Naming, NamingError};
 pub use witness::{check_witnesses, PodHome, WitnessOutcome, WitnessReport, WitnessSite};

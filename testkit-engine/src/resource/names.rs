@@ -68,26 +68,36 @@ impl Default for Naming {
 /// id, a tag, a 5-digit counter and their separators.
 pub(super) const LONGEST_NAME: usize = 8 + 1 + 16 + 1 + TAG_LEN + 1 + 5;
 
+/// A `names` table of a resource kind that cannot name the run's resources.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NamingError {
+    /// Not a separator names may use.
+    #[error("separator {0:?} is not one of \"-\", \"_\" or \".\"")]
+    Separator(char),
+    /// Too short for the run id to fit.
+    #[error(
+        "max_len {0} is too short for a name that carries the run id: it needs {LONGEST_NAME} \
+         (prefix, run id, test tag, counter)"
+    )]
+    TooShort(usize),
+}
+
 impl Naming {
     /// Names joined by `separator` (`-`, `_` or `.`), at most `max_len`
     /// long; the error says what is wrong.
-    pub fn new(separator: char, max_len: usize) -> Result<Naming, String> {
+    pub fn new(separator: char, max_len: usize) -> Result<Naming, NamingError> {
         if !matches!(separator, '-' | '_' | '.') {
-            return Err(format!(
-                "separator {separator:?} is not one of \"-\", \"_\" or \".\""
-            ));
+            return Err(NamingError::Separator(separator));
         }
         if max_len < LONGEST_NAME {
-            return Err(format!(
-                "max_len {max_len} is too short for a name that carries the run id: \
-                 it needs {LONGEST_NAME} (prefix, run id, test tag, counter)"
-            ));
+            return Err(NamingError::TooShort(max_len));
         }
         Ok(Naming { separator, max_len })
     }
 
     /// The separator.
-    pub fn separator(&self) -> char {
+    pub(crate) fn separator(&self) -> char {
         self.separator
     }
 
@@ -173,8 +183,14 @@ mod tests {
         assert!(!underscore.carries_run_id("pb-abcdefghij-tag123-03", "pb", "abcdefghij"));
         assert!(!Naming::default().carries_run_id(&n, "pb", "abcdefghij"));
         assert_eq!(underscore.run_prefix("pb", "r1"), "pb_r1_");
-        assert!(Naming::new('/', 40).unwrap_err().contains("separator"));
-        assert!(Naming::new('_', 12).unwrap_err().contains("too short"));
+        assert!(Naming::new('/', 40)
+            .unwrap_err()
+            .to_string()
+            .contains("separator"));
+        assert!(Naming::new('_', 12)
+            .unwrap_err()
+            .to_string()
+            .contains("too short"));
     }
 
     #[test]

@@ -248,7 +248,7 @@ async fn check_one(witness: &WitnessSection, site: &WitnessSite<'_>) -> WitnessO
             let names = witness.names.as_deref().unwrap_or_default();
             send_request(request, names, witness.timeout, site).await
         }
-        (None, None) => Err("it has neither `command` nor `request`".to_owned()),
+        (None, None) => Err(LookFailed::Neither),
     };
     match listed {
         Ok(names) => {
@@ -262,8 +262,56 @@ async fn check_one(witness: &WitnessSection, site: &WitnessSite<'_>) -> WitnessO
             residue.dedup();
             WitnessOutcome::Listed { listed, residue }
         }
-        Err(why) => WitnessOutcome::Failed(why),
+        Err(why) => WitnessOutcome::Failed(why.to_string()),
     }
+}
+
+/// Why a witness could not look. Each is said in the residue verdict, so
+/// each names what was run or sent (redacted) and, where it helps, what to
+/// raise.
+#[derive(Debug, thiserror::Error)]
+enum LookFailed {
+    #[error("it has neither `command` nor `request`")]
+    Neither,
+    #[error(transparent)]
+    Template(#[from] crate::template::TemplateError),
+    #[error("its command is empty")]
+    EmptyCommand,
+    #[error("`{shown}` could not be started: {cause}")]
+    Start {
+        shown: String,
+        cause: std::io::Error,
+    },
+    #[error("`{shown}` did not finish within {} (raise the witness's `timeout`)", humantime::format_duration(*.timeout))]
+    CommandTimeout { shown: String, timeout: Duration },
+    #[error("`{shown}` failed ({status}): {stderr}")]
+    CommandFailed {
+        shown: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("`names` {0:?} is not a JSON pointer with one `/*`")]
+    NamesPointer(String),
+    /// The transport's error, its causes joined (reqwest's chain).
+    #[error("{sent} failed: {chain}")]
+    Send { sent: String, chain: String },
+    #[error("{sent} was not answered within {} (raise the witness's `timeout`)", humantime::format_duration(*.timeout))]
+    RequestTimeout { sent: String, timeout: Duration },
+    #[error("{sent} answered {status}: {body}")]
+    Status {
+        sent: String,
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error("{sent} answered something that is not JSON: {cause}")]
+    NotJson {
+        sent: String,
+        cause: serde_json::Error,
+    },
+    #[error("{sent} answered JSON without an array at {array:?} (`names`)")]
+    NoArray { sent: String, array: String },
+    #[error("{sent} answered an item without a string at {field:?} (`names`)")]
+    NoName { sent: String, field: String },
 }
 
 /// Runs the command, its placeholders filled; its stdout's non-empty lines.
@@ -271,14 +319,14 @@ async fn run_command(
     command: &[String],
     timeout: Duration,
     site: &WitnessSite<'_>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, LookFailed> {
     let args = command
         .iter()
         .map(|a| site.with_values(|v| crate::template::fill(a, v, crate::template::verbatim)))
-        .collect::<Result<Vec<String>, String>>()?;
+        .collect::<Result<Vec<String>, crate::template::TemplateError>>()?;
     let shown = crate::redact(&args.join(" ")).into_owned();
     let Some((program, rest)) = args.split_first() else {
-        return Err("its command is empty".to_owned());
+        return Err(LookFailed::EmptyCommand);
     };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest)
@@ -292,20 +340,15 @@ async fn run_command(
     }
     let output = match tokio::time::timeout(timeout, cmd.output()).await {
         Ok(Ok(output)) => output,
-        Ok(Err(e)) => return Err(format!("`{shown}` could not be started: {e}")),
-        Err(_) => {
-            return Err(format!(
-                "`{shown}` did not finish within {} (raise the witness's `timeout`)",
-                humantime::format_duration(timeout)
-            ))
-        }
+        Ok(Err(cause)) => return Err(LookFailed::Start { shown, cause }),
+        Err(_) => return Err(LookFailed::CommandTimeout { shown, timeout }),
     };
     if !output.status.success() {
-        return Err(format!(
-            "`{shown}` failed ({}): {}",
-            output.status,
-            shorten(&String::from_utf8_lossy(&output.stderr))
-        ));
+        return Err(LookFailed::CommandFailed {
+            shown,
+            status: output.status,
+            stderr: shorten(&String::from_utf8_lossy(&output.stderr)),
+        });
     }
     Ok(String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -321,10 +364,10 @@ async fn send_request(
     names: &str,
     timeout: Duration,
     site: &WitnessSite<'_>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, LookFailed> {
     let template = RequestTemplate::parse(request)?;
     let (array, field) = crate::template::split_item_pointer(names)
-        .ok_or_else(|| format!("`names` {names:?} is not a JSON pointer with one `/*`"))?;
+        .ok_or_else(|| LookFailed::NamesPointer(names.to_owned()))?;
     let path = site.with_values(|v| template.render_path(v))?;
     let sent = crate::redact(&format!("{} {path}", template.method())).into_owned();
     let url = site.pod.url(&path);
@@ -338,23 +381,27 @@ async fn send_request(
     };
     let (status, body) = match tokio::time::timeout(timeout, answer).await {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => return Err(format!("{sent} failed: {}", error_chain(&e))),
-        Err(_) => {
-            return Err(format!(
-                "{sent} was not answered within {} (raise the witness's `timeout`)",
-                humantime::format_duration(timeout)
-            ))
+        Ok(Err(e)) => {
+            return Err(LookFailed::Send {
+                sent,
+                chain: error_chain(&e),
+            })
         }
+        Err(_) => return Err(LookFailed::RequestTimeout { sent, timeout }),
     };
     if !status.is_success() {
-        return Err(format!("{sent} answered {status}: {}", shorten(&body)));
+        return Err(LookFailed::Status {
+            sent,
+            status,
+            body: shorten(&body),
+        });
     }
-    let json: serde_json::Value = serde_json::from_str(&body)
-        .map_err(|e| format!("{sent} answered something that is not JSON: {e}"))?;
+    let json: serde_json::Value = match serde_json::from_str(&body) {
+        Ok(json) => json,
+        Err(cause) => return Err(LookFailed::NotJson { sent, cause }),
+    };
     let Some(items) = json.pointer(&array).and_then(|a| a.as_array()) else {
-        return Err(format!(
-            "{sent} answered JSON without an array at {array:?} (`names`)"
-        ));
+        return Err(LookFailed::NoArray { sent, array });
     };
     items
         .iter()
@@ -362,8 +409,9 @@ async fn send_request(
             item.pointer(&field)
                 .and_then(|n| n.as_str())
                 .map(str::to_owned)
-                .ok_or_else(|| {
-                    format!("{sent} answered an item without a string at {field:?} (`names`)")
+                .ok_or_else(|| LookFailed::NoName {
+                    sent: sent.clone(),
+                    field: field.clone(),
                 })
         })
         .collect()

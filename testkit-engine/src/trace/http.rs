@@ -21,7 +21,10 @@ use http_body::{Frame, SizeHint};
 use reqwest::header::HeaderMap;
 use reqwest::ResponseBuilderExt as _;
 
-use super::{cap_window, headers, EntryKind, Http, Recorder, WINDOW};
+use super::{
+    cap_field, cap_window, headers, EntryKind, Http, Recorder, TEXT_CAP, TITLE_CAP, TRIMMED_NOTE,
+    URL_CAP, WINDOW,
+};
 
 /// Sends `request` with `client`, in the trace of the running test when
 /// there is one. `defaults` are the client's default headers (its
@@ -34,11 +37,20 @@ pub(crate) async fn send(
     let Some(recorder) = super::active::current() else {
         return client.execute(request).await;
     };
+    let mut url = request.url().to_string();
+    cap_field(&mut url, URL_CAP);
+    let mut path = match request.url().query() {
+        Some(q) => format!("{}?{q}", request.url().path()),
+        None => request.url().path().to_owned(),
+    };
+    // Room for the method and the outcome in the title.
+    cap_field(&mut path, TITLE_CAP - 64);
     let mut exchange = Exchange {
         started: Instant::now(),
         took: Duration::ZERO,
         method: request.method().clone(),
-        url: request.url().clone(),
+        url,
+        path,
         defaults: defaults.clone(),
         request_headers: request.headers().clone(),
         request_body: match request.body() {
@@ -52,6 +64,7 @@ pub(crate) async fn send(
         response_headers: HeaderMap::new(),
         response_body: Kept::default(),
         broke: None,
+        trimmed: false,
     };
     let response = match client.execute(request).await {
         Ok(response) => response,
@@ -93,7 +106,10 @@ pub(super) struct Exchange {
     started: Instant,
     took: Duration,
     method: reqwest::Method,
-    url: reqwest::Url,
+    /// The URL as sent, cut at [`URL_CAP`].
+    url: String,
+    /// Its path and query, cut for the title.
+    path: String,
     defaults: Arc<HeaderMap>,
     request_headers: HeaderMap,
     request_body: Kept,
@@ -102,37 +118,93 @@ pub(super) struct Exchange {
     response_body: Kept,
     /// Why no answer came, or why its body broke off.
     broke: Option<String>,
+    /// Kept without its headers and bodies: the trace's budget was spent.
+    trimmed: bool,
 }
 
 impl Exchange {
     /// The trace's entry for this exchange, in `recorder`'s time.
     pub(super) fn entry(&self, recorder: &Recorder) -> super::Entry {
-        let http = Http {
-            method: self.method.to_string(),
-            url: self.url.to_string(),
-            status: self.status,
-            request_headers: header_pairs(self.defaults.iter().chain(self.request_headers.iter())),
-            request_body: self.request_body.text(),
-            response_headers: header_pairs(self.response_headers.iter()),
-            response_body: self.response_body.text(),
+        let http = if self.trimmed {
+            Http {
+                method: self.method.to_string(),
+                url: self.url.clone(),
+                status: self.status,
+                ..Http::default()
+            }
+        } else {
+            Http {
+                method: self.method.to_string(),
+                url: self.url.clone(),
+                status: self.status,
+                request_headers: header_pairs(
+                    self.defaults.iter().chain(self.request_headers.iter()),
+                ),
+                request_body: self.request_body.text(),
+                response_headers: header_pairs(self.response_headers.iter()),
+                response_body: self.response_body.text(),
+            }
         };
         let outcome = self
             .status
             .map_or("no answer".to_owned(), |s| s.to_string());
-        let path = match self.url.query() {
-            Some(q) => format!("{}?{q}", self.url.path()),
-            None => self.url.path().to_owned(),
+        let detail = match (&self.broke, self.trimmed) {
+            (_, true) => TRIMMED_NOTE.to_owned(),
+            (Some(broke), false) => super::cap(broke),
+            (None, false) => String::new(),
         };
         super::Entry {
             at_us: recorder.offset(self.started),
             duration_us: self.took.as_micros() as u64,
             kind: EntryKind::Http,
-            title: format!("{} {path} → {outcome}", http.method),
+            title: format!("{} {} → {outcome}", http.method, self.path),
             ok: self.status.is_some_and(|s| s < 400) && self.broke.is_none(),
-            detail: self.broke.clone().unwrap_or_default(),
+            detail,
             http: Some(http),
             frame: None,
         }
+    }
+}
+
+impl Exchange {
+    /// About what its entry's texts weigh, erring high: headers and
+    /// bodies as capped.
+    pub(super) fn weight(&self) -> usize {
+        if self.trimmed {
+            return self.url.len() + self.path.len() + TRIMMED_NOTE.len() + 32;
+        }
+        let headers = |h: &HeaderMap| {
+            h.iter()
+                .map(|(k, v)| k.as_str().len() + v.len().min(TEXT_CAP) + 8)
+                .sum::<usize>()
+                .min(TEXT_CAP + 64)
+        };
+        let body = |k: &Kept| k.total.min(TEXT_CAP) + 32;
+        self.url.len()
+            + self.path.len()
+            + 32
+            + headers(&self.defaults)
+            + headers(&self.request_headers)
+            + headers(&self.response_headers)
+            + body(&self.request_body)
+            + body(&self.response_body)
+            + self
+                .broke
+                .as_ref()
+                .map_or(0, |b| b.len().min(TEXT_CAP + 32))
+    }
+
+    /// Lets go of its headers and bodies: only its title, times and
+    /// outcome are kept.
+    pub(super) fn trim(&mut self) {
+        self.trimmed = true;
+        cap_field(&mut self.url, super::TRIMMED_TEXT_CAP);
+        cap_field(&mut self.path, super::TRIMMED_TEXT_CAP);
+        self.defaults = Arc::default();
+        self.request_headers = HeaderMap::new();
+        self.response_headers = HeaderMap::new();
+        self.request_body = Kept::default();
+        self.response_body = Kept::default();
     }
 }
 

@@ -10,6 +10,13 @@
 //! entries and counts those it dropped: a test's memory stays bounded
 //! however many requests it makes.
 //!
+//! Its size is bounded too, whatever the test sends: a URL is cut at
+//! [`URL_CAP`] and a title at [`TITLE_CAP`], as bodies are at
+//! [`TEXT_CAP`]; past [`WHOLE_BUDGET`] bytes of entries, later entries
+//! keep only their title, times and outcome ([`Trace::trimmed`] counts
+//! them, and each says so in its detail); past [`MAX_BYTES`], they are
+//! dropped ([`Trace::dropped`]). A trace file stays under 5 MB.
+//!
 //! Requests sent through the pod's [`Client`](crate::pod::Client) are
 //! recorded in the trace of the test [`active`] says sent them. A UI test's
 //! browser steps carry a film frame ([`Entry::frame`], at most
@@ -20,6 +27,8 @@
 
 pub mod active;
 pub(crate) mod http;
+#[cfg(test)]
+mod size_tests;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +44,30 @@ pub const TEXT_CAP: usize = 4096;
 /// The most entries one test's trace keeps; later ones are counted in
 /// [`Trace::dropped`].
 pub const MAX_ENTRIES: usize = 2000;
+
+/// The longest URL an HTTP entry keeps; the rest is counted: `… N bytes
+/// more`. A query of kilobytes says nothing a reader needs twice.
+pub const URL_CAP: usize = 2048;
+
+/// The longest title an entry keeps (a title is one line: `GET /path?query
+/// → 200`).
+pub const TITLE_CAP: usize = 1024;
+
+/// The bytes of entries one test's trace keeps whole (headers, bodies,
+/// details); later entries are kept [trimmed](Trace::trimmed).
+pub const WHOLE_BUDGET: usize = 3 << 20;
+
+/// The bytes of entries one test's trace keeps at all, trimmed ones
+/// included; later entries are counted in [`Trace::dropped`]. With the
+/// JSON around them, a trace file stays under 5 MB.
+pub const MAX_BYTES: usize = 4 << 20;
+
+/// The longest title and URL a trimmed entry keeps.
+pub(crate) const TRIMMED_TEXT_CAP: usize = 256;
+
+/// The detail of an entry kept without its details, headers and bodies.
+pub const TRIMMED_NOTE: &str =
+    "(details, headers and bodies not kept: the trace's 3 MiB for whole entries was spent)";
 
 /// The most film frames (JPEGs of a page after each browser step) one
 /// test captures; later steps are counted in [`Trace::frames_dropped`].
@@ -138,9 +171,13 @@ pub struct Trace {
     pub test: String,
     /// Entries in order of their start.
     pub entries: Vec<Entry>,
-    /// Entries past [`MAX_ENTRIES`], not kept.
+    /// Entries past [`MAX_ENTRIES`] or [`MAX_BYTES`], not kept.
     #[serde(default)]
     pub dropped: u64,
+    /// Entries past [`WHOLE_BUDGET`], kept with their title, times and
+    /// outcome only (their detail says so).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub trimmed: u64,
     /// Film frames past [`MAX_FRAMES`], not captured.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub frames_dropped: u64,
@@ -168,11 +205,8 @@ impl Trace {
     }
 
     /// Reads a trace file.
-    pub fn read(path: &Path) -> Result<Trace, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the trace {}: {e}", path.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| format!("the trace {} does not parse: {e}", path.display()))
+    pub fn read(path: &Path) -> Result<Trace, crate::json::ReadJsonError> {
+        crate::json::read_json(path, "trace")
     }
 }
 
@@ -199,7 +233,12 @@ fn redact_entry(e: &mut Entry) {
 /// much more there was: redacted before it is cut, so that no cut keeps
 /// part of a secret ([`crate::redact::redact_then_cut`]).
 pub fn cap(text: &str) -> String {
-    let (mut kept, more) = crate::redact::redact_then_cut(text, TEXT_CAP);
+    cap_to(text, TEXT_CAP)
+}
+
+/// `text` cut to `max` bytes as [`cap`] cuts it to [`TEXT_CAP`].
+pub fn cap_to(text: &str, max: usize) -> String {
+    let (mut kept, more) = crate::redact::redact_then_cut(text, max);
     if more > 0 {
         kept.push_str(&format!("{CUT_END}{more}{CUT_END_UNIT}"));
     }
@@ -302,11 +341,79 @@ enum Step {
     Http(Box<http::Exchange>),
 }
 
+/// What a JSON entry costs besides its texts: its keys, numbers, quotes.
+const ENTRY_OVERHEAD: usize = 200;
+
+impl Step {
+    /// About what the step weighs in the trace file, erring high: the
+    /// length of its texts and a share for their JSON escapes.
+    fn weight(&self) -> usize {
+        let texts = match self {
+            Step::Done(e) => {
+                let http = e.http.as_ref().map_or(0, |h| {
+                    h.method.len()
+                        + h.url.len()
+                        + h.request_body.len()
+                        + h.response_body.len()
+                        + h.request_headers
+                            .iter()
+                            .chain(&h.response_headers)
+                            .map(|(k, v)| k.len() + v.len() + 8)
+                            .sum::<usize>()
+                });
+                e.title.len() + e.detail.len() + e.frame.as_ref().map_or(0, String::len) + http
+            }
+            Step::Http(x) => x.weight(),
+        };
+        texts + texts / 8 + ENTRY_OVERHEAD
+    }
+
+    /// The step with its title, times and outcome only.
+    fn trim(self) -> Step {
+        match self {
+            Step::Done(mut e) => {
+                e.detail = TRIMMED_NOTE.to_owned();
+                cap_field(&mut e.title, TRIMMED_TEXT_CAP);
+                if let Some(h) = &mut e.http {
+                    cap_field(&mut h.url, TRIMMED_TEXT_CAP);
+                    *h = Http {
+                        method: std::mem::take(&mut h.method),
+                        url: std::mem::take(&mut h.url),
+                        status: h.status,
+                        ..Http::default()
+                    };
+                }
+                Step::Done(e)
+            }
+            Step::Http(mut x) => {
+                x.trim();
+                Step::Http(x)
+            }
+        }
+    }
+}
+
+/// `text` cut to `max` when it is longer; as it is otherwise.
+fn cap_field(text: &mut String, max: usize) {
+    if text.len() > max {
+        *text = cap_to(text, max);
+    }
+}
+
 impl Recorder {
     /// Adds an HTTP exchange as it was seen.
     fn push_exchange(&self, exchange: http::Exchange) {
         self.push_step(Step::Http(Box::new(exchange)));
     }
+}
+
+/// The steps of a recording and what they weigh.
+#[derive(Default)]
+struct Steps {
+    list: Vec<Step>,
+    /// What the kept steps weigh ([`Step::weight`]).
+    bytes: usize,
+    trimmed: u64,
 }
 
 /// One test's recording: shared by what records (the harness, the pod's
@@ -324,7 +431,7 @@ struct Inner {
     /// Steps in the order they ended; HTTP exchanges as they were seen,
     /// made text only when the trace is read ([`Recorder::snapshot`]): a
     /// trace that is not kept costs no formatting.
-    entries: Mutex<Vec<Step>>,
+    entries: Mutex<Steps>,
     dropped: AtomicU64,
     frames: AtomicU64,
     frames_dropped: AtomicU64,
@@ -342,7 +449,7 @@ impl Recorder {
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 test: test.to_owned(),
                 start: Instant::now(),
-                entries: Mutex::new(Vec::new()),
+                entries: Mutex::new(Steps::default()),
                 dropped: AtomicU64::new(0),
                 frames: AtomicU64::new(0),
                 frames_dropped: AtomicU64::new(0),
@@ -403,18 +510,38 @@ impl Recorder {
         });
     }
 
-    /// Adds `entry` as it is (its texts already capped).
-    pub fn push(&self, entry: Entry) {
+    /// Adds `entry`, its title cut at [`TITLE_CAP`] and its URL at
+    /// [`URL_CAP`] (its other texts already capped).
+    pub fn push(&self, mut entry: Entry) {
+        cap_field(&mut entry.title, TITLE_CAP);
+        cap_field(&mut entry.detail, 2 * TEXT_CAP);
+        if let Some(h) = &mut entry.http {
+            cap_field(&mut h.url, URL_CAP);
+        }
         self.push_step(Step::Done(Box::new(entry)));
     }
 
-    fn push_step(&self, step: Step) {
-        let mut entries = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
-        if entries.len() >= MAX_ENTRIES {
+    /// Keeps `step` whole while the trace has room for it, trimmed past
+    /// [`WHOLE_BUDGET`], and not at all past [`MAX_BYTES`] or
+    /// [`MAX_ENTRIES`].
+    fn push_step(&self, mut step: Step) {
+        let mut steps = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if steps.list.len() >= MAX_ENTRIES {
             self.inner.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        entries.push(step);
+        let mut weight = step.weight();
+        if steps.bytes + weight > WHOLE_BUDGET {
+            step = step.trim();
+            weight = step.weight();
+            if steps.bytes + weight > MAX_BYTES {
+                self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            steps.trimmed += 1;
+        }
+        steps.bytes += weight;
+        steps.list.push(step);
     }
 
     /// The number (from 1) of the test's next film frame, or `None` when it
@@ -431,23 +558,24 @@ impl Recorder {
 
     /// What was recorded until now, in order of start.
     pub fn snapshot(&self) -> Trace {
-        let mut entries: Vec<Entry> = self
-            .inner
-            .entries
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let steps = self.inner.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let trimmed = steps.trimmed;
+        let mut entries: Vec<Entry> = steps
+            .list
             .iter()
             .map(|step| match step {
                 Step::Done(entry) => (**entry).clone(),
                 Step::Http(exchange) => exchange.entry(self),
             })
             .collect();
+        drop(steps);
         entries.sort_by_key(|e| e.at_us);
         Trace {
             version: 1,
             test: self.inner.test.clone(),
             entries,
             dropped: self.inner.dropped.load(Ordering::Relaxed),
+            trimmed,
             frames_dropped: self.inner.frames_dropped.load(Ordering::Relaxed),
         }
     }
@@ -612,72 +740,4 @@ mod tests {
 
 /// Entries for the steps of the running test ([`active::current`]); each
 /// does nothing when no trace is being recorded.
-pub mod step {
-    use std::time::Instant;
-
-    use super::{cap, tail, EntryKind};
-
-    /// Observations of a wait kept in its entry, the last ones.
-    const WAIT_OBSERVATIONS: usize = 20;
-
-    /// A step of `kind` that began at `started` and ends now.
-    pub fn record(kind: EntryKind, started: Instant, title: String, ok: bool, detail: String) {
-        if let Some(r) = super::active::current() {
-            r.add(
-                kind,
-                started,
-                started.elapsed(),
-                title,
-                ok,
-                cap(&detail),
-                None,
-            );
-        }
-    }
-
-    /// A wait for `what` that began at `started`: what it saw, in order, and
-    /// how it ended (`failure`: its error).
-    pub fn wait(what: &str, started: Instant, failure: Option<String>, seen: &[String]) {
-        if super::active::current().is_none() {
-            return;
-        }
-        let skipped = seen.len().saturating_sub(WAIT_OBSERVATIONS);
-        let mut detail = String::new();
-        if skipped > 0 {
-            detail.push_str(&format!("… {skipped} observations before\n"));
-        }
-        for o in &seen[skipped..] {
-            detail.push_str(o);
-            detail.push('\n');
-        }
-        let ok = failure.is_none();
-        let title = match &failure {
-            None => format!("wait for {what}: done"),
-            Some(_) => format!("wait for {what}: gave up"),
-        };
-        if let Some(f) = failure {
-            detail.push_str(&f);
-        }
-        record(EntryKind::Wait, started, title, ok, detail);
-    }
-
-    /// A run of the CLI: its command line, exit code and output tails.
-    pub fn cli(line: &str, started: Instant, exit: Option<i32>, stdout: &str, stderr: &str) {
-        if super::active::current().is_none() {
-            return;
-        }
-        let code = exit.map_or("no exit code".to_owned(), |c| format!("exit {c}"));
-        let detail = format!("--- stdout\n{}\n--- stderr\n{}", tail(stdout), tail(stderr));
-        if let Some(r) = super::active::current() {
-            r.add(
-                EntryKind::Cli,
-                started,
-                started.elapsed(),
-                format!("{line} → {code}"),
-                exit == Some(0),
-                detail,
-                None,
-            );
-        }
-    }
-}
+pub mod step;

@@ -1,22 +1,22 @@
-//! The Chrome DevTools protocol over a pipe (`--remote-debugging-pipe`):
-//! Chromium reads commands from its fd 3 and writes answers and events to its
-//! fd 4, one JSON message per NUL-terminated frame. No port, no websocket:
-//! nothing to discover or race for, and end of file on fd 4 is the browser
-//! gone.
+//! The Chrome DevTools protocol over the browser's WebSocket (see `ws.rs`):
+//! one JSON message per text message. Each test has a connection of its
+//! own to the run's browser, so the events it gets are those of its own
+//! pages; the end of the connection is the browser gone (or the test's
+//! teardown closing it).
 //!
 //! A reader thread answers each pending call and hands events to a sink; a
 //! writer thread sends frames, so that a browser that stops reading makes
 //! calls time out instead of blocking the test's thread.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
+
+use super::ws;
 
 /// What receives the browser's events: the method and its params.
 pub(super) type EventSink = Box<dyn Fn(&str, &Value) + Send + Sync>;
@@ -32,7 +32,7 @@ struct State {
 
 /// One browser's DevTools connection.
 pub(super) struct Connection {
-    frames: Mutex<mpsc::Sender<Vec<u8>>>,
+    frames: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     next_id: AtomicU64,
     state: Arc<Mutex<State>>,
 }
@@ -42,32 +42,51 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Connection {
-    /// Talks to a browser through `to_browser` (its fd 3) and `from_browser`
-    /// (its fd 4).
-    pub(super) fn new(to_browser: File, from_browser: File, events: EventSink) -> Connection {
+    /// Connects to the browser's DevTools WebSocket at `url`.
+    pub(super) fn connect(url: &str, events: EventSink) -> std::io::Result<Connection> {
+        let (mut sender, mut receiver) = ws::connect(url)?;
         let state = Arc::new(Mutex::new(State::default()));
         let (tx, rx) = mpsc::channel::<Vec<u8>>();
-        let mut writer = to_browser;
         std::thread::Builder::new()
             .name("testkit-cdp-write".into())
             .spawn(move || {
-                for frame in rx {
-                    if writer.write_all(&frame).is_err() {
+                for message in rx {
+                    if sender.send(&message).is_err() {
                         break;
                     }
                 }
-            })
-            .expect("failed to start a thread");
+                // Every sender dropped: the connection's end.
+                sender.close();
+            })?;
         let reader_state = state.clone();
         std::thread::Builder::new()
             .name("testkit-cdp-read".into())
-            .spawn(move || read_loop(from_browser, &reader_state, &events))
-            .expect("failed to start a thread");
-        Connection {
-            frames: Mutex::new(tx),
+            .spawn(move || {
+                while let Some(message) = receiver.next() {
+                    if let Ok(message) = serde_json::from_slice::<Value>(&message) {
+                        dispatch(message, &reader_state, &events);
+                    }
+                }
+                let mut state = lock(&reader_state);
+                state.closed = true;
+                // Dropping the senders fails every pending call at once.
+                state.pending.clear();
+            })?;
+        Ok(Connection {
+            frames: Mutex::new(Some(tx)),
             next_id: AtomicU64::new(1),
             state,
-        }
+        })
+    }
+
+    /// Closes the connection: calls after it fail, the browser lives on.
+    pub(super) fn close(&self) {
+        lock(&self.frames).take();
+    }
+
+    /// Whether the connection has ended (the browser closed it or is gone).
+    pub(super) fn is_closed(&self) -> bool {
+        lock(&self.state).closed
     }
 
     /// Sends `method` with `params` (to the page `session`, or to the browser
@@ -84,7 +103,7 @@ impl Connection {
         {
             let mut state = lock(&self.state);
             if state.closed {
-                anyhow::bail!("failed to send {method}: the browser has closed its DevTools pipe (it exited or crashed)");
+                anyhow::bail!("failed to send {method}: the browser has closed its DevTools connection (it exited or crashed)");
             }
             state.pending.insert(id, tx);
         }
@@ -92,11 +111,13 @@ impl Connection {
         if let Some(session) = session {
             message["sessionId"] = Value::from(session);
         }
-        let mut frame = serde_json::to_vec(&message)?;
-        frame.push(0);
-        if lock(&self.frames).send(frame).is_err() {
+        let frame = serde_json::to_vec(&message)?;
+        let sent = lock(&self.frames)
+            .as_ref()
+            .is_some_and(|tx| tx.send(frame).is_ok());
+        if !sent {
             lock(&self.state).pending.remove(&id);
-            anyhow::bail!("failed to send {method}: the DevTools pipe is closed");
+            anyhow::bail!("failed to send {method}: the DevTools connection is closed");
         }
         match tokio::time::timeout(limit, rx).await {
             Err(_) => {
@@ -107,41 +128,12 @@ impl Connection {
                 )
             }
             Ok(Err(_)) => anyhow::bail!(
-                "the browser closed its DevTools pipe before answering {method} (it exited or crashed)"
+                "the browser closed its DevTools connection before answering {method} (it exited or crashed)"
             ),
             Ok(Ok(Err(message))) => anyhow::bail!("the browser refused {method}: {message}"),
             Ok(Ok(Ok(value))) => Ok(value),
         }
     }
-}
-
-fn read_loop(mut from_browser: File, state: &Mutex<State>, events: &EventSink) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 1 << 16];
-    let mut scanned = 0;
-    loop {
-        match from_browser.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
-        // Frames end with NUL; a screenshot's frame spans many reads, so only
-        // the new bytes are searched.
-        while let Some(end) = buf[scanned..].iter().position(|&b| b == 0) {
-            let end = scanned + end;
-            if let Ok(message) = serde_json::from_slice::<Value>(&buf[..end]) {
-                dispatch(message, state, events);
-            }
-            buf.drain(..=end);
-            scanned = 0;
-        }
-        scanned = buf.len();
-    }
-    let mut state = lock(state);
-    state.closed = true;
-    // Dropping the senders fails every pending call at once.
-    state.pending.clear();
 }
 
 fn dispatch(message: Value, state: &Mutex<State>, events: &EventSink) {

@@ -1,12 +1,10 @@
 //! Finding Chromium and starting it: headless, in a fresh profile of its own,
-//! in a process group of its own, with the DevTools protocol on fds 3 and 4.
+//! in a process group of its own, with the DevTools protocol on a WebSocket
+//! of loopback.
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-
-use nix::fcntl::OFlag;
 
 use crate::engine::install::What;
 
@@ -61,40 +59,24 @@ pub(super) fn find_chromium(
 /// [`crate::engine::install`]). A program `TESTKIT_CHROMIUM` names is never
 /// installed: it is the user's choice of program, perhaps not Debian's.
 /// Blocks while another process installs it.
-pub(super) fn chromium(setting: Option<&str>) -> Result<PathBuf, String> {
+pub(super) fn chromium(
+    setting: Option<&str>,
+    install: crate::engine::settings::Install,
+) -> Result<PathBuf, String> {
     match setting {
         Some(_) => find_chromium(setting, std::env::var_os("PATH")),
-        None => crate::engine::install::ensure_installed(What::Chromium, || {
+        None => crate::engine::install::ensure_installed(What::Chromium, install, || {
             find_chromium(None, std::env::var_os("PATH"))
-        }),
+        })
+        .map_err(|e| crate::engine::error_chain(&e)),
     }
 }
 
-/// A started Chromium: the group leader, and the pipe ends of its DevTools
-/// protocol.
+/// A started Chromium: the group leader and its DevTools WebSocket.
 pub(super) struct Started {
-    pub(super) child: tokio::process::Child,
-    pub(super) pgid: i32,
+    pub(super) pid: i32,
     pub(super) start_ticks: Option<u64>,
-    pub(super) to_browser: File,
-    pub(super) from_browser: File,
-}
-
-/// A pipe whose two ends are close-on-exec and numbered above 4, so that
-/// putting the child's ends on fds 3 and 4 never overwrites one of them.
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    Ok((high(r)?, high(w)?))
-}
-
-fn high(fd: OwnedFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC on a valid fd returns a new fd we own, or -1.
-    let new = unsafe { nix::libc::fcntl(fd.as_raw_fd(), nix::libc::F_DUPFD_CLOEXEC, 10) };
-    if new < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `new` was just returned by fcntl and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    pub(super) ws_url: String,
 }
 
 /// The variable that tags every process of one browser: its crash handler
@@ -102,20 +84,38 @@ fn high(fd: OwnedFd) -> std::io::Result<OwnedFd> {
 /// breaks its network service), so that one is found by this tag instead.
 pub(super) const TAG_VAR: &str = "TESTKIT_BROWSER_TAG";
 
-/// Starts `program` headless in the profile `profile`, its stderr to `log`,
-/// every process of it carrying `TESTKIT_BROWSER_TAG=tag`.
-pub(super) fn start(
-    program: &Path,
-    profile: &Path,
-    tag: &str,
-    log: File,
-) -> std::io::Result<Started> {
-    let (browser_reads, we_write) = pipe()?;
-    let (we_read, browser_writes) = pipe()?;
+/// How long a started Chromium may take to open its DevTools port.
+const PORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a browser is started with: who it belongs to, where it keeps its
+/// profile and its output.
+pub(super) struct Launch<'a> {
+    pub(super) program: &'a Path,
+    pub(super) profile: &'a Path,
+    /// `TESTKIT_BROWSER_TAG`'s value in every process of this browser.
+    pub(super) tag: &'a str,
+    /// `TESTKIT_BROWSER_RUN`'s value: the run whose runner ends it.
+    pub(super) run_id: &'a str,
+    pub(super) log: File,
+}
+
+/// Starts Chromium headless in its own process group, with its DevTools
+/// WebSocket on a port of loopback the kernel picks, and waits until it
+/// says which. The browser outlives the test that started it: it carries
+/// no test's process tag, and nothing kills it when its `Child` goes.
+pub(super) async fn start(launch: Launch<'_>) -> std::io::Result<Started> {
+    let Launch {
+        program,
+        profile,
+        tag,
+        run_id,
+        log,
+    } = launch;
     let mut command = tokio::process::Command::new(program);
     command
         .arg("--headless")
-        .arg("--remote-debugging-pipe")
+        .arg("--remote-debugging-address=127.0.0.1")
+        .arg("--remote-debugging-port=0")
         .arg(format!("--user-data-dir={}", profile.display()))
         .args([
             "--no-first-run",
@@ -139,33 +139,52 @@ pub(super) fn start(
     command
         .arg("about:blank")
         .env(TAG_VAR, tag)
+        .env(crate::engine::browser::RUN_VAR, run_id)
+        // It is the run's, not the test's: no test's leftover.
+        .env_remove(crate::engine::settings::var::PROCESS_TAG)
         .env("HOME", profile)
         .env("XDG_CONFIG_HOME", profile.join("config"))
         .env("XDG_CACHE_HOME", profile.join("cache"))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::from(log))
-        .kill_on_drop(true);
-    let (r, w): (RawFd, RawFd) = (browser_reads.as_raw_fd(), browser_writes.as_raw_fd());
-    // SAFETY: only dup2, which is async-signal-safe, runs between fork and
-    // exec; the fds are open until `spawn` returns.
-    unsafe {
-        command.pre_exec(move || {
-            if nix::libc::dup2(r, 3) < 0 || nix::libc::dup2(w, 4) < 0 {
-                return Err(std::io::Error::last_os_error());
+        .kill_on_drop(false);
+    let (mut child, pgid) = crate::engine::process::spawn_in_group(&mut command)?;
+    let start_ticks = crate::engine::process::start_ticks(pgid);
+    // Chromium writes the port and the browser's path to this file once
+    // it listens.
+    let active = profile.join("DevToolsActivePort");
+    let deadline = tokio::time::Instant::now() + PORT_LIMIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&active) {
+            let mut lines = text.lines();
+            if let (Some(port), Some(path)) = (lines.next(), lines.next()) {
+                if port.parse::<u16>().is_ok() && path.starts_with('/') {
+                    return Ok(Started {
+                        pid: pgid,
+                        start_ticks,
+                        ws_url: format!("ws://127.0.0.1:{port}{path}"),
+                    });
+                }
             }
-            Ok(())
-        });
+        }
+        let failed = |why: String| {
+            crate::engine::process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            std::io::Error::other(why)
+        };
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(failed(format!(
+                "Chromium exited ({status}) before it opened its DevTools port"
+            )));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(failed(format!(
+                "Chromium did not open its DevTools port within {}",
+                humantime::format_duration(PORT_LIMIT)
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let (child, pgid) = crate::engine::process::spawn_in_group(&mut command)?;
-    drop((browser_reads, browser_writes));
-    Ok(Started {
-        child,
-        pgid,
-        start_ticks: crate::engine::process::start_ticks(pgid),
-        to_browser: File::from(we_write),
-        from_browser: File::from(we_read),
-    })
 }
 
 #[cfg(test)]
@@ -198,7 +217,8 @@ mod tests {
     #[test]
     fn the_opt_out_without_chromium_names_the_command() {
         if std::env::var_os(CHILD).is_some() {
-            match chromium(None) {
+            let settings = crate::engine::settings::Settings::from_env().unwrap();
+            match chromium(None, settings.install) {
                 Ok(p) => println!("found {}", p.display()),
                 Err(e) => println!("error: {e}"),
             }

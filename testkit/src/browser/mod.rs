@@ -1,18 +1,22 @@
-//! The browser phase: a test's own headless Chromium (Debian's package),
-//! driven over the DevTools protocol, and the evidence it leaves.
+//! The browser phase: the run's headless Chromium (Debian's package),
+//! shared by every UI test of the run, each test in a browser context of its
+//! own (its own cookies, storage and cache), driven over the DevTools
+//! protocol, and the evidence it leaves.
 //!
-//! `cx.browser()` starts Chromium in a fresh profile (a temporary folder of
-//! its own) and in a process group of its own, journals the group for the
-//! test process's reaper, signs the page in the way the API client is (the
-//! pod's session cookie, else its bearer token), and opens the pod's base
-//! URL. When the test ends, whatever happened:
+//! `cx.browser()` finds the run's browser, or starts it (see `shared.rs`
+//! for who starts and who ends it), opens a connection of the test's own to
+//! it, creates a browser context and a page in it, signs the page in the way
+//! the API client is (the pod's session cookie, else its bearer token), and
+//! opens the pod's base URL. When the test ends, whatever happened:
 //!
 //! 1. a failed test gets a screenshot of the moment (`failure.png`) and the
 //!    page's console (`console.log`) in its artifacts folder;
-//! 2. each browser is asked to close, and its whole process tree must be gone
-//!    within the teardown cap (`TESTKIT_BROWSER_TEARDOWN`, 10 s); past it,
-//!    the tree is killed and the test fails with `browser teardown timed
-//!    out` (failure kind `browser_teardown`);
+//! 2. each of its browser contexts is disposed (its pages with it) and
+//!    verified gone from the browser within the teardown cap
+//!    (`TESTKIT_BROWSER_TEARDOWN`, 10 s); past it, the test fails with
+//!    `browser teardown timed out` (failure kind `browser_teardown`). A
+//!    test closes its own contexts and nothing else: the browser is the
+//!    run's;
 //! 3. a test that opened a browser and saved no screenshot fails
 //!    (`no_screenshot`): no evidence, no pass.
 //!
@@ -20,11 +24,11 @@
 //! of the page after it, the page's console and its requests (see
 //! `film.rs`).
 //!
-//! A test process killed outright leaves its browsers to its reaper, which
-//! ends every group still on record ([`crate::resource`]'s groups journal).
+//! A test process killed outright loses its connection: the browser
+//! disposes of the contexts it made (`disposeOnDetach`).
 //!
-//! Transport: Chromium's `--remote-debugging-pipe` (fds 3 and 4, NUL-framed
-//! JSON), so there is no port to find and no websocket stack to compile.
+//! Transport: the browser's DevTools WebSocket on loopback (`ws.rs`), so
+//! that test processes other than the one that started it can use it.
 //!
 //! Compiled only with the `browser` feature.
 
@@ -33,8 +37,13 @@ mod console;
 mod film;
 mod launch;
 mod page;
+mod shared;
+mod ws;
+
+pub(crate) use shared::finish_process;
 
 use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,22 +60,18 @@ use crate::engine::run::Run;
 use crate::engine::settings::var;
 use crate::log::Log;
 
-/// How long SIGKILLed browser processes get to disappear.
-const KILL_WAIT: Duration = Duration::from_secs(10);
-
 /// How long the failure evidence (screenshot, console) may take per page.
 const EVIDENCE_LIMIT: Duration = Duration::from_secs(10);
 
-/// A browser a test opened, as its teardown needs it.
+/// A browser context a test opened, as its teardown needs it.
 struct Open {
     index: u32,
-    child: tokio::process::Child,
-    pgid: i32,
-    profile: PathBuf,
-    /// `TESTKIT_BROWSER_TAG`'s value in every process of this browser.
-    tag: String,
+    /// The run's browser it lives in.
+    browser: crate::engine::browser::Record,
     conn: Arc<cdp::Connection>,
-    /// `None` until the browser has a page.
+    /// `None` until the browser made it.
+    context: Option<String>,
+    /// `None` until the context has a page.
     page: Option<Page>,
 }
 
@@ -124,48 +129,48 @@ impl Browsers {
         signed_in: bool,
     ) -> crate::Result<Page> {
         let settings = crate::globals::settings().map_err(crate::globals::Shared)?;
-        let setting = settings.chromium.clone();
+        let (setting, install) = (settings.chromium.clone(), settings.install);
         // Finding may mean installing, or waiting for another process to.
-        let program = tokio::task::spawn_blocking(move || launch::chromium(setting.as_deref()))
-            .await
-            .map_err(anyhow::Error::msg)?
-            .map_err(anyhow::Error::msg)?;
+        let program =
+            tokio::task::spawn_blocking(move || launch::chromium(setting.as_deref(), install))
+                .await
+                .map_err(anyhow::Error::msg)?
+                .map_err(anyhow::Error::msg)?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
-        let profile = new_profile(index)?;
-        let (log_path, log_file) = browser_log(artifacts_dir, index)?;
-        // The profile's folder name is unique to this browser: its tag too.
-        let tag = profile
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let started = launch::start(&program, &profile, &tag, log_file).map_err(|e| {
-            let _ = std::fs::remove_dir_all(&profile);
-            anyhow::anyhow!("failed to start {}: {e}", program.display())
-        })?;
-        self.journal_group(run, &started, &profile, &tag);
+        let found = shared::acquire(run, &program).await?;
+        let log_path = found.log.clone();
         self.log.push(format!(
-            "browser {index}: {} (process group {})",
-            program.display(),
-            started.pgid
+            "browser {index}: {} the run's Chromium {} (pid {}), output in {}",
+            if found.started { "started" } else { "shares" },
+            found.record.number,
+            found.record.pid,
+            log_path.display()
         ));
         let console = Arc::new(Mutex::new(Vec::new()));
         // Taken here, on the test's thread: the events arrive on the
         // DevTools reader's, which knows no test.
         let film = film::Film::current();
-        let conn = Arc::new(cdp::Connection::new(
-            started.to_browser,
-            started.from_browser,
-            self.console_sink(index, &console, film.clone()),
-        ));
-        // Registered before the page is set up: from here on the teardown
-        // ends it, whatever fails below.
+        let conn = Arc::new(
+            cdp::Connection::connect(
+                &found.record.ws_url,
+                self.console_sink(index, &console, film.clone()),
+            )
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "failed to connect to the run's browser {} at {}: {e}; its output is in {}",
+                    found.record.number,
+                    found.record.ws_url,
+                    log_path.display()
+                )
+            })?,
+        );
+        // Registered before the context is made: from here on the
+        // teardown closes what was made, whatever fails below.
         lock(&self.open).push(Open {
             index,
-            child: started.child,
-            pgid: started.pgid,
-            profile,
-            tag,
+            browser: found.record,
             conn: conn.clone(),
+            context: None,
             page: None,
         });
         let failed = |e: anyhow::Error| {
@@ -174,7 +179,11 @@ impl Browsers {
                 log_path.display()
             )
         };
-        let session = attach(&conn).await.map_err(failed)?;
+        let context = new_context(&conn).await.map_err(failed)?;
+        if let Some(o) = lock(&self.open).iter_mut().find(|o| o.index == index) {
+            o.context = Some(context.clone());
+        }
+        let session = attach(&conn, &context).await.map_err(failed)?;
         let page = Page {
             shared: Arc::new(page::Shared {
                 conn,
@@ -192,31 +201,6 @@ impl Browsers {
         }
         prepare(&page, pod, signed_in).await.map_err(failed)?;
         Ok(page)
-    }
-
-    /// Journals the browser's process group for the reaper; failing to is
-    /// only said in the test's log.
-    fn journal_group(
-        &self,
-        run: &'static Run,
-        started: &launch::Started,
-        profile: &Path,
-        tag: &str,
-    ) {
-        let what = format!("Chromium of {}", self.log_name());
-        if let Err(e) = crate::tracker::own_group(
-            run,
-            &what,
-            started.pgid,
-            started.start_ticks,
-            Some(profile),
-            Some((launch::TAG_VAR, tag)),
-        ) {
-            self.log.push(format!(
-                "could not journal the browser (group {}) for the reaper: {e}",
-                started.pgid
-            ));
-        }
     }
 
     /// What the DevTools connection of browser `index` does with its events:
@@ -245,15 +229,12 @@ impl Browsers {
         })
     }
 
-    fn log_name(&self) -> String {
-        format!("test process {}", std::process::id())
-    }
-
-    /// Ends every browser of the test (after saving the failure evidence when
-    /// `failed`), each under `cap`, and verifies its process tree gone.
+    /// Closes every browser context of the test (after saving the failure
+    /// evidence when `failed`), each under `cap`, and verifies it gone
+    /// from the browser. The browser itself is the run's: left running.
     pub(crate) async fn finish(
         &self,
-        run: &'static Run,
+        _run: &'static Run,
         failed: bool,
         cap: Duration,
     ) -> BrowserSummary {
@@ -265,36 +246,16 @@ impl Browsers {
                     self.evidence(page, o.index).await;
                 }
             }
-            // The page's last handle goes with the browser.
+            // The page's last handle goes with its context.
             drop(o.page.take());
-            match end(&mut o, cap).await {
-                Ok(()) => {
-                    self.log
-                        .push(format!("browser {}: ended and verified gone", o.index));
-                    crate::engine::resource::groups::release_group(
-                        crate::globals::journal(run).path(),
-                        "Chromium",
-                        o.pgid,
-                    );
-                    let _ = std::fs::remove_dir_all(&o.profile);
-                }
-                Err(End::TimedOut(why)) => {
-                    self.log.push(format!("browser {}: {why}", o.index));
-                    crate::engine::resource::groups::release_group(
-                        crate::globals::journal(run).path(),
-                        "Chromium",
-                        o.pgid,
-                    );
-                    let _ = std::fs::remove_dir_all(&o.profile);
-                    failures.push(why);
-                }
-                Err(End::Survived(why)) => {
-                    // Left on record: the reaper tries again when this
-                    // process ends.
+            match close(&o, cap).await {
+                Ok(how) => self.log.push(format!("browser {}: {how}", o.index)),
+                Err(why) => {
                     self.log.push(format!("browser {}: {why}", o.index));
                     failures.push(why);
                 }
             }
+            o.conn.close();
         }
         BrowserSummary {
             opened: self.opened.load(Ordering::SeqCst),
@@ -331,17 +292,6 @@ impl Browsers {
     }
 }
 
-/// The file browser `index` writes its output to, in the test's artifacts
-/// folder, created.
-fn browser_log(artifacts_dir: &Path, index: u32) -> crate::Result<(PathBuf, std::fs::File)> {
-    std::fs::create_dir_all(artifacts_dir)
-        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", artifacts_dir.display()))?;
-    let log_path = artifacts_dir.join(numbered("chromium", index, "log"));
-    let log_file = std::fs::File::create(&log_path)
-        .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", log_path.display()))?;
-    Ok((log_path, log_file))
-}
-
 /// `name.ext` for the first browser, `name-<n>.ext` for the others.
 fn numbered(name: &str, index: u32, ext: &str) -> String {
     if index == 1 {
@@ -351,35 +301,31 @@ fn numbered(name: &str, index: u32, ext: &str) -> String {
     }
 }
 
-/// A fresh, private profile folder.
-fn new_profile(index: u32) -> crate::Result<PathBuf> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "testkit-chromium-{}-{index}-{nanos:08x}",
-        std::process::id()
-    ));
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(&dir)
-        .map_err(|e| {
-            anyhow::anyhow!("failed to create a browser profile {}: {e}", dir.display())
-        })?;
-    Ok(dir)
+/// A browser context of the test's own: its cookies, storage and cache.
+/// Disposed by the browser should the test's connection end without the
+/// teardown (a killed test process).
+async fn new_context(conn: &cdp::Connection) -> crate::Result<String> {
+    let made = conn
+        .call(
+            None,
+            "Target.createBrowserContext",
+            json!({ "disposeOnDetach": true }),
+            page::CALL_LIMIT,
+        )
+        .await?;
+    made.get("browserContextId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("the browser made a context without an id"))
 }
 
-/// Opens a page in the browser; its DevTools session id.
-async fn attach(conn: &cdp::Connection) -> crate::Result<String> {
-    // The first call waits for the browser to start reading its pipe.
+/// Opens a page in the browser context `context`; its DevTools session id.
+async fn attach(conn: &cdp::Connection, context: &str) -> crate::Result<String> {
     let target = conn
         .call(
             None,
             "Target.createTarget",
-            json!({ "url": "about:blank" }),
+            json!({ "url": "about:blank", "browserContextId": context }),
             page::CALL_LIMIT,
         )
         .await?;
@@ -446,68 +392,61 @@ async fn sign_in(page: &Page, pod: &Pod) -> crate::Result {
     Ok(())
 }
 
-enum End {
-    /// Killed after the cap; verified gone.
-    TimedOut(String),
-    /// Something outlived SIGKILL.
-    Survived(String),
-}
-
-/// Closes one browser and verifies its process tree gone: the leader must
-/// exit within `cap` of being asked to close, or the tree is killed and the
-/// teardown timed out. What lingers after a clean exit (helpers shutting
-/// down, the crash handler) is ended too, without counting as a timeout.
-async fn end(o: &mut Open, cap: Duration) -> Result<(), End> {
+/// Disposes of the test's browser context (its pages with it) within
+/// `cap` and verifies the browser no longer has it; what happened, or why
+/// the teardown failed. A browser that is gone took the context with it.
+async fn close(o: &Open, cap: Duration) -> Result<String, String> {
+    let Some(context) = &o.context else {
+        return Ok("no context was made".to_owned());
+    };
+    let gone = |what: &str| {
+        format!(
+            "{what}: the run's browser {} (pid {}) is gone, and the context with it",
+            o.browser.number, o.browser.pid
+        )
+    };
+    if o.conn.is_closed() || !o.browser.is_running() {
+        return Ok(gone("not closed"));
+    }
     let deadline = tokio::time::Instant::now() + cap;
-    // Taken first: a descendant orphaned by the leader's exit is still ours.
-    let known = |tree: &mut Vec<(i32, u64)>| {
-        for p in crate::engine::process::with_env(launch::TAG_VAR, &o.tag) {
-            if !tree.iter().any(|t| t.0 == p.0) {
-                tree.push(p);
+    let disposed = tokio::time::timeout_at(
+        deadline,
+        o.conn.call(
+            None,
+            "Target.disposeBrowserContext",
+            json!({ "browserContextId": context }),
+            cap,
+        ),
+    )
+    .await;
+    let listed = tokio::time::timeout_at(
+        deadline,
+        o.conn
+            .call(None, "Target.getBrowserContexts", json!({}), cap),
+    )
+    .await;
+    match (disposed, listed) {
+        (Ok(Ok(_)), Ok(Ok(list))) => {
+            let still = list
+                .get("browserContextIds")
+                .and_then(Value::as_array)
+                .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(context)));
+            if still {
+                Err(format!(
+                    "browser teardown failed: the browser still lists context {context} after disposing of it"
+                ))
+            } else {
+                Ok(format!("context {context} ended and verified gone"))
             }
         }
-    };
-    let mut tree = crate::engine::process::tree_of(o.pgid);
-    known(&mut tree);
-    let _ =
-        tokio::time::timeout_at(deadline, o.conn.call(None, "Browser.close", json!({}), cap)).await;
-    let exited = tokio::time::timeout_at(deadline, o.child.wait())
-        .await
-        .is_ok();
-    known(&mut tree);
-    if exited {
-        let linger = deadline
-            .saturating_duration_since(tokio::time::Instant::now())
-            .max(Duration::from_secs(1));
-        if crate::engine::process::wait_drained(o.pgid, &tree, linger)
-            .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        return match crate::engine::process::kill_tree(o.pgid, &tree, KILL_WAIT).await {
-            Ok(()) => Ok(()),
-            Err(left) => Err(End::Survived(format!(
-                "Chromium (process group {}) exited, but processes {left:?} of it survived SIGKILL",
-                o.pgid
-            ))),
-        };
-    }
-    let processes = tree.len();
-    let killed = crate::engine::process::kill_tree(o.pgid, &tree, KILL_WAIT).await;
-    let _ = o.child.wait().await;
-    let what = format!(
-        "browser teardown timed out: Chromium (process group {}) was still running {} after it was asked to close",
-        o.pgid,
-        humantime::format_duration(cap)
-    );
-    match killed {
-        Ok(()) => Err(End::TimedOut(format!(
-            "{what}; killed its {processes} process(es), verified gone"
-        ))),
-        Err(left) => Err(End::Survived(format!(
-            "{what}; processes {left:?} survived SIGKILL"
-        ))),
+        _ if !o.browser.is_running() => Ok(gone("closing")),
+        (Err(_), _) | (_, Err(_)) => Err(format!(
+            "browser teardown timed out: the test's browser context was not closed and verified gone within {}",
+            humantime::format_duration(cap)
+        )),
+        (Ok(Err(e)), _) | (_, Ok(Err(e))) => Err(format!(
+            "browser teardown failed: the context was not closed: {e:#}"
+        )),
     }
 }
 

@@ -84,7 +84,7 @@ pub(super) fn run_test(
                 }
                 (run_body(def, &mut cx, settings.timeout), Some(lock))
             }
-            Err(message) => (failed(message), None),
+            Err(e) => (failed(e.to_string()), None),
         },
     };
     let body_failed = matches!(body, Body::Failed { .. });
@@ -122,6 +122,9 @@ pub(super) fn run_test(
     let artifacts =
         crate::engine::run::artifacts_dir(&run.results_dir, &run.binary, &def.full_name());
     crate::trace::finish(trace, trace_policy, &artifacts, &mut record);
+    if let Some(history) = cx.recorded_history() {
+        write_history(history, &artifacts, &mut record);
+    }
     crate::globals::write_record(run, &record);
 
     completion(def, &record)
@@ -153,6 +156,25 @@ fn completion(def: &TestDef, record: &TestRecord) -> Result<Completion, Failed> 
     }
 }
 
+/// Writes the history the test recorded to `history.json` in its artifacts
+/// folder, and names it in the record: the evidence of its checks, passed
+/// or failed. An operation still open is written as `info`.
+fn write_history(
+    history: &crate::engine::history::History,
+    artifacts: &std::path::Path,
+    record: &mut TestRecord,
+) {
+    let path = artifacts.join(crate::engine::history::FILE_NAME);
+    match history.snapshot().write(&path) {
+        Ok(()) => record.history = Some(path.display().to_string()),
+        Err(e) => eprintln!(
+            "testkit: {}: the history could not be written to {}: {e}",
+            record.name,
+            path.display()
+        ),
+    }
+}
+
 /// The test's own `trace = "…"`, else `TESTKIT_TRACE`.
 fn trace_policy(def: &TestDef, settings: &Settings) -> crate::engine::settings::TracePolicy {
     def.options
@@ -175,7 +197,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
     if let Err(message) = crate::globals::config()
         .map(|_| ())
         .map_err(|e| e.to_string())
-        .and_then(|()| crate::tracker::check_kinds())
+        .and_then(|()| crate::tracker::check_kinds().map_err(|e| e.to_string()))
     {
         return Some(Body::Failed {
             kind: FailureKind::Config,

@@ -230,6 +230,16 @@ fn run(mut args: Arguments, settings: Option<&'static Settings>) -> ExitCode {
         crate::engine::report::finish_binary(run, settings.under_nextest, ignored);
     }
     crate::globals::finish_pod();
+    // Without a runner, the browser this process's tests shared is the
+    // process's to end; before the reaper goes, which would end it.
+    #[cfg(feature = "browser")]
+    if let Ok(run) = crate::globals::run() {
+        if let Err(e) = crate::browser::finish_process(run) {
+            eprintln!("testkit: the browser this process's tests shared: {e}: failing the process");
+            crate::reaper::finish_process();
+            return ExitCode::FAILURE;
+        }
+    }
     // Every test's cleanup ran: the reaper has nothing to do.
     crate::reaper::finish_process();
     if crate::globals::record_lost() {

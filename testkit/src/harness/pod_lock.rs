@@ -18,29 +18,49 @@ use crate::engine::pod::lock::{self, PodLock};
 use crate::engine::report::LockMode;
 use crate::engine::trace::{step, EntryKind};
 
+/// Why a test could not take the pod lock, and how to mend it. The test's
+/// failure message is its `Display`, causes included.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TakeError {
+    /// The run's secrets dir, which holds the lock, could not be made.
+    #[error("the test cannot take the pod lock: {0}")]
+    SecretsDir(&'static str),
+    /// Opening or locking the lock file failed.
+    #[error(
+        "the test cannot take the pod lock: {}; the run's secrets dir must be a local \
+         folder of your own that supports flock(2) (set TESTKIT_SECRETS_DIR to one)",
+        chain(.0)
+    )]
+    Acquire(lock::LockError),
+}
+
+/// `error: cause: cause…`, each once.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
+}
+
 /// Takes the pod lock for the test of `cx`, waiting as long as it takes;
 /// an error says what failed and how to mend it.
-pub(super) fn take(cx: &Cx) -> Result<PodLock, String> {
+pub(super) fn take(cx: &Cx) -> Result<PodLock, TakeError> {
     let mode = if cx.is_exclusive() {
         LockMode::Exclusive
     } else {
         LockMode::Shared
     };
-    let dir = crate::globals::secrets_dir()
-        .map_err(|e| format!("the test cannot take the pod lock: {e}"))?;
+    let dir = crate::globals::secrets_dir().map_err(TakeError::SecretsDir)?;
     let started = Instant::now();
     let waited = Cell::new(false);
     let lock = lock::acquire(dir, mode, || {
         waited.set(true);
         cx.log.push(waiting_for(mode));
     })
-    .map_err(|e| {
-        format!(
-            "the test cannot take the pod lock: {:#}; the run's secrets dir must be a local \
-             folder of your own that supports flock(2) (set TESTKIT_SECRETS_DIR to one)",
-            anyhow::Error::from(e)
-        )
-    })?;
+    .map_err(TakeError::Acquire)?;
     if waited.get() {
         let took = format!(
             "took the pod's {} lock after {}",

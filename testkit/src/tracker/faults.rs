@@ -29,22 +29,22 @@ impl Tracker {
         action: FaultAction,
     ) -> crate::Result {
         let inner = &self.inner;
-        let cluster = pod.cluster().map_err(anyhow::Error::msg)?;
+        let cluster = pod.cluster()?;
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             anyhow::bail!(
                 "refusing to inject a fault into `{node}`: the test process is shutting down"
             );
         }
-        let fault = fault::plan(cluster, node, action)
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let fault = fault::plan(cluster, node, action).await?;
         let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let name = format!("{FAULT_KIND}-{n:02}-{}-{node}", fault.verb());
         crate::reaper::ensure_spawned(run);
         inner.track_fault(run, &name, &fault)?;
         inner.hand_over_pod_lock();
         let started = std::time::Instant::now();
-        let injected = fault::inject(cluster, &fault).await;
+        let injected = fault::inject(cluster, &fault)
+            .await
+            .map_err(|e| crate::engine::errors::error_chain(&e));
         crate::engine::trace::step::record(
             crate::engine::trace::EntryKind::Fault,
             started,
@@ -172,7 +172,7 @@ impl Inner {
         if lock(&self.pod_lock).is_some() {
             if let Err(e) = crate::reaper::take_back_pod_lock() {
                 eprintln!("testkit: {}: {e}", self.test);
-                self.log.push(e);
+                self.log.push(e.to_string());
             }
         }
     }
@@ -195,16 +195,22 @@ impl Inner {
         let started = std::time::Instant::now();
         let planned: Vec<Result<Fault, String>> = ts
             .iter()
-            .map(|t| Fault::from_json(t.id.as_deref().unwrap_or_default()))
+            .map(|t| {
+                Fault::from_json(t.id.as_deref().unwrap_or_default())
+                    .map_err(|e| crate::engine::errors::error_chain(&e))
+            })
             .collect();
         let cluster = crate::globals::pod()
             .map_err(|e| format!("no pod to undo it in: {e}"))
-            .and_then(|pod| pod.cluster());
+            .and_then(|pod| pod.cluster().map_err(|e| e.to_string()));
         let outcomes: Vec<Result<Reverted, String>> = match cluster {
             Err(why) => planned.iter().map(|_| Err(why.clone())).collect(),
             Ok(cluster) => {
                 let ok: Vec<Fault> = planned.iter().filter_map(|p| p.clone().ok()).collect();
-                let mut undone = fault::undo_all(cluster, &ok, UNDO_LIMIT).await.into_iter();
+                let mut undone = fault::undo_all(cluster, &ok, UNDO_LIMIT)
+                    .await
+                    .into_iter()
+                    .map(|o| o.map_err(|e| crate::engine::errors::error_chain(&e)));
                 planned
                     .iter()
                     .map(|p| match p {

@@ -134,13 +134,13 @@ pub(crate) fn own_group(
 }
 
 /// Whether the suite's resource kinds load; the error names what is wrong.
-pub(crate) fn check_kinds() -> Result<(), String> {
+pub(crate) fn check_kinds() -> Result<(), &'static crate::globals::KindsError> {
     crate::globals::kinds().map(|_| ())
 }
 
 /// The suite's declaration of the resource kind `kind`.
 fn declared_kind(kind: &str) -> crate::Result<&'static KindSpec> {
-    let kinds = crate::globals::kinds().map_err(anyhow::Error::msg)?;
+    let kinds = crate::globals::kinds().map_err(|e| anyhow::Error::msg(e.to_string()))?;
     let Some(spec) = kinds.get(kind) else {
         anyhow::bail!(
             "unknown resource kind `{kind}`: declare it as [resources.{kind}] in testkit.toml (declared: {})",
@@ -255,7 +255,7 @@ impl Inner {
         let spec = match crate::globals::kinds().map(|k| k.get(&t.kind)) {
             Ok(Some(spec)) => spec,
             Ok(None) => return Some(self.leaked(t, format!("kind `{}` is not declared", t.kind))),
-            Err(e) => return Some(self.leaked(t, e)),
+            Err(e) => return Some(self.leaked(t, e.to_string())),
         };
         let log = |m: String| self.log.push(m);
         let deleted = || self.journal(Event::Deleted, &t.kind, &t.name, None);

@@ -3,6 +3,8 @@
 use crate::fixture::{fixture, results_dir, Output};
 
 const ALL: &[&str] = &[
+    "basic::history_linearizable",
+    "basic::history_not_linearizable",
     "basic::ignored_with_reason",
     "basic::known_issue_as_documented",
     "basic::known_issue_mismatch",

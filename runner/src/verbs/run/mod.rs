@@ -81,10 +81,13 @@ pub(crate) struct RunArgs {
 
 /// The run, top to bottom: each phase hands the next what it needs, and
 /// every phase runs (or says why it is skipped) whatever came before.
-pub(crate) async fn run(args: RunArgs) -> Result<(), ExpectedError> {
+pub(crate) async fn run(
+    args: RunArgs,
+    settings: testkit_engine::settings::Settings,
+) -> Result<(), ExpectedError> {
     // Everything that can be wrong with the arguments is found before
     // anything starts.
-    let plan = Plan::from_args(args)?;
+    let plan = Plan::from_args(args, settings)?;
     let mut run = Run::begin(&plan)?;
     let pod = run.up().await;
     let healthy = run.health(&pod).await;

@@ -88,6 +88,10 @@ pub(super) struct Run<'a> {
     /// The residue phase could not list or sweep everything: what is left
     /// on the pod is unknown, and the run could not complete.
     residue_unknown: bool,
+    /// The id of the run's pod (the value of its `testkit.pod` label) when
+    /// it is a container the run started: the residue sweep leaves it to
+    /// the down phase.
+    own_pod: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -131,6 +135,7 @@ impl<'a> Run<'a> {
             node_deaths: Vec::new(),
             nodes_blind: None,
             residue_unknown: false,
+            own_pod: None,
         })
     }
 
@@ -193,27 +198,27 @@ impl<'a> Run<'a> {
             self.decide(PhaseResult::new(
                 "up",
                 Verdict::Fail,
-                format!("{e}: a runner killed while the pod runs would leave it running, so it was not started"),
+                format!(
+                    "{}: a runner killed while the pod runs would leave it running, so it was not \
+                     started",
+                    testkit_engine::error_chain(&e)
+                ),
                 started.elapsed(),
             ));
             return RunPod::NotUp;
         }
         let run =
             crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        let pods = crate::verbs::pod::pods_dir(&self.plan.settings);
         let record = crate::verbs::pod::BootingRecord::new(
+            &pods,
             run,
             &self.plan.config.pod.health_path,
             &logs,
             &self.secrets_dir,
         );
         let booting_record = record.dir().to_owned();
-        let boot = pod::start(
-            &self.plan.config,
-            &self.plan.suite_dir,
-            &logs,
-            watch::boot_observer(record),
-            (self.plan.pod_mode, &self.plan.run_id),
-        );
+        let boot = pod::start(self.plan, &logs, watch::boot_observer(record));
         let mut interrupt = self.interrupt.clone();
         let booted = tokio::select! {
             booted = boot => booted,
@@ -231,6 +236,7 @@ impl<'a> Run<'a> {
         let p = match booted {
             Ok(p) => p,
             Err(e) => {
+                let e = testkit_engine::error_chain(&e);
                 let e = match crate::verbs::pod::stopped_by(&self.plan.results_dir) {
                     Some(by) => format!(
                         "the pod was stopped by `pod down` (pid {}) while it booted: {e}",
@@ -242,6 +248,7 @@ impl<'a> Run<'a> {
                 return RunPod::NotUp;
             }
         };
+        self.own_pod = crate::containers::own_pod(&p.private_dir);
         self.guard(&p);
         let evidence = format!(
             "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
@@ -270,8 +277,9 @@ impl<'a> Run<'a> {
             .to_owned();
         let run =
             crate::verbs::pod::RunOfPod::this_runner(&self.plan.run_id, &self.plan.results_dir);
+        let pods = crate::verbs::pod::pods_dir(&self.plan.settings);
         self.record_dir =
-            match crate::verbs::pod::record_run_pod(p, &health, run, &self.secrets_dir) {
+            match crate::verbs::pod::record_run_pod(&pods, p, &health, run, &self.secrets_dir) {
                 Ok(dir) => {
                     watch::tell_record(&dir);
                     Some(dir)
@@ -533,10 +541,7 @@ impl<'a> Run<'a> {
             .collect::<Vec<_>>()
             .join(", ");
         // As the tests themselves would: kept when the run asks to keep them.
-        let keep = matches!(
-            std::env::var(var::KEEP_PROCESSES).as_deref().map(str::trim),
-            Ok("always" | "on-failure")
-        );
+        let keep = self.plan.settings.keep_processes != testkit_engine::settings::Keep::Never;
         let fate = if keep {
             format!("kept running ({})", var::KEEP_PROCESSES)
         } else {
@@ -582,14 +587,16 @@ impl<'a> Run<'a> {
         let mut interrupt = self.interrupt.clone();
         let seen = interrupt.count();
         let bounds = SweepBounds::default()
-            .deadline(plan.sweep_deadline)
+            .deadline(plan.settings.sweep_deadline)
             .stop_on(
                 async move {
                     interrupt.more_than(seen).await;
                 },
                 "interrupted (SIGINT/SIGTERM)",
             );
+        let own_pod = self.own_pod.clone();
         let spec = pod::ResidueSpec {
+            own_pod: own_pod.as_deref(),
             kinds: &plan.kinds,
             prefix: &plan.config.suite.name_prefix,
             run_id: &plan.run_id,
@@ -881,7 +888,7 @@ fn write_outputs<'s>(
     let mut unwritten: Vec<String> = log.unwritten().map(str::to_owned).into_iter().collect();
     let markdown = write_md(code).map_err(|e| unwritten.push(e)).ok();
     let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
-        .map_err(|e| unwritten.push(e))
+        .map_err(|e| unwritten.push(e.to_string()))
         .ok();
     let (mut result, mut code) = (result, code);
     if !unwritten.is_empty() {
@@ -931,8 +938,7 @@ fn test_env(plan: &Plan, handle_file: &Path) -> Vec<(String, OsString)> {
         ),
         (
             var::SECRETS_DIR.to_owned(),
-            testkit_engine::run::secrets_dir(crate::verbs::settings(), &plan.run_id)
-                .into_os_string(),
+            testkit_engine::run::secrets_dir(&plan.settings, &plan.run_id).into_os_string(),
         ),
         (
             var::SUITE_DIR.to_owned(),

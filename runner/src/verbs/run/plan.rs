@@ -1,14 +1,15 @@
-//! What a run will do, decided from its arguments before anything starts:
-//! every usage error (exit 64) is found here, so a run that gets past this
+//! What a run will do, decided from its arguments and its settings (read
+//! and validated once, before the verb) before anything starts: every
+//! other usage error (exit 64) is found here, so a run that gets past this
 //! point has a suite, a config, a run id it holds alone and a results
 //! folder.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::pod::{HandlePolicy, PodHandle};
 use testkit_engine::resource::Kinds;
+use testkit_engine::settings::Settings;
 
 use super::suite::Engine;
 use super::RunArgs;
@@ -37,14 +38,14 @@ pub(super) struct Plan {
     /// The run id, held for as long as the run goes on: no other runner
     /// can run with it meanwhile.
     pub(super) claim: testkit_engine::run::RunClaim,
-    /// `TESTKIT_SWEEP_DEADLINE`, validated.
-    pub(super) sweep_deadline: std::time::Duration,
+    /// The runner's settings, read once in `main` and validated.
+    pub(super) settings: Settings,
 }
 
 impl Plan {
-    pub(super) fn from_args(args: RunArgs) -> Result<Plan, ExpectedError> {
+    pub(super) fn from_args(args: RunArgs, settings: Settings) -> Result<Plan, ExpectedError> {
         let suite_dir = suite_dir(&args.suite)?;
-        let sweep_deadline = check_environment()?;
+        check_environment(&settings)?;
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
         let kinds = Kinds::from_config(
             &config,
@@ -53,30 +54,32 @@ impl Plan {
         .map_err(ExpectedError::bad_args)?;
         let partition = engine_selection(&args)?;
         if args.runner == Engine::Nextest {
-            nextest()?;
+            nextest(settings.install)?;
         }
         let archive = archive(args.archive_file.as_deref())?;
         let caller_handle = match &args.handle_json {
-            Some(path) => Some(
-                read_handle(path, &HandlePolicy::from_suite(&config))
-                    .map_err(ExpectedError::BadArgs)?,
-            ),
+            Some(path) => Some(read_handle(path, &HandlePolicy::from_suite(&config))?),
             None => None,
         };
-        let pod_mode =
-            crate::containers::check_mode(args.pod, &config).map_err(ExpectedError::BadArgs)?;
+        let pod_mode = crate::containers::check_mode(args.pod, &config)
+            .map_err(|e| ExpectedError::BadArgs(e.to_string()))?;
         if args.keep && caller_handle.is_some() {
             return Err(ExpectedError::bad_args(
                 "--keep applies to a pod the runner starts, not to --handle-json",
             ));
         }
         let run_id = run_id(args.run_id)?;
-        let results_dir = results_dir(args.results, &run_id)?;
-        check_handed_on(&suite_dir, &results_dir, args.handle_json.as_deref())?;
+        let results_dir = results_dir(args.results, &run_id, &settings)?;
+        check_handed_on(
+            &settings,
+            &suite_dir,
+            &results_dir,
+            args.handle_json.as_deref(),
+        )?;
         // Last, so that no other mistake leaves a claim behind; before the
         // run writes anything, so that a run id in use has nothing of the
         // live run's overwritten (its results folder may be this one).
-        let claim = claim_run_id(&run_id, &results_dir)?;
+        let claim = claim_run_id(&settings, &run_id, &results_dir)?;
         // Two live runs in one folder would write each other's
         // verdict.jsonl, JUnit and page: the later one is refused.
         if let Some(other) = live_run_in(&results_dir, &run_id) {
@@ -112,7 +115,7 @@ impl Plan {
             show_output: args.show_output,
             extra: args.extra,
             claim,
-            sweep_deadline,
+            settings,
         })
     }
 }
@@ -143,26 +146,17 @@ fn suite_dir(suite: &Path) -> Result<PathBuf, ExpectedError> {
     Ok(suite_dir)
 }
 
-/// The TESTKIT_* variables the runner hands its test processes, checked
-/// here, once: a bad one is a bad argument, not a crash of every test.
-/// The roles testkit gives a binary are never set by hand (and never handed
-/// on: see build.rs). Then the runner's own, the sweep deadline, which it
-/// returns.
-fn check_environment() -> Result<Duration, ExpectedError> {
-    let roles = testkit_engine::settings::var::ROLES;
-    for role in roles {
-        if let Some(value) = std::env::var_os(role).filter(|v| !v.is_empty()) {
-            return Err(ExpectedError::bad_args(format_args!(
-                "{role}={value:?} is invalid here: testkit sets it on a test binary it starts as \
-                 a reaper or a sweeper, never on the runner; unset it"
-            )));
-        }
+/// What the settings (validated when `main` read them) cannot say alone:
+/// the roles testkit gives a binary are never set by hand (and never handed
+/// on: see build.rs), and the pods folder is one the runner can write in.
+fn check_environment(settings: &Settings) -> Result<(), ExpectedError> {
+    if let Some((role, value)) = settings.roles.first() {
+        return Err(ExpectedError::bad_args(format_args!(
+            "{role}={value:?} is invalid here: testkit sets it on a test binary it starts as \
+             a reaper or a sweeper, never on the runner; unset it"
+        )));
     }
-    testkit_engine::settings::Settings::from_env().map_err(ExpectedError::bad_args)?;
-    crate::verbs::pod::check_pods_dir()?;
-    testkit_engine::install::opted_out(std::env::var_os(testkit_engine::settings::var::INSTALL))
-        .map_err(ExpectedError::bad_args)?;
-    sweep_deadline(std::env::var(SWEEP_DEADLINE).ok().as_deref()).map_err(ExpectedError::bad_args)
+    crate::verbs::pod::check_pods_dir(settings)
 }
 
 /// `cargo-nextest`, the default engine, installed from crates.io where it
@@ -170,22 +164,17 @@ fn check_environment() -> Result<Duration, ExpectedError> {
 /// install command and `--runner cargo-test`; the runner never falls back
 /// to `cargo test` by itself, whose results say less). Before the pod
 /// starts, so that a missing engine costs no pod.
-fn nextest() -> Result<(), ExpectedError> {
+fn nextest(install: testkit_engine::settings::Install) -> Result<(), ExpectedError> {
     use testkit_engine::install::{ensure_installed, find_nextest, What};
-    ensure_installed(What::Nextest, find_nextest)
+    ensure_installed(What::Nextest, install, find_nextest)
         .map(drop)
-        .map_err(ExpectedError::Incomplete)
+        .map_err(|e| ExpectedError::Incomplete(testkit_engine::error_chain(&e)))
 }
 
 /// `--partition` in nextest's form, refusing what needs nextest under
 /// `--runner cargo-test`.
 fn engine_selection(args: &RunArgs) -> Result<Option<String>, ExpectedError> {
-    let partition = args
-        .partition
-        .as_deref()
-        .map(parse_partition)
-        .transpose()
-        .map_err(ExpectedError::BadArgs)?;
+    let partition = args.partition.as_deref().map(parse_partition).transpose()?;
     if partition.is_some() && args.runner == Engine::CargoTest {
         return Err(ExpectedError::bad_args(
             "--partition needs nextest: drop `--runner cargo-test`",
@@ -227,8 +216,12 @@ fn run_id(given: Option<String>) -> Result<String, ExpectedError> {
 /// `--results` (else the run's folder under the default root), created,
 /// proven writable, canonical: a folder the run cannot write in is an
 /// error now, not outputs lost at the end.
-fn results_dir(given: Option<PathBuf>, run_id: &str) -> Result<PathBuf, ExpectedError> {
-    let results_dir = given.unwrap_or_else(|| default_results_root().join(run_id));
+fn results_dir(
+    given: Option<PathBuf>,
+    run_id: &str,
+    settings: &Settings,
+) -> Result<PathBuf, ExpectedError> {
+    let results_dir = given.unwrap_or_else(|| default_results_root(settings).join(run_id));
     if let Err(e) = crate::verbs::writable_dir(&results_dir) {
         return Err(ExpectedError::bad_args(format_args!(
             "cannot write in the results folder {}: {e}; give a folder you can write with \
@@ -246,6 +239,7 @@ fn results_dir(given: Option<PathBuf>, run_id: &str) -> Result<PathBuf, Expected
 /// against another pod, the results go to another folder), so it is
 /// refused, naming what the run uses and how to say it.
 fn check_handed_on(
+    settings: &Settings,
     suite_dir: &Path,
     results_dir: &Path,
     handle_json: Option<&Path>,
@@ -255,26 +249,29 @@ fn check_handed_on(
     let checks = [
         (
             var::SUITE_DIR,
+            &settings.suite_dir,
             Some(suite_dir.to_owned()),
             "the suite the run is given (`testkit-runner run SUITE_DIR`)",
         ),
         (
             var::RESULTS_DIR,
+            &settings.results_dir,
             Some(results_dir.to_owned()),
             "the run's results folder (`--results DIR`)",
         ),
         (
             var::POD_HANDLE,
+            &settings.pod_handle,
             handle,
             "the handle of the pod the run starts, or of the caller's pod \
              (`--handle-json FILE`)",
         ),
     ];
-    for (name, used, accepts) in checks {
-        let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
+    for (name, given, used, accepts) in checks {
+        let Some(given) = given else {
             continue;
         };
-        let given = PathBuf::from(&value);
+        let value = given.as_os_str();
         let found = given.canonicalize();
         if found.as_ref().ok() == used.as_ref() {
             continue;
@@ -298,11 +295,12 @@ fn check_handed_on(
 /// run id a live runner holds is refused. Test processes under plain
 /// nextest share a run id without claiming it: only runners are exclusive.
 fn claim_run_id(
+    settings: &Settings,
     run_id: &str,
     results_dir: &Path,
 ) -> Result<testkit_engine::run::RunClaim, ExpectedError> {
     use testkit_engine::run::ClaimError;
-    match testkit_engine::run::claim_run(crate::verbs::settings(), run_id, results_dir) {
+    match testkit_engine::run::claim_run(settings, run_id, results_dir) {
         Ok(claim) => Ok(claim),
         Err(ClaimError::InUse { holder, dir }) => {
             let results = holder
@@ -317,7 +315,7 @@ fn claim_run_id(
             )))
         }
         Err(ClaimError::Io { dir, error }) => {
-            let set = crate::verbs::settings()
+            let set = settings
                 .secrets_dir
                 .as_ref()
                 .map(|d| {
@@ -339,23 +337,28 @@ fn claim_run_id(
 
 /// Reads and validates a caller's handle file. The error names the file and
 /// the field at fault, never the token.
-fn read_handle(path: &Path, policy: &HandlePolicy) -> Result<(PodHandle, PathBuf), String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--handle-json {}: cannot read it: {e}", path.display()))?;
-    let handle = PodHandle::parse(&text, policy)
-        .map_err(|e| format!("--handle-json {}: {e}", path.display()))?;
+fn read_handle(path: &Path, policy: &HandlePolicy) -> Result<(PodHandle, PathBuf), ExpectedError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ExpectedError::bad_args(format_args!(
+            "--handle-json {}: cannot read it: {e}",
+            path.display()
+        ))
+    })?;
+    let handle = PodHandle::parse(&text, policy).map_err(|e| {
+        ExpectedError::bad_args(format_args!("--handle-json {}: {e}", path.display()))
+    })?;
     handle.register_secrets();
     Ok((handle, path.to_owned()))
 }
 
 /// `k/n` → nextest's `count:k/n`; `count:`/`hash:` forms pass as given.
-fn parse_partition(p: &str) -> Result<String, String> {
+fn parse_partition(p: &str) -> Result<String, ExpectedError> {
     let (scheme, rest) = match p.split_once(':') {
         Some((s @ ("count" | "hash"), rest)) => (s, rest),
         Some(_) => {
-            return Err(format!(
+            return Err(ExpectedError::bad_args(format_args!(
                 "--partition {p:?}: expected `k/n`, `count:k/n` or `hash:k/n`"
-            ))
+            )))
         }
         None => ("count", p),
     };
@@ -364,47 +367,22 @@ fn parse_partition(p: &str) -> Result<String, String> {
         .and_then(|(k, n)| Some((k.parse::<u32>().ok()?, n.parse::<u32>().ok()?)));
     match ok {
         Some((k, n)) if k >= 1 && k <= n => Ok(format!("{scheme}:{k}/{n}")),
-        _ => Err(format!(
+        _ => Err(ExpectedError::bad_args(format_args!(
             "--partition {p:?}: expected `k/n` with 1 <= k <= n, e.g. 1/2"
-        )),
+        ))),
     }
 }
 
 /// `<target dir>/testkit/runs`: `CARGO_TARGET_DIR`, else the target dir this
 /// binary was built in, else the temp dir; the same rules as the library's.
-pub(crate) fn default_results_root() -> PathBuf {
-    testkit_engine::run::default_results_root(target_dir_setting().as_deref()).join("runs")
+pub(crate) fn default_results_root(settings: &Settings) -> PathBuf {
+    testkit_engine::run::default_results_root(settings.target_dir.as_deref()).join("runs")
 }
 
 /// The target dir, as the library finds it.
-pub(crate) fn target_dir() -> Option<PathBuf> {
-    testkit_engine::run::target_dir_of(target_dir_setting().as_deref())
+pub(crate) fn target_dir(settings: &Settings) -> Option<PathBuf> {
+    testkit_engine::run::target_dir_of(settings.target_dir.as_deref())
 }
-
-fn target_dir_setting() -> Option<PathBuf> {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-}
-
-/// How long the whole residue sweep may take: `TESTKIT_SWEEP_DEADLINE`,
-/// else two minutes. A value that is not a duration from a second to a day
-/// is an error naming the variable.
-fn sweep_deadline(value: Option<&str>) -> Result<Duration, String> {
-    const BOUNDS: testkit_engine::duration::Bounds = testkit_engine::duration::Bounds::new(
-        Duration::from_secs(1),
-        testkit_engine::duration::DAY,
-    );
-    let Some(text) = value else {
-        return Ok(Duration::from_secs(120));
-    };
-    BOUNDS
-        .parse(text)
-        .map_err(|e| format!("{SWEEP_DEADLINE}={text:?} is invalid: {e}"))
-}
-
-/// The variable that bounds the residue sweep.
-const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
 
 /// A live runner of another run than `run_id` that the results folder's
 /// runner files name.
@@ -436,7 +414,8 @@ mod unit {
     #[test]
     fn without_nextest_the_opt_out_names_the_command() {
         if std::env::var_os(CHILD).is_some() {
-            match nextest() {
+            let settings = Settings::from_env().unwrap();
+            match nextest(settings.install) {
                 Ok(()) => println!("found"),
                 Err(e) => println!("error: {e:?}"),
             }
@@ -480,22 +459,6 @@ mod unit {
         assert!(parse_partition("3/2").is_err());
         assert!(parse_partition("x:1/2").is_err());
         assert!(parse_partition("1").is_err());
-    }
-
-    #[test]
-    fn the_sweep_deadline_is_a_bounded_duration() {
-        assert_eq!(sweep_deadline(None).unwrap(), Duration::from_secs(120));
-        assert_eq!(
-            sweep_deadline(Some(" 90s ")).unwrap(),
-            Duration::from_secs(90)
-        );
-        for bad in ["soon", "0s", "500ms", "25h", "5000000000000000h"] {
-            let e = sweep_deadline(Some(bad)).unwrap_err();
-            assert!(
-                e.contains("TESTKIT_SWEEP_DEADLINE") && e.contains(bad),
-                "{e}"
-            );
-        }
     }
 
     #[test]

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use testkit_engine::config::SuiteConfig;
 use testkit_engine::config::WitnessSection;
 use testkit_engine::pod::{BootObserver, HealthReport, LaunchSpec, LaunchedPod, Pod, PodHandle};
 use testkit_engine::resource::{
     check_witnesses, Kinds, PodHome, SweepBounds, SweepReport, WitnessReport, WitnessSite,
 };
 
+use super::plan::Plan;
 use crate::verdict::Verdict;
 
 /// The default pod, a package of the workspace this runner comes from.
@@ -63,18 +63,21 @@ fn source_workspace() -> Option<PathBuf> {
 /// Makes sure the default pod is built: next to the runner or on PATH, or
 /// built now with `cargo build -p sandboxd` in the runner's own workspace
 /// and target dir. Returns the program to start.
-async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
+async fn ensure_default_pod(
+    logs_dir: &Path,
+    settings: &testkit_engine::settings::Settings,
+) -> Result<PathBuf, StartError> {
     if let Some(found) = on_path(DEFAULT_POD) {
         return Ok(found);
     }
     let Some(workspace) = source_workspace() else {
-        return Err(format!(
-            "`{DEFAULT_POD}` (the default pod) is neither next to {} nor on PATH, and its sources are not at hand: \
-             install it (`cargo install --path sandboxd`), or set `[pod] command` in testkit.toml",
-            std::env::current_exe().map(|e| e.display().to_string()).unwrap_or_default()
-        ));
+        return Err(StartError::NoDefaultPod {
+            runner: std::env::current_exe()
+                .map(|e| e.display().to_string())
+                .unwrap_or_default(),
+        });
     };
-    let target = super::plan::target_dir().unwrap_or_else(|| workspace.join("target"));
+    let target = super::plan::target_dir(settings).unwrap_or_else(|| workspace.join("target"));
     let release = exe_dir().is_some_and(|d| d.file_name().is_some_and(|n| n == "release"));
     let profile = if release { "release" } else { "debug" };
     let _ = std::fs::create_dir_all(logs_dir);
@@ -85,8 +88,10 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
         workspace.display(),
         log_path.display()
     );
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log = std::fs::File::create(&log_path).map_err(|source| StartError::BuildLog {
+        path: log_path.clone(),
+        source,
+    })?;
     let mut cmd =
         tokio::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.args(["build", "-p", DEFAULT_POD, "--bins", "--target-dir"])
@@ -102,17 +107,13 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
     if release {
         cmd.arg("--release");
     }
-    let status = cmd
-        .status()
-        .await
-        .map_err(|e| format!("failed to start cargo to build `{DEFAULT_POD}`: {e}"))?;
+    let status = cmd.status().await.map_err(StartError::Cargo)?;
     let built = target.join(profile).join(DEFAULT_POD);
     if !status.success() || !testkit_engine::process::is_executable(&built) {
-        return Err(format!(
-            "building `{DEFAULT_POD}` failed ({}); output in {}",
-            super::suite::describe_status(status),
-            log_path.display()
-        ));
+        return Err(StartError::Build {
+            status: super::suite::describe_status(status),
+            log: log_path,
+        });
     }
     if let Some(dir) = built.parent() {
         let _ = BUILT_DIR.set(dir.to_owned());
@@ -120,40 +121,72 @@ async fn ensure_default_pod(logs_dir: &Path) -> Result<PathBuf, String> {
     Ok(built)
 }
 
+/// Why the pod of a run did not start.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error(
+        "`{DEFAULT_POD}` (the default pod) is neither next to {runner} nor on PATH, and its \
+         sources are not at hand: install it (`cargo install --path sandboxd`), or set `[pod] \
+         command` in testkit.toml"
+    )]
+    NoDefaultPod { runner: String },
+    #[error("cannot create {}", path.display())]
+    BuildLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to start cargo to build `{DEFAULT_POD}`")]
+    Cargo(#[source] std::io::Error),
+    #[error("building `{DEFAULT_POD}` failed ({status}); output in {}", log.display())]
+    Build { status: String, log: PathBuf },
+    /// The container's spec (its image, its engine) could not be made.
+    #[error(transparent)]
+    Container(crate::containers::ContainersError),
+    #[error(transparent)]
+    Launch(#[from] testkit_engine::pod::LaunchError),
+}
+
 /// Starts the suite's pod and waits until it is up.
 pub(crate) async fn start(
-    config: &SuiteConfig,
-    suite_dir: &Path,
+    plan: &Plan,
     logs_dir: &Path,
     observer: BootObserver,
-    (mode, run_id): (crate::containers::PodMode, &str),
-) -> Result<LaunchedPod, String> {
+) -> Result<LaunchedPod, StartError> {
+    let (config, suite_dir) = (&plan.config, plan.suite_dir.as_path());
+    let (mode, run_id) = (plan.pod_mode, plan.run_id.as_str());
     let mut spec = LaunchSpec::from_config(config, Some(suite_dir), logs_dir.to_owned());
     spec.observer = Some(observer);
-    spec.target_dir = crate::verbs::settings().target_dir.clone();
+    spec.target_dir = plan.settings.target_dir.clone();
     if spec.command[0] == DEFAULT_POD {
-        spec.command[0] = ensure_default_pod(logs_dir).await?.display().to_string();
+        spec.command[0] = ensure_default_pod(logs_dir, &plan.settings)
+            .await?
+            .display()
+            .to_string();
     }
     if let Some(path) = path_with_exe_dir() {
         spec.env
             .insert("PATH".to_owned(), path.to_string_lossy().into_owned());
     }
     if mode == crate::containers::PodMode::Container {
+        // The build's copy of its context is the watchdog's to remove
+        // before it exists: a runner killed mid-build leaves none.
+        let staging = crate::containers::staging_dir();
+        super::watch::tell_scratch(&staging);
         let container = crate::containers::spec(
             config,
             suite_dir,
             logs_dir,
             Some(run_id),
             path_with_exe_dir(),
+            &staging,
+            &super::watch::also_end,
         )
-        .await?;
+        .await
+        .map_err(StartError::Container)?;
         spec.container = Some(container);
     }
-    let launched = testkit_engine::pod::launch(&spec)
-        .await
-        .map_err(|e| e.to_string())?;
-    crate::containers::set_own_pod(&launched.private_dir);
-    Ok(launched)
+    Ok(testkit_engine::pod::launch(&spec).await?)
 }
 
 /// One measured health check, retried briefly: a caller's pod may be
@@ -182,6 +215,9 @@ pub(crate) struct ResidueSpec<'a> {
     /// A test binary that sweeps the Rust kinds, with its environment.
     pub(crate) sweeper: Option<(&'a Path, Vec<(String, std::ffi::OsString)>)>,
     pub(crate) bounds: SweepBounds<'a>,
+    /// The run's own container pod, which the sweep leaves to the down
+    /// phase: `None` when the pod is not a container the run started.
+    pub(crate) own_pod: Option<&'a str>,
 }
 
 /// The witnesses of the suite, and what they may need: the pod's HOME,
@@ -208,7 +244,7 @@ pub(crate) async fn residue(
     witnesses: WitnessSpec<'_>,
 ) -> (Verdict, String, Vec<String>, bool) {
     let run_id = spec.run_id.to_owned();
-    let (kinds, prefix) = (spec.kinds, spec.prefix);
+    let (kinds, prefix, own_pod) = (spec.kinds, spec.prefix, spec.own_pod);
     let of_kinds = residue_of_kinds(pod, spec).await;
     let site = WitnessSite::new(pod, prefix, &run_id)
         .home(witnesses.home)
@@ -218,7 +254,7 @@ pub(crate) async fn residue(
         .dir(witnesses.suite_dir);
     let reports = check_witnesses(witnesses.witnesses, &site).await;
     let of_kinds = with_witness_residue(of_kinds, &reports);
-    match crate::containers::residue(&run_id).await {
+    match crate::containers::residue(&run_id, own_pod).await {
         None => of_kinds,
         Some(engine) => crate::containers::with_engine_residue(of_kinds, engine, &run_id),
     }
@@ -261,6 +297,7 @@ async fn residue_of_kinds(
         results_dir,
         sweeper,
         bounds,
+        own_pod: _,
     } = spec;
     let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     if names.is_empty() {

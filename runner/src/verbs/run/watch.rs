@@ -75,6 +75,11 @@ struct Told {
     private_dir: Option<PathBuf>,
     /// The pod's `pod ls` records: while it boots, then once it is up.
     records: Vec<PathBuf>,
+    /// The run's browser: its run id and folder, told before any test runs.
+    browser: Option<(String, PathBuf)>,
+    /// Scratch folders (a build's copy of its context), told before they
+    /// are made.
+    scratch: Vec<PathBuf>,
 }
 
 impl Told {
@@ -90,6 +95,12 @@ impl Told {
             "pod" => self.pod = group().or(self.pod),
             "private-dir" if !rest.is_empty() => self.private_dir = Some(rest.into()),
             "record" if !rest.is_empty() => self.records.push(rest.into()),
+            "scratch" if !rest.is_empty() => self.scratch.push(rest.into()),
+            "browser" => {
+                if let Some((run, dir)) = rest.split_once(' ') {
+                    self.browser = Some((run.to_owned(), dir.into()));
+                }
+            }
             _ => {}
         }
     }
@@ -116,6 +127,11 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
     else {
         return 1;
     };
+    // The runner removes its scratch when done with it; what is left is
+    // the dead runner's.
+    for dir in &told.scratch {
+        remove_dir(dir);
+    }
     rt.block_on(async {
         // A container pod's containers first: the `docker run` of a setup
         // or of the pod waits for its container, which the daemon keeps
@@ -126,6 +142,12 @@ pub(crate) fn watchdog(args: WatchArgs) -> u8 {
         for &(pgid, ticks) in &told.groups {
             if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
                 eprintln!("watchdog: group {pgid} survived: {survivors:?}");
+            }
+        }
+        // After the test engine: no test is left to start it again.
+        if let (false, Some((run_id, dir))) = (told.released, &told.browser) {
+            if let Err(e) = testkit_engine::browser::end(dir, run_id, WATCHDOG_GRACE).await {
+                eprintln!("watchdog: the run's browser: {e}");
             }
         }
         if told.released {
@@ -205,7 +227,10 @@ async fn end_containers_of_boot(private_dir: &Path) -> bool {
     match testkit_engine::pod::container::stop_of_private_dir(private_dir, WATCHDOG_GRACE).await {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("watchdog: the boot's containers: {e}");
+            eprintln!(
+                "watchdog: the boot's containers: {}",
+                testkit_engine::errors::error_chain(&e)
+            );
             false
         }
     }
@@ -226,13 +251,15 @@ fn remove_dir(dir: &Path) -> bool {
 /// Arms the watchdog before a boot: it ends whatever the boot makes
 /// (told by [`boot_observer`]) and removes `secrets_dir`, should the
 /// runner die. Its output goes to `watchdog.log` in `logs_dir`.
-pub(crate) fn arm(logs_dir: &Path, secrets_dir: &Path) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the runner: {e}"))?;
-    std::fs::create_dir_all(logs_dir)
-        .map_err(|e| format!("cannot create {}: {e}", logs_dir.display()))?;
+pub(crate) fn arm(logs_dir: &Path, secrets_dir: &Path) -> Result<(), ArmError> {
+    let exe = std::env::current_exe().map_err(ArmError::NoRunner)?;
+    let create = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ArmError::Create { path, source }
+    };
+    std::fs::create_dir_all(logs_dir).map_err(create(logs_dir))?;
     let log_path = logs_dir.join("watchdog.log");
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log = std::fs::File::create(&log_path).map_err(create(&log_path))?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("watch-pod")
         .arg("--logs-dir")
@@ -246,12 +273,9 @@ pub(crate) fn arm(logs_dir: &Path, secrets_dir: &Path) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(false);
-    let (mut child, _) = process::spawn_in_group(&mut cmd)
-        .map_err(|e| format!("cannot start the pod's watchdog: {e}"))?;
-    let stdin = child.stdin.take().ok_or("the watchdog has no stdin")?;
-    let fd: OwnedFd = stdin
-        .into_owned_fd()
-        .map_err(|e| format!("the watchdog's pipe: {e}"))?;
+    let (mut child, _) = process::spawn_in_group(&mut cmd).map_err(ArmError::Start)?;
+    let stdin = child.stdin.take().ok_or(ArmError::NoStdin)?;
+    let fd: OwnedFd = stdin.into_owned_fd().map_err(ArmError::Pipe)?;
     // Writes are a few bytes into an empty pipe: they never wait.
     *SWITCH.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::fs::File::from(fd));
     // Reaped whenever it ends; the runner never waits for it.
@@ -259,6 +283,39 @@ pub(crate) fn arm(logs_dir: &Path, secrets_dir: &Path) -> Result<(), String> {
         let _ = child.wait().await;
     });
     Ok(())
+}
+
+/// Why the watchdog could not be armed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArmError {
+    #[error("cannot find the runner")]
+    NoRunner(#[source] std::io::Error),
+    #[error("cannot create {}", path.display())]
+    Create {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the pod's watchdog")]
+    Start(#[source] std::io::Error),
+    #[error("the watchdog has no stdin")]
+    NoStdin,
+    #[error("the watchdog's pipe")]
+    Pipe(#[source] std::io::Error),
+}
+
+/// Why ending an interrupted boot left something behind.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BootNotEnded {
+    #[error("the setup command's group {pgid} survived SIGTERM and SIGKILL: {survivors:?}")]
+    SetupSurvived {
+        pgid: i32,
+        survivors: Vec<(i32, String)>,
+    },
+    #[error(transparent)]
+    Stop(#[from] testkit_engine::pod::StopError),
+    #[error("its private dir {} survived", .0.display())]
+    PrivateDir(std::path::PathBuf),
 }
 
 /// What the boot has made so far, as the engine told it.
@@ -312,14 +369,12 @@ pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
 /// Ends what an interrupted boot made (its future dropped midway): the
 /// setup commands' groups, the pod's tree, its private dir, its logs kept
 /// redacted. Says what it ended, or what survived.
-pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, String> {
+pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, BootNotEnded> {
     let trace = TRACE.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut ended = Vec::new();
     for (pgid, ticks) in trace.setups {
         if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
-            return Err(format!(
-                "the setup command's group {pgid} survived SIGTERM and SIGKILL: {survivors:?}"
-            ));
+            return Err(BootNotEnded::SetupSurvived { pgid, survivors });
         }
     }
     match (trace.pod, &trace.private_dir) {
@@ -331,8 +386,7 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Stri
                 Some(logs_dir),
                 WATCHDOG_GRACE,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             ended.push(format!(
                 "the booting pod (group {pgid}, {} process(es)) was stopped and verified gone",
                 r.processes
@@ -340,7 +394,7 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Stri
         }
         (None, Some(dir)) => {
             if !end_containers_of_boot(dir).await || !remove_dir(dir) {
-                return Err(format!("its private dir {} survived", dir.display()));
+                return Err(BootNotEnded::PrivateDir(dir.clone()));
             }
             ended.push("the pod had not started yet".to_owned());
         }
@@ -360,11 +414,23 @@ fn send(line: &str) {
     }
 }
 
+/// A scratch folder, removed should the runner die: told before it is
+/// made.
+pub(crate) fn tell_scratch(dir: &Path) {
+    send(&format!("scratch {}", dir.display()));
+}
+
 /// The group `pgid` (the test engine's) ends with the runner.
 pub(crate) fn also_end(pgid: i32) {
     if let Some(ticks) = process::start_ticks(pgid) {
         send(&format!("group {pgid} {ticks}"));
     }
+}
+
+/// The run's browser (its folder `dir`, its processes tagged with
+/// `run_id`) ends with the runner: told before any test can start it.
+pub(crate) fn tell_browser(run_id: &str, dir: &Path) {
+    send(&format!("browser {run_id} {}", dir.display()));
 }
 
 /// The runner has stopped (or keeps) the pod itself: the watchdog leaves
@@ -584,7 +650,7 @@ pub(crate) struct NodeDeath {
     pub(crate) after: Duration,
     /// The tests that were running when it exited, by their records; or
     /// why the records could not be read.
-    pub(crate) tests: Result<Running, String>,
+    pub(crate) tests: Result<Running, std::sync::Arc<testkit_engine::report::ReportError>>,
 }
 
 impl NodeDeath {
@@ -749,7 +815,7 @@ fn unexplained(
         return Vec::new();
     }
     let windows = fault_windows(&testkit_engine::resource::read_journal(results_dir));
-    let records = testkit_engine::report::read_records(results_dir).map_err(|e| e.to_string());
+    let records = testkit_engine::report::read_records(results_dir).map_err(std::sync::Arc::new);
     exits
         .into_iter()
         .filter(|exit| !explained(&windows, &exit.node, ms_of(exit.at)))

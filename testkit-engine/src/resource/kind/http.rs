@@ -117,7 +117,11 @@ impl KindSpec {
     /// resource was already gone (a `gone` status, or nothing listed under
     /// its name). A Rust kind's `delete` cannot tell: its answer is
     /// [`DeleteAnswer::Accepted`].
-    pub async fn delete_answer(&self, pod: &Pod, r: &ResourceRef) -> Result<DeleteAnswer, OpError> {
+    pub(crate) async fn delete_answer(
+        &self,
+        pod: &Pod,
+        r: &ResourceRef,
+    ) -> Result<DeleteAnswer, OpError> {
         let http = match &self.ops {
             Ops::Http(h) => h,
             Ops::Rust(k) => return k.delete(pod, r).await.map(|()| DeleteAnswer::Accepted),

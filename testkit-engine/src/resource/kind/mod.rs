@@ -213,7 +213,7 @@ impl KindSpec {
     }
 
     /// Whether the kind's resources are known by server-assigned ids.
-    pub fn has_ids(&self) -> bool {
+    pub(crate) fn has_ids(&self) -> bool {
         match &self.ops {
             Ops::Http(h) => h.list_ids.is_some(),
             Ops::Rust(_) | Ops::Elsewhere => true,

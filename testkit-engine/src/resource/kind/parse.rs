@@ -136,7 +136,7 @@ fn parse_kind(
     };
     let naming = match &raw.names {
         None => Naming::default(),
-        Some(n) => Naming::new(n.separator, n.max_len).map_err(|p| at("names", p))?,
+        Some(n) => Naming::new(n.separator, n.max_len).map_err(|p| at("names", p.to_string()))?,
     };
     let ops = if raw.rust {
         let http_keys = [

@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use testkit_engine::process;
 
 use super::progress::{clock, progress_line};
-use super::{describe_status, Engine, Listed, TestsSpec};
+use super::{describe_status, Engine, Listed, NextestListError, TestsIncomplete, TestsSpec};
 use crate::verbs::run::signal::Interrupt;
 
 fn cargo() -> OsString {
@@ -271,7 +271,7 @@ fn selection_args(spec: &TestsSpec<'_>) -> Vec<String> {
 pub(super) async fn build(
     spec: &TestsSpec<'_>,
     interrupt: &mut Interrupt,
-) -> Result<Option<Vec<Listed>>, String> {
+) -> Result<Option<Vec<Listed>>, TestsIncomplete> {
     progress_line(&format!("tests: building {}", spec.suite_dir.display()));
     let build_log = spec.results_dir.join("build.log");
     let mut build = base_command(spec);
@@ -303,21 +303,20 @@ pub(super) async fn build(
         }
     }
     match capture(build, &build_log, interrupt).await {
-        Err(e) => Err(format!("failed to start cargo: {e}")),
-        Ok(Captured::Interrupted) => Err("interrupted while building the suite".to_owned()),
+        Err(e) => Err(TestsIncomplete::StartCargo(e)),
+        Ok(Captured::Interrupted) => Err(TestsIncomplete::InterruptedBuilding),
         Ok(Captured::Done { status, stdout }) => {
             if !status.success() {
-                let last = last_error(&build_log);
-                return Err(format!(
-                    "the suite did not build ({}): {last}; compiler output in {}",
-                    describe_status(status),
-                    build_log.display()
-                ));
+                return Err(TestsIncomplete::Build {
+                    status: describe_status(status),
+                    last: last_error(&build_log),
+                    log: build_log,
+                });
             }
             match spec.engine {
                 Engine::Nextest => parse_list(&stdout)
                     .map(Some)
-                    .map_err(|e| format!("cannot read `cargo nextest list`: {e}")),
+                    .map_err(TestsIncomplete::NextestList),
                 Engine::CargoTest => list_cargo_test(spec, &stdout).await.map(Some),
             }
         }
@@ -329,7 +328,7 @@ pub(super) async fn build(
 /// (or to the terminal with `--show-output`). Under nextest a failed test's
 /// output is kept once, in its event: nextest is told not to print it
 /// again. The error is the tests phase's evidence.
-pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, String> {
+pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, TestsIncomplete> {
     let mut cmd = base_command(spec);
     match spec.engine {
         Engine::Nextest => {
@@ -364,8 +363,7 @@ pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, Strin
     };
     cmd.stdout(shown(spec.engine == Engine::CargoTest && spec.show_output));
     cmd.stderr(shown(spec.show_output));
-    let (child, pgid) = process::spawn_in_group(&mut cmd)
-        .map_err(|e| format!("failed to start the test command: {e}"))?;
+    let (child, pgid) = process::spawn_in_group(&mut cmd).map_err(TestsIncomplete::StartTests)?;
     // A runner that dies leaves no test process behind either.
     super::super::watch::also_end(pgid);
     Ok(child)
@@ -373,11 +371,11 @@ pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, Strin
 
 /// The tests `cargo nextest list --message-format json` selects, and those
 /// it skips as ignored (their event `ignored` already).
-fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
-    let v: serde_json::Value = serde_json::from_slice(stdout).map_err(|e| e.to_string())?;
+fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, NextestListError> {
+    let v: serde_json::Value = serde_json::from_slice(stdout)?;
     let suites = v["rust-suites"]
         .as_object()
-        .ok_or("no `rust-suites` in its output")?;
+        .ok_or(NextestListError::NoSuites)?;
     let mut out = Vec::new();
     for (binary_id, suite) in suites {
         let binary = suite["binary-name"]
@@ -418,7 +416,10 @@ fn parse_list(stdout: &[u8]) -> Result<Vec<Listed>, String> {
 /// `--list`, with the run's name filters and binary arguments. Plain libtest
 /// binaries report no records, so only testkit's are listed; a listed test
 /// that then writes no record did not pass.
-async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<Listed>, String> {
+async fn list_cargo_test(
+    spec: &TestsSpec<'_>,
+    stdout: &[u8],
+) -> Result<Vec<Listed>, TestsIncomplete> {
     let CargoTestArgs {
         filters,
         binaries: binary_args,
@@ -438,12 +439,7 @@ async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<List
         match testkit_engine::report::is_testkit_binary(&exe) {
             Ok(true) => {}
             Ok(false) => continue,
-            Err(e) => {
-                return Err(format!(
-                    "cannot read the test binary {}: {e}",
-                    exe.display()
-                ))
-            }
+            Err(source) => return Err(TestsIncomplete::ReadBinary { exe, source }),
         }
         let dir = message["manifest_path"]
             .as_str()
@@ -459,16 +455,15 @@ async fn list_cargo_test(spec: &TestsSpec<'_>, stdout: &[u8]) -> Result<Vec<List
             .stdin(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        let listed = list
-            .output()
-            .await
-            .map_err(|e| format!("failed to list the tests of {}: {e}", exe.display()))?;
+        let listed = match list.output().await {
+            Ok(listed) => listed,
+            Err(source) => return Err(TestsIncomplete::ListBinary { exe, source }),
+        };
         if !listed.status.success() {
-            return Err(format!(
-                "`{} --list` failed ({})",
-                exe.display(),
-                describe_status(listed.status)
-            ));
+            return Err(TestsIncomplete::ListFailed {
+                exe,
+                status: describe_status(listed.status),
+            });
         }
         let binary = testkit_engine::run::binary_name_of(&exe);
         for name in String::from_utf8_lossy(&listed.stdout)

@@ -24,10 +24,9 @@ pub(crate) const LOG_CAP: usize = 8 << 20;
 /// more (not an event of nextest's) is cut there and counted.
 const LINE_CAP: usize = OUTPUT_CAP + (64 << 10);
 
-/// `… N bytes dropped …`, as the text between a kept head and tail.
-pub(crate) fn marker(dropped: u64) -> String {
-    format!("\n… {dropped} bytes dropped …\n")
-}
+/// `… N bytes dropped …`, as the text between a kept head and tail: the
+/// same words as the pod's kept logs.
+pub(crate) use testkit_engine::redact::dropped_marker as marker;
 
 /// Where a string's bytes go: the head is kept as it comes, the tail in two
 /// alternating buffers, so that the last `OUTPUT_CAP / 2` or more bytes

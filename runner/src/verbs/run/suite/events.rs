@@ -50,7 +50,7 @@ pub(super) async fn follow(
     progress: Progress,
     listed: &mut [Listed],
     interrupt: &mut Interrupt,
-) -> Result<Followed, String> {
+) -> Result<Followed, super::TestsIncomplete> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<TestEvent>();
     let (mut readers, log) = read_output(spec, child, tests_log, tx);
     let watched = watch(spec, child, progress, listed, &mut rx, interrupt).await;
@@ -70,7 +70,7 @@ pub(super) async fn follow(
     }
     clear_progress();
     let (status, interrupted) = watched;
-    let status = status.map_err(|e| format!("failed to wait for the test command: {e}"))?;
+    let status = status.map_err(super::TestsIncomplete::WaitTests)?;
     Ok(Followed {
         status,
         interrupted,

@@ -91,6 +91,58 @@ struct Listed {
     attempt: u32,
 }
 
+/// Why the tests phase could not complete: its evidence, written with its
+/// causes ([`testkit_engine::error_chain`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TestsIncomplete {
+    #[error("failed to start cargo")]
+    StartCargo(#[source] std::io::Error),
+    #[error("interrupted while building the suite")]
+    InterruptedBuilding,
+    #[error("the suite did not build ({status}): {last}; compiler output in {}", log.display())]
+    Build {
+        status: String,
+        last: String,
+        log: std::path::PathBuf,
+    },
+    #[error("cannot read `cargo nextest list`")]
+    NextestList(#[source] NextestListError),
+    #[error("cannot read the test binary {}", exe.display())]
+    ReadBinary {
+        exe: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to list the tests of {}", exe.display())]
+    ListBinary {
+        exe: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{} --list` failed ({status})", exe.display())]
+    ListFailed {
+        exe: std::path::PathBuf,
+        status: String,
+    },
+    #[error("failed to start the test command")]
+    StartTests(#[source] std::io::Error),
+    #[error("failed to wait for the test command")]
+    WaitTests(#[source] std::io::Error),
+    #[error("cannot read the test records")]
+    Records(#[source] testkit_engine::report::ReportError),
+    #[error("cannot read the tests' starts")]
+    Starts(#[source] testkit_engine::report::ReportError),
+}
+
+/// `cargo nextest list`'s output is not what the runner reads.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NextestListError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("no `rust-suites` in its output")]
+    NoSuites,
+}
+
 pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -> TestsOutcome {
     let started = Instant::now();
     let incomplete = |evidence: String| TestsOutcome {
@@ -103,7 +155,7 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
 
     let listed = match build::build(spec, interrupt).await {
         Ok(listed) => listed,
-        Err(evidence) => return incomplete(evidence),
+        Err(e) => return incomplete(testkit_engine::error_chain(&e)),
     };
     clear_progress();
     if interrupt.requested() {
@@ -115,9 +167,19 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         Ok(log) => log,
         Err(e) => return incomplete(format!("cannot create {}: {e}", tests_log.display())),
     };
+    // The run's browser is the runner's to end, and its watchdog's should
+    // the runner die: both know where it will be before a test starts it.
+    let browser_dir = testkit_engine::browser::dir(spec.results_dir);
+    if let Err(e) = testkit_engine::browser::announce(spec.results_dir) {
+        return incomplete(format!(
+            "cannot prepare the run's browser folder {}: {e}",
+            browser_dir.display()
+        ));
+    }
+    super::watch::tell_browser(spec.run_id, &browser_dir);
     let mut child = match build::start(spec) {
         Ok(child) => child,
-        Err(evidence) => return incomplete(evidence),
+        Err(e) => return incomplete(testkit_engine::error_chain(&e)),
     };
     let progress = events::Progress {
         total: listed
@@ -137,7 +199,16 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     .await
     {
         Ok(f) => f,
-        Err(evidence) => return incomplete(evidence),
+        Err(e) => {
+            let evidence = testkit_engine::error_chain(&e);
+            // No test runs any more: neither does the browser they shared.
+            let ended =
+                testkit_engine::browser::end(&browser_dir, spec.run_id, BROWSER_GRACE).await;
+            return incomplete(match ended {
+                Ok(_) => evidence,
+                Err(e) => format!("{evidence}; {e}"),
+            });
+        }
     };
     // The test processes may have obtained credentials the runner never
     // saw (renewals): known from here on, before JUnit, the summary and the
@@ -150,9 +221,11 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     // deleting its resources: its records, the residue sweep and the
     // pod's teardown would judge a pod it is still working on.
     let reapers_left = wait_for_reapers(spec.results_dir, interrupt).await;
+    // The tests are over: so is the browser they shared.
+    let browser_left = testkit_engine::browser::end(&browser_dir, spec.run_id, BROWSER_GRACE).await;
     let records = match records::complete(spec, &listed, followed.interrupted) {
         Ok(r) => r,
-        Err(evidence) => return incomplete(evidence),
+        Err(e) => return incomplete(testkit_engine::error_chain(&e)),
     };
     // The binaries of tests that ran: one of them sweeps the Rust kinds, and
     // a binary listed for its ignored tests only may be a plain libtest one.
@@ -167,6 +240,10 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         binaries,
         ..outcome(spec, &records, &followed, &tests_log, started)
     };
+    if let Err(e) = browser_left {
+        out.result.verdict = Verdict::Fail;
+        out.result.evidence.push_str(&format!("; {e}"));
+    }
     if !reapers_left.is_empty() {
         out.result.verdict = Verdict::Fail;
         out.result.evidence.push_str(&format!(
@@ -184,6 +261,9 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
     }
     out
 }
+
+/// How long the run's browser gets to exit after SIGTERM.
+const BROWSER_GRACE: Duration = Duration::from_secs(3);
 
 /// The longest the run waits for the reapers of killed test processes:
 /// each undoes and proves a fault within 30 s, and deletes resources

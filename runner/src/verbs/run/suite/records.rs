@@ -15,7 +15,7 @@ use testkit_engine::resource::JournalEntry;
 
 use crate::killed::journaled;
 
-use super::{Listed, TestsSpec};
+use super::{Listed, TestsIncomplete, TestsSpec};
 
 /// The records of the run.
 pub(super) struct Records {
@@ -35,7 +35,7 @@ pub(super) fn complete(
     spec: &TestsSpec<'_>,
     listed: &[Listed],
     interrupted: bool,
-) -> Result<Records, String> {
+) -> Result<Records, TestsIncomplete> {
     let records = read_run_records(spec)?;
     let (journal, mut written, mut crashed) = if interrupted {
         let journal = testkit_engine::resource::read_journal(spec.results_dir)
@@ -119,10 +119,10 @@ pub(super) fn complete(
 }
 
 /// The records of this run in the results folder.
-fn read_run_records(spec: &TestsSpec<'_>) -> Result<Vec<TestRecord>, String> {
+fn read_run_records(spec: &TestsSpec<'_>) -> Result<Vec<TestRecord>, TestsIncomplete> {
     match report::read_records(spec.results_dir) {
         Ok(r) => Ok(r.into_iter().filter(|r| r.run_id == spec.run_id).collect()),
-        Err(e) => Err(format!("cannot read the test records: {e}")),
+        Err(e) => Err(TestsIncomplete::Records(e)),
     }
 }
 
@@ -134,9 +134,9 @@ fn killed_records(
     spec: &TestsSpec<'_>,
     listed: &[Listed],
     records: &[TestRecord],
-) -> Result<(Vec<TestRecord>, Vec<String>), String> {
+) -> Result<(Vec<TestRecord>, Vec<String>), TestsIncomplete> {
     let mut killed = crate::killed::from_journal(spec.results_dir, records, spec.run_id)
-        .map_err(|e| format!("cannot read the tests' starts: {e}"))?;
+        .map_err(TestsIncomplete::Starts)?;
     for record in &mut killed {
         let event = listed
             .iter()
@@ -193,7 +193,7 @@ fn write_and_reread(
     spec: &TestsSpec<'_>,
     mut records: Vec<TestRecord>,
     written: Vec<TestRecord>,
-) -> Result<Vec<TestRecord>, String> {
+) -> Result<Vec<TestRecord>, TestsIncomplete> {
     match report::write_records(spec.results_dir, &written) {
         Ok(()) if !written.is_empty() => read_run_records(spec),
         Ok(()) => Ok(records),

@@ -2,7 +2,7 @@
 //! fault, authentication (token or session cookie), and the JSON shape of
 //! every error answer.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,49 +13,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
-use super::{App, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
+use super::{Gate, FILE_BODY_LIMIT, JSON_BODY_LIMIT};
 use crate::api::{ErrorBody, ErrorDetail, SESSION_COOKIE};
-use crate::config::Faults;
 use crate::error::ApiError;
-use crate::state::{Store, SESSION_TTL};
-
-/// What the middleware needs of a server, so that a worker and a gateway
-/// authenticate, log and fail alike.
-pub(crate) trait Gate: Send + Sync + 'static {
-    /// Identity (token) and sessions.
-    fn store(&self) -> &Store;
-    /// The fault switches.
-    fn faults(&self) -> &Faults;
-    /// When the process started (the token window counts from there).
-    fn started(&self) -> Instant;
-    /// `--token-window`.
-    fn window(&self) -> Duration;
-    /// Requests served, for `crash-after`.
-    fn requests(&self) -> &AtomicU64;
-}
-
-impl Gate for App {
-    fn store(&self) -> &Store {
-        &self.store
-    }
-    fn faults(&self) -> &Faults {
-        &self.faults
-    }
-    fn started(&self) -> Instant {
-        self.started
-    }
-    fn window(&self) -> Duration {
-        self.window
-    }
-    fn requests(&self) -> &AtomicU64 {
-        &self.requests
-    }
-}
+use crate::state::SESSION_TTL;
 
 /// One log line per request (never the query string: it may hold the token),
 /// and the `crash-after` fault.
-pub(crate) async fn log_and_count<G: Gate>(
-    State(app): State<Arc<G>>,
+pub(crate) async fn log_and_count(
+    State(gate): State<Arc<Gate>>,
     req: Request,
     next: Next,
 ) -> Response {
@@ -68,9 +34,9 @@ pub(crate) async fn log_and_count<G: Gate>(
             .get(header::CONTENT_LENGTH)
             .is_some_and(|v| v.as_bytes() != b"0");
     let mut nth = None;
-    if let Some(limit) = app.faults().crash_after {
+    if let Some(limit) = gate.faults.crash_after {
         if path != "/api/health" {
-            let n = app.requests().fetch_add(1, Ordering::SeqCst) + 1;
+            let n = gate.requests.fetch_add(1, Ordering::SeqCst) + 1;
             if n > limit {
                 eprintln!("sandboxd: fault crash-after={limit}: aborting");
                 std::process::abort();
@@ -147,13 +113,13 @@ fn is_public(path: &str) -> bool {
 }
 
 /// Whether the request carries a live session cookie.
-pub(super) fn has_session(app: &impl Gate, headers: &HeaderMap) -> bool {
-    cookie_value(headers, SESSION_COOKIE).is_some_and(|sid| app.store().session_valid(&sid))
+pub(crate) fn has_session(gate: &Gate, headers: &HeaderMap) -> bool {
+    cookie_value(headers, SESSION_COOKIE).is_some_and(|sid| gate.store.session_valid(&sid))
 }
 
 /// Checks a presented token: right, and within the token window.
-pub(super) fn check_token(app: &impl Gate, token: &str) -> Result<(), ApiError> {
-    let expected = app.store().token().as_bytes();
+pub(crate) fn check_token(gate: &Gate, token: &str) -> Result<(), ApiError> {
+    let expected = gate.store.token().as_bytes();
     if !bool::from(token.as_bytes().ct_eq(expected)) {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -161,13 +127,13 @@ pub(super) fn check_token(app: &impl Gate, token: &str) -> Result<(), ApiError> 
             "invalid credentials",
         ));
     }
-    if app.started().elapsed() > app.window() {
+    if gate.started.elapsed() > gate.window {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "token_expired",
             format!(
                 "the token expired: it is accepted only during the first {} after start; use the session cookie `{SESSION_COOKIE}` opened by an earlier request",
-                humantime::format_duration(app.window())
+                humantime::format_duration(gate.window)
             ),
         ));
     }
@@ -175,8 +141,8 @@ pub(super) fn check_token(app: &impl Gate, token: &str) -> Result<(), ApiError> 
 }
 
 /// Opens a session; answers the `Set-Cookie` value that carries it.
-pub(super) fn open_session(app: &impl Gate) -> Option<HeaderValue> {
-    let sid = app.store().new_session();
+pub(crate) fn open_session(gate: &Gate) -> Option<HeaderValue> {
+    let sid = gate.store.new_session();
     let cookie = format!(
         "{SESSION_COOKIE}={sid}; Max-Age={}; HttpOnly; Path=/",
         SESSION_TTL.as_secs()
@@ -184,8 +150,8 @@ pub(super) fn open_session(app: &impl Gate) -> Option<HeaderValue> {
     HeaderValue::from_str(&cookie).ok()
 }
 
-pub(crate) async fn auth<G: Gate>(State(app): State<Arc<G>>, req: Request, next: Next) -> Response {
-    if app.faults().log_credentials {
+pub(crate) async fn auth(State(gate): State<Arc<Gate>>, req: Request, next: Next) -> Response {
+    if gate.faults.log_credentials {
         // The fault: a service that logs what it is sent, credentials and all.
         let token = presented_token(&req).filter(|t| !t.is_empty());
         let session = cookie_value(req.headers(), SESSION_COOKIE);
@@ -199,7 +165,7 @@ pub(crate) async fn auth<G: Gate>(State(app): State<Arc<G>>, req: Request, next:
             );
         }
     }
-    if is_public(req.uri().path()) || has_session(&*app, req.headers()) {
+    if is_public(req.uri().path()) || has_session(&gate, req.headers()) {
         return next.run(req).await;
     }
     let Some(token) = presented_token(&req) else {
@@ -210,10 +176,10 @@ pub(crate) async fn auth<G: Gate>(State(app): State<Arc<G>>, req: Request, next:
         )
         .into_response();
     };
-    if let Err(e) = check_token(&*app, &token) {
+    if let Err(e) = check_token(&gate, &token) {
         return e.into_response();
     }
-    let cookie = open_session(&*app);
+    let cookie = open_session(&gate);
     let mut resp = next.run(req).await;
     if let Some(v) = cookie {
         resp.headers_mut().append(header::SET_COOKIE, v);

@@ -1,0 +1,694 @@
+//! A booted machine: QEMU on a copy-on-write overlay of a cached image,
+//! its guest reached through the guest agent, its services through ports
+//! forwarded on 127.0.0.1, QEMU itself driven through its monitor.
+//!
+//! Every file of a boot lives in one run directory (the overlay, the
+//! sockets, the console log, the payload disk), and every process in one
+//! process group made before QEMU starts (see [`super::guard`]): a
+//! [`MachineObserver`] is told both before QEMU runs, so that a watchdog
+//! can end them if this process dies.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::agent::{Agent, GuestOutput};
+use super::guard::Guard;
+use super::image::Image;
+use super::qmp::Qmp;
+use super::{require, run_bounded, tail, MachineError};
+
+/// The QEMU this module drives.
+const QEMU: &str = "qemu-system-x86_64";
+
+/// The guest's kernel command line: root on the first virtio disk, the
+/// console on the first serial port (which goes to `console.log`), the
+/// classic `eth0` name the image's network config matches, and a panic
+/// that ends QEMU (`-no-reboot`) rather than hanging.
+const KERNEL_ARGS: &str = "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1";
+
+/// A machine with no devices but those given, no display, and no reboot
+/// (a guest that reboots or panics ends QEMU).
+const HEADLESS: &[&str] = &[
+    "-nodefaults",
+    "-no-user-config",
+    "-display",
+    "none",
+    "-no-reboot",
+];
+
+/// How long a KVM probe may take to show that a guest runs.
+const KVM_PROBE_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long QEMU gets to exit after `quit` or a powerdown.
+const EXIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The longest a unix socket path may be (108 bytes with the NUL; some
+/// slack for the file names).
+const SOCKET_DIR_MAX: usize = 100;
+
+/// How a machine's CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    /// Hardware virtualisation.
+    Kvm,
+    /// QEMU's emulation: slower, works everywhere.
+    Tcg,
+}
+
+impl Accel {
+    /// The word QEMU and the reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// Which accelerator a boot used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct AccelChoice {
+    /// The accelerator.
+    pub accel: Accel,
+    /// Why it was chosen (`/dev/kvm` missing, a KVM guest that printed
+    /// nothing within the probe's bound, asked for).
+    pub why: String,
+}
+
+/// Which accelerator to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum AccelPolicy {
+    /// KVM if a probe guest runs under it within a bound, else TCG.
+    #[default]
+    Auto,
+    /// TCG whatever the machine offers.
+    Tcg,
+}
+
+/// Something a boot made that must not outlive the process booting it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MachineStep {
+    /// The run directory (overlay, sockets, logs) was created.
+    RunDir(PathBuf),
+    /// The process group QEMU will be started into exists (its leader is
+    /// the guard); told before QEMU starts.
+    Group {
+        /// The group.
+        pgid: i32,
+        /// Its leader's start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+}
+
+/// Told of each [`MachineStep`] as it is made.
+#[derive(Clone)]
+pub struct MachineObserver(Arc<dyn Fn(MachineStep) + Send + Sync>);
+
+impl MachineObserver {
+    /// An observer that calls `tell` with each step.
+    pub fn new(tell: impl Fn(MachineStep) + Send + Sync + 'static) -> MachineObserver {
+        MachineObserver(Arc::new(tell))
+    }
+}
+
+impl std::fmt::Debug for MachineObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MachineObserver")
+    }
+}
+
+/// How to boot a machine.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MachineSpec {
+    /// The image it boots (never written to).
+    pub image: Image,
+    /// Memory, in MiB.
+    pub memory_mib: u32,
+    /// Virtual CPUs.
+    pub cpus: u32,
+    /// Guest TCP ports forwarded from free ports on 127.0.0.1.
+    pub ports: Vec<u16>,
+    /// Files put on a read-only disk the guest sees as `/dev/vdb` (see
+    /// [`Machine::mount_payload`]).
+    pub payload: Vec<PathBuf>,
+    /// Where the run directory is made (default: the temp dir). Its path
+    /// must be short enough for unix sockets.
+    pub run_parent: Option<PathBuf>,
+    /// Which accelerator.
+    pub accel: AccelPolicy,
+    /// The longest boot, until the guest agent answers.
+    pub boot_limit: Duration,
+    /// Told of what the boot makes, as it makes it.
+    pub observer: Option<MachineObserver>,
+}
+
+impl MachineSpec {
+    /// A spec with the defaults: 1 GiB, 1 CPU, no ports, no payload, a
+    /// boot bound of 5 minutes (TCG on a loaded machine is slow).
+    pub fn new(image: Image) -> MachineSpec {
+        MachineSpec {
+            image,
+            memory_mib: 1024,
+            cpus: 1,
+            ports: Vec::new(),
+            payload: Vec::new(),
+            run_parent: None,
+            accel: AccelPolicy::Auto,
+            boot_limit: Duration::from_secs(300),
+            observer: None,
+        }
+    }
+}
+
+/// What ending a machine did, verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DownReport {
+    /// Whether QEMU exited on its own after the request (else it was killed).
+    pub exited_cleanly: bool,
+    /// The run directory (with the overlay), verified gone.
+    pub removed: PathBuf,
+}
+
+/// A booted machine. Dropping it without [`Machine::down`] kills QEMU and
+/// has its guard remove the run directory.
+#[derive(Debug)]
+pub struct Machine {
+    run_dir: PathBuf,
+    guard: Option<Guard>,
+    qemu: tokio::process::Child,
+    qemu_pid: i32,
+    qmp: Qmp,
+    agent: Agent,
+    ports: BTreeMap<u16, u16>,
+    accel: AccelChoice,
+    boot_time: Duration,
+}
+
+impl Machine {
+    /// Boots `spec`: overlay, QEMU in a guarded group, until the guest
+    /// agent answers.
+    pub async fn boot(spec: &MachineSpec) -> Result<Machine, MachineError> {
+        require(QEMU, "boot a machine", "qemu-system-x86")?;
+        require("qemu-img", "make a machine's overlay", "qemu-utils")?;
+        require("mkfs.ext4", "make a machine's payload disk", "e2fsprogs")?;
+        let started = Instant::now();
+        let parent = spec.run_parent.clone().unwrap_or_else(std::env::temp_dir);
+        let run_dir = parent.join(format!("testkit-machine-{}", crate::ids::random_id(8)));
+        if run_dir.as_os_str().len() > SOCKET_DIR_MAX {
+            return Err(MachineError::PathTooLong { path: run_dir });
+        }
+        let tell = |step| {
+            if let Some(o) = &spec.observer {
+                (o.0)(step);
+            }
+        };
+        // The guard before anything it removes or ends.
+        let guard = Guard::start(&run_dir)?;
+        tell(MachineStep::Group {
+            pgid: guard.pgid(),
+            start_ticks: guard.start_ticks(),
+        });
+        match boot_guarded(spec, &guard, &run_dir, &tell, started).await {
+            Ok((qemu, qemu_pid, qmp, agent, ports, accel)) => Ok(Machine {
+                run_dir,
+                guard: Some(guard),
+                qemu,
+                qemu_pid,
+                qmp,
+                agent,
+                ports,
+                accel,
+                boot_time: started.elapsed(),
+            }),
+            Err(e) => {
+                let _ = guard.abandon(EXIT_LIMIT).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The host port (on 127.0.0.1) that reaches `guest_port`.
+    pub fn port(&self, guest_port: u16) -> Result<u16, MachineError> {
+        self.ports
+            .get(&guest_port)
+            .copied()
+            .ok_or(MachineError::PortNotForwarded(guest_port))
+    }
+
+    /// Which accelerator it runs under, and why.
+    pub fn accel(&self) -> &AccelChoice {
+        &self.accel
+    }
+
+    /// How long the boot took, until the guest agent answered.
+    pub fn boot_time(&self) -> Duration {
+        self.boot_time
+    }
+
+    /// QEMU's pid.
+    pub fn qemu_pid(&self) -> i32 {
+        self.qemu_pid
+    }
+
+    /// The run directory (overlay, sockets, `console.log`).
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// Runs `argv` in the guest as root, with `stdin`, for at most `limit`.
+    pub async fn exec(
+        &mut self,
+        argv: &[&str],
+        stdin: &[u8],
+        limit: Duration,
+    ) -> Result<GuestOutput, MachineError> {
+        self.agent.exec(argv, stdin, limit).await
+    }
+
+    /// Writes a file in the guest.
+    pub async fn write_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), MachineError> {
+        self.agent.write_file(path, bytes).await
+    }
+
+    /// Reads a file of the guest.
+    pub async fn read_file(&mut self, path: &str) -> Result<Vec<u8>, MachineError> {
+        self.agent.read_file(path).await
+    }
+
+    /// Mounts the payload disk read-only at `/run/payload` in the guest;
+    /// answers that path.
+    pub async fn mount_payload(&mut self) -> Result<&'static str, MachineError> {
+        const AT: &str = "/run/payload";
+        let script = format!("mkdir -p {AT} && (mountpoint -q {AT} || mount -o ro /dev/vdb {AT})");
+        self.checked(&["sh", "-c", &script], Duration::from_secs(60))
+            .await?;
+        Ok(AT)
+    }
+
+    /// Installs the payload's `.deb` files with `dpkg -i` (the image holds
+    /// their dependencies: the guest has no network), which runs their
+    /// maintainer scripts (a service's unit enabled and started).
+    pub async fn install_payload_debs(
+        &mut self,
+        limit: Duration,
+    ) -> Result<GuestOutput, MachineError> {
+        let at = self.mount_payload().await?;
+        let script = format!("dpkg -i {at}/*.deb");
+        self.checked(&["sh", "-c", &script], limit).await
+    }
+
+    async fn checked(
+        &mut self,
+        argv: &[&str],
+        limit: Duration,
+    ) -> Result<GuestOutput, MachineError> {
+        let out = self.exec(argv, &[], limit).await?;
+        if out.success() {
+            return Ok(out);
+        }
+        Err(MachineError::Command {
+            command: format!("(guest) {}", argv.join(" ")),
+            status: match (out.code, out.signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (None, Some(s)) => format!("signal {s}"),
+                _ => "unknown".to_owned(),
+            },
+            output: tail(&format!("{}{}", out.stdout_text(), out.stderr_text()), 2000),
+        })
+    }
+
+    /// Freezes the guest's CPUs (QMP `stop`): it answers nothing until
+    /// [`Machine::cont`].
+    pub async fn pause(&mut self) -> Result<(), MachineError> {
+        self.qmp.execute("stop", None).await.map(|_| ())
+    }
+
+    /// Resumes a paused guest (QMP `cont`).
+    pub async fn cont(&mut self) -> Result<(), MachineError> {
+        self.qmp.execute("cont", None).await.map(|_| ())
+    }
+
+    /// Plugs or unplugs the guest's network cable (QMP `set_link`): the
+    /// forwarded ports stop reaching it while it is down.
+    pub async fn set_link(&mut self, up: bool) -> Result<(), MachineError> {
+        self.qmp
+            .execute(
+                "set_link",
+                Some(serde_json::json!({ "name": "net0", "up": up })),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Asks the guest to shut down (QMP `system_powerdown`, the ACPI power
+    /// button); [`Machine::down`] waits for it.
+    pub async fn powerdown(&mut self) -> Result<(), MachineError> {
+        self.qmp.execute("system_powerdown", None).await.map(|_| ())
+    }
+
+    /// The end of the guest's console log.
+    pub fn console_tail(&self) -> String {
+        console_tail(&self.run_dir)
+    }
+
+    /// Ends the machine: QMP `quit`, QEMU killed if it has not exited
+    /// within a bound, its group verified empty, the run directory (the
+    /// overlay) removed and verified gone.
+    pub async fn down(mut self) -> Result<DownReport, MachineError> {
+        let _ = self.qmp.execute("quit", None).await;
+        let exited_cleanly = matches!(
+            tokio::time::timeout(EXIT_LIMIT, self.qemu.wait()).await,
+            Ok(Ok(_))
+        );
+        if !exited_cleanly {
+            let _ = self.qemu.start_kill();
+            let _ = tokio::time::timeout(EXIT_LIMIT, self.qemu.wait()).await;
+        }
+        let guard = self
+            .guard
+            .take()
+            .expect("a machine holds its guard until down");
+        let pgid = guard.pgid();
+        let members: Vec<i32> = crate::process::group_members(pgid)
+            .into_iter()
+            .map(|m| m.0)
+            .filter(|&p| p != pgid)
+            .collect();
+        if !members.is_empty() {
+            let _ = guard.abandon(EXIT_LIMIT).await;
+            return Err(MachineError::Survived(format!(
+                "processes {members:?} of group {pgid} outlived QEMU"
+            )));
+        }
+        std::fs::remove_dir_all(&self.run_dir)
+            .map_err(MachineError::io("remove", &self.run_dir))?;
+        guard.release().await?;
+        Ok(DownReport {
+            exited_cleanly,
+            removed: self.run_dir.clone(),
+        })
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if self.guard.is_some() {
+            // Not brought down: end QEMU now; the guard (its pipe closed
+            // with it) ends the rest of the group and removes the files.
+            let _ = self.qemu.start_kill();
+        }
+    }
+}
+
+type Booted = (
+    tokio::process::Child,
+    i32,
+    Qmp,
+    Agent,
+    BTreeMap<u16, u16>,
+    AccelChoice,
+);
+
+async fn boot_guarded(
+    spec: &MachineSpec,
+    guard: &Guard,
+    run_dir: &Path,
+    tell: &impl Fn(MachineStep),
+    started: Instant,
+) -> Result<Booted, MachineError> {
+    std::fs::create_dir(run_dir).map_err(MachineError::io("create", run_dir))?;
+    tell(MachineStep::RunDir(run_dir.to_owned()));
+    let accel = choose_accel(spec, guard, run_dir).await;
+
+    let overlay = run_dir.join("overlay.qcow2");
+    let mut create = guard.command("qemu-img");
+    create
+        .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+        .arg(&spec.image.disk)
+        .arg(&overlay);
+    run_bounded(create, Duration::from_secs(60)).await?;
+    let payload = match spec.payload.is_empty() {
+        true => None,
+        false => Some(payload_disk(spec, guard, run_dir).await?),
+    };
+
+    let ports = forwarded_ports(&spec.ports)?;
+    let (qmp_socket, qga_socket) = (run_dir.join("qmp.sock"), run_dir.join("qga.sock"));
+    let mut hostfwd = String::from("user,id=net0,restrict=on");
+    for (guest, host) in &ports {
+        hostfwd.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-:{guest}"));
+    }
+    let mut qemu = guard.command(QEMU);
+    qemu.arg("-name")
+        .arg(format!(
+            "testkit-machine,process=testkit-machine-{}",
+            spec.image.name
+        ))
+        .args(["-machine", &format!("q35,accel={}", accel.accel.as_str())])
+        .args([
+            "-cpu",
+            if accel.accel == Accel::Kvm {
+                "host"
+            } else {
+                "max"
+            },
+        ])
+        .args([
+            "-smp",
+            &spec.cpus.to_string(),
+            "-m",
+            &spec.memory_mib.to_string(),
+        ])
+        .args(HEADLESS)
+        .arg("-kernel")
+        .arg(&spec.image.kernel)
+        .arg("-initrd")
+        .arg(&spec.image.initrd)
+        .args(["-append", KERNEL_ARGS])
+        .arg("-drive")
+        .arg(drive(&overlay, "qcow2", false));
+    if let Some(disk) = &payload {
+        qemu.arg("-drive").arg(drive(disk, "raw", true));
+    }
+    qemu.args(["-netdev", &hostfwd, "-device", "virtio-net-pci,netdev=net0"])
+        .arg("-qmp")
+        .arg(format!("unix:{},server=on,wait=off", qmp_socket.display()))
+        .arg("-chardev")
+        .arg(format!(
+            "socket,path={},server=on,wait=off,id=qga0",
+            qga_socket.display()
+        ))
+        .args(["-device", "virtio-serial"])
+        .args([
+            "-device",
+            "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+        ])
+        .arg("-serial")
+        .arg(format!("file:{}", run_dir.join("console.log").display()))
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::File::create(run_dir.join("qemu.stderr.log"))
+                .map_err(MachineError::io("create", run_dir.join("qemu.stderr.log")))?,
+        );
+    let mut child = qemu
+        .spawn()
+        .map_err(MachineError::io("start", PathBuf::from(QEMU)))?;
+    let qemu_pid = child.id().map(|p| p as i32).unwrap_or_default();
+    let deadline = tokio::time::Instant::from_std(started + spec.boot_limit);
+
+    let qmp_ready = wait_for_socket(&mut child, &qmp_socket, run_dir, deadline).await?;
+    let qmp = Qmp::connect(&qmp_ready).await?;
+    let agent = tokio::select! {
+        agent = Agent::connect(&qga_socket, deadline) => agent?,
+        status = child.wait() => return Err(exited(status, run_dir)),
+    };
+    let Some(agent) = agent else {
+        return Err(MachineError::BootTimeout {
+            waited: spec.boot_limit,
+            console_tail: console_tail(run_dir),
+        });
+    };
+    Ok((child, qemu_pid, qmp, agent, ports, accel))
+}
+
+fn drive(file: &Path, format: &str, read_only: bool) -> String {
+    let mut d = format!("file={},format={format},if=virtio", file.display());
+    if read_only {
+        d.push_str(",readonly=on");
+    }
+    d
+}
+
+/// A small ext4 disk holding the payload files (`mkfs.ext4 -d`, no mount).
+async fn payload_disk(
+    spec: &MachineSpec,
+    guard: &Guard,
+    run_dir: &Path,
+) -> Result<PathBuf, MachineError> {
+    let dir = run_dir.join("payload");
+    std::fs::create_dir(&dir).map_err(MachineError::io("create", &dir))?;
+    let mut bytes = 0;
+    for file in &spec.payload {
+        let name = file.file_name().ok_or_else(|| MachineError::Io {
+            what: "name",
+            path: file.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
+        })?;
+        bytes += std::fs::copy(file, dir.join(name)).map_err(MachineError::io("copy", file))?;
+    }
+    let disk = run_dir.join("payload.img");
+    let file = std::fs::File::create(&disk).map_err(MachineError::io("create", &disk))?;
+    // Room for the files and ext4's own (a few MiB), rounded to MiB.
+    let size = (bytes * 5 / 4 + (16 << 20)).div_ceil(1 << 20) << 20;
+    file.set_len(size)
+        .map_err(MachineError::io("size", &disk))?;
+    drop(file);
+    let mut mkfs = guard.command("mkfs.ext4");
+    mkfs.args(["-q", "-F", "-L", "testkit-payload", "-d"])
+        .arg(&dir)
+        .arg(&disk);
+    run_bounded(mkfs, Duration::from_secs(120)).await?;
+    std::fs::remove_dir_all(&dir).map_err(MachineError::io("remove", &dir))?;
+    Ok(disk)
+}
+
+/// Free loopback ports, one for each guest port, held open together while
+/// they are found so that no two are one.
+fn forwarded_ports(guest_ports: &[u16]) -> Result<BTreeMap<u16, u16>, MachineError> {
+    let listeners: Vec<std::net::TcpListener> = guest_ports
+        .iter()
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<_, _>>()
+        .map_err(MachineError::io(
+            "find a free port on",
+            PathBuf::from("127.0.0.1"),
+        ))?;
+    guest_ports
+        .iter()
+        .zip(&listeners)
+        .map(|(g, l)| {
+            l.local_addr()
+                .map(|a| (*g, a.port()))
+                .map_err(MachineError::io(
+                    "find a free port on",
+                    PathBuf::from("127.0.0.1"),
+                ))
+        })
+        .collect()
+}
+
+/// Waits until QEMU has made `socket`, or exited, or `deadline`.
+async fn wait_for_socket(
+    child: &mut tokio::process::Child,
+    socket: &Path,
+    run_dir: &Path,
+    deadline: tokio::time::Instant,
+) -> Result<PathBuf, MachineError> {
+    loop {
+        if socket.exists() {
+            return Ok(socket.to_owned());
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(exited(Ok(status), run_dir));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(MachineError::BootTimeout {
+                waited: Duration::ZERO,
+                console_tail: console_tail(run_dir),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn exited(status: std::io::Result<std::process::ExitStatus>, run_dir: &Path) -> MachineError {
+    let stderr = std::fs::read_to_string(run_dir.join("qemu.stderr.log")).unwrap_or_default();
+    MachineError::QemuExited {
+        status: match status {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        },
+        console_tail: format!("{}{}", tail(&stderr, 1000), console_tail(run_dir)),
+    }
+}
+
+fn console_tail(run_dir: &Path) -> String {
+    let text = std::fs::read(run_dir.join("console.log")).unwrap_or_default();
+    tail(&String::from_utf8_lossy(&text), 1500)
+}
+
+/// TCG when asked or when KVM is not usable; KVM when `/dev/kvm` opens and
+/// a probe guest (the image's kernel, no disk) prints its first line
+/// under it within [`KVM_PROBE_LIMIT`]: on some hosts `/dev/kvm` opens
+/// but a guest hangs before it prints anything.
+async fn choose_accel(spec: &MachineSpec, guard: &Guard, run_dir: &Path) -> AccelChoice {
+    let tcg = |why: String| AccelChoice {
+        accel: Accel::Tcg,
+        why,
+    };
+    if spec.accel == AccelPolicy::Tcg {
+        return tcg("TCG was asked for".to_owned());
+    }
+    // What the host offers does not change while this process runs: one
+    // probe (and its bound) per process, not per boot.
+    static PROBED: tokio::sync::OnceCell<AccelChoice> = tokio::sync::OnceCell::const_new();
+    PROBED
+        .get_or_init(|| probe_kvm(spec, guard, run_dir))
+        .await
+        .clone()
+}
+
+async fn probe_kvm(spec: &MachineSpec, guard: &Guard, run_dir: &Path) -> AccelChoice {
+    let tcg = |why: String| AccelChoice {
+        accel: Accel::Tcg,
+        why,
+    };
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        return tcg(format!("/dev/kvm cannot be opened: {e}"));
+    }
+    let log = run_dir.join("kvm-probe.log");
+    let mut probe = guard.command(QEMU);
+    probe
+        .args(["-machine", "q35,accel=kvm", "-cpu", "host", "-m", "256"])
+        .args(HEADLESS)
+        .arg("-kernel")
+        .arg(&spec.image.kernel)
+        .args(["-append", "console=ttyS0 panic=-1"])
+        .arg("-serial")
+        .arg(format!("file:{}", log.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let Ok(mut child) = probe.spawn() else {
+        return tcg("a KVM probe guest could not start".to_owned());
+    };
+    let printed = super::poll_until(KVM_PROBE_LIMIT, || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("Linux version"))
+    })
+    .await;
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let _ = std::fs::remove_file(&log);
+    if printed {
+        AccelChoice {
+            accel: Accel::Kvm,
+            why: "/dev/kvm opens and a probe guest ran under it".to_owned(),
+        }
+    } else {
+        tcg(format!(
+            "/dev/kvm opens, but a probe guest printed nothing under KVM within {KVM_PROBE_LIMIT:?}"
+        ))
+    }
+}

@@ -1,0 +1,317 @@
+//! What a launch is: its spec, what it tells as it boots, the pod it
+//! makes, and how a launch or a stop fails.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Ready, SuiteConfig};
+use crate::pod::check::HealthReport;
+use crate::pod::container::{ContainerSpec, ContainerStop};
+use crate::pod::handle::{HandleError, HandlePolicy, PodHandle};
+use crate::process;
+
+/// How to start a pod.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct LaunchSpec {
+    /// Program and arguments; see [`crate::config::PodSection::command`].
+    pub command: Vec<String>,
+    /// When the pod counts as up.
+    pub ready: Ready,
+    /// The pod's unauthenticated health path.
+    pub health_path: String,
+    /// How long the pod may stay silent while booting.
+    pub inactivity_timeout: Duration,
+    /// The longest boot, progress or not.
+    pub ceiling: Duration,
+    /// What the printed handle may point at.
+    pub policy: HandlePolicy,
+    /// Where `pod.stdout.log` and `pod.stderr.log` go.
+    pub logs_dir: PathBuf,
+    /// Where the pod's private directory is created (default: the temp dir).
+    pub private_parent: Option<PathBuf>,
+    /// Where a relative program is looked up (the suite dir).
+    pub base_dir: Option<PathBuf>,
+    /// Extra environment for the pod.
+    pub env: BTreeMap<String, String>,
+    /// The handle's fields, for a pod that prints no handle (`[pod] fields`).
+    pub fields: BTreeMap<String, String>,
+    /// Commands to run before the pod (`[pod] setup`).
+    pub setup: Vec<Vec<String>>,
+    /// Commands to run once the pod is up (`[pod] bootstrap`).
+    pub bootstrap: Vec<Vec<String>>,
+    /// Environment templates of the pod and its setup (`[pod] env`).
+    pub env_templates: BTreeMap<String, String>,
+    /// Names of more free ports to reserve (`[pod] ports`).
+    pub ports: Vec<String>,
+    /// The target dir to look for the program in after the current
+    /// executable's (`CARGO_TARGET_DIR` of the caller).
+    pub target_dir: Option<PathBuf>,
+    /// Run the pod as this container rather than `command` (`[pod.container]`).
+    pub container: Option<ContainerSpec>,
+    /// Told of each thing the boot makes that would outlive a launcher
+    /// killed mid-boot, as it is made.
+    pub observer: Option<BootObserver>,
+}
+
+/// Something a boot made that must not outlive it: the pod's private
+/// directory, the group of a `[pod] setup` command, the pod's own group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BootStep {
+    /// The private directory (HOME, raw stdout) was created.
+    PrivateDir(PathBuf),
+    /// A setup command was started in a process group of its own.
+    Setup {
+        /// Its group.
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// A `[pod] bootstrap` command was started, in a process group of its
+    /// own, against the running pod.
+    Bootstrap {
+        /// Its group.
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// The pod was started in a process group of its own.
+    Pod {
+        /// Its group (the pod's pid).
+        pgid: i32,
+        /// Its start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+}
+
+/// What a launcher is told of a boot as it goes (see [`BootStep`]): a
+/// runner that can be SIGKILLed mid-boot hands each step to its watchdog,
+/// so that nothing the boot made outlives it.
+#[derive(Clone)]
+pub struct BootObserver(Arc<dyn Fn(BootStep) + Send + Sync>);
+
+impl BootObserver {
+    /// An observer that calls `tell` with each step.
+    pub fn new(tell: impl Fn(BootStep) + Send + Sync + 'static) -> BootObserver {
+        BootObserver(Arc::new(tell))
+    }
+
+    pub(super) fn tell(observer: Option<&BootObserver>, step: BootStep) {
+        if let Some(o) = observer {
+            (o.0)(step);
+        }
+    }
+}
+
+impl std::fmt::Debug for BootObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BootObserver")
+    }
+}
+
+impl LaunchSpec {
+    /// The spec of a suite's `[pod]` config, logging to `logs_dir`.
+    pub fn from_config(
+        config: &SuiteConfig,
+        suite_dir: Option<&Path>,
+        logs_dir: PathBuf,
+    ) -> LaunchSpec {
+        let pod = &config.pod;
+        LaunchSpec {
+            command: pod.command.clone(),
+            ready: pod.ready,
+            health_path: pod.health_path.clone(),
+            inactivity_timeout: pod.inactivity_timeout,
+            ceiling: pod.ceiling,
+            policy: HandlePolicy::from_suite(config),
+            logs_dir,
+            private_parent: None,
+            base_dir: suite_dir.map(Path::to_owned),
+            env: BTreeMap::new(),
+            fields: pod.fields.clone(),
+            setup: pod.setup.clone(),
+            bootstrap: pod.bootstrap.clone(),
+            env_templates: pod.env.clone(),
+            ports: pod.ports.clone(),
+            target_dir: None,
+            container: None,
+            observer: None,
+        }
+    }
+}
+
+/// Why a pod did not come up. Its logs are kept; the message says where,
+/// and what the pod last printed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The program is not on PATH nor next to the test binaries.
+    #[error("pod program `{program}` not found next to the current executable, in the target dir, or on PATH: {hint}")]
+    ProgramNotFound {
+        /// The program.
+        program: String,
+        /// How to fix it.
+        hint: String,
+    },
+    /// Setting up (directories, port, spawn) failed.
+    #[error("failed to {what}: {cause}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        cause: std::io::Error,
+    },
+    /// The pod exited before it was up.
+    #[error("the pod exited early ({status}) before it was up; last seen: {last_seen}; logs kept in {}", logs.display())]
+    ExitedEarly {
+        /// Its exit status.
+        status: String,
+        /// The last line it printed.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// It was silent too long, or booted too long.
+    #[error("the pod was not up after {waited:?} ({which}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Timeout {
+        /// `no progress for 20s` or `hard ceiling 2m`.
+        which: String,
+        /// How long it was given.
+        waited: Duration,
+        /// The last thing seen (a line, a health answer).
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// A `[pod] setup` or `[pod] bootstrap` command failed.
+    #[error("the pod's {step} command `{command}` failed ({status}); last seen: {last_seen}; logs kept in {}", logs.display())]
+    Setup {
+        /// `setup` or `bootstrap`.
+        step: &'static str,
+        /// The command, redacted.
+        command: String,
+        /// How it ended.
+        status: String,
+        /// What it printed last, redacted.
+        last_seen: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// The container engine refused part of a container pod's start.
+    #[error("the container pod could not start: {0}")]
+    Container(String),
+    /// A `{placeholder}` of `[pod]` that nothing fills.
+    #[error("invalid [pod] in testkit.toml: {0}")]
+    Placeholder(String),
+    /// It printed a handle that does not validate.
+    #[error("the pod printed an unusable handle: {cause}; logs kept in {}", logs.display())]
+    BadHandle {
+        /// What is wrong with it.
+        cause: HandleError,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+}
+
+/// A pod testkit started.
+#[derive(Debug)]
+pub struct LaunchedPod {
+    /// Its validated handle.
+    pub handle: PodHandle,
+    /// Its process id.
+    pub pid: u32,
+    /// Its process group (equal to `pid`).
+    pub pgid: i32,
+    /// When its process started, in clock ticks since boot (guards against pid reuse).
+    pub start_ticks: Option<u64>,
+    /// Its private directory (deleted on stop).
+    pub private_dir: PathBuf,
+    /// Its HOME, inside `private_dir`.
+    pub home: PathBuf,
+    /// The folder of its logs.
+    pub logs_dir: PathBuf,
+    /// The health measurement that declared it up.
+    pub health: HealthReport,
+    /// How long the boot took.
+    pub boot_time: Duration,
+    pub(super) child: Option<tokio::process::Child>,
+}
+
+/// What stopping a pod did, verified.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct StopReport {
+    /// Processes of the pod's tree when the stop began.
+    pub processes: usize,
+    /// Whether everything ended after SIGTERM, within the grace period.
+    pub drained_after_term: bool,
+    /// Processes that needed SIGKILL.
+    pub killed: Vec<i32>,
+    /// The pod's private directory (with HOME), verified gone.
+    pub removed: PathBuf,
+    /// How long the stop took.
+    pub duration: Duration,
+    /// A container pod: what became of its containers, networks and volumes.
+    pub containers: Option<ContainerStop>,
+}
+
+/// A stop that could not be verified: names what survived.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StopError {
+    /// Processes still alive after SIGKILL.
+    #[error(
+        "processes of pod group {pgid} survived SIGTERM and SIGKILL: {}",
+        describe(survivors)
+    )]
+    Survivors {
+        /// The group.
+        pgid: i32,
+        /// `(pid, command)`.
+        survivors: Vec<(i32, String)>,
+    },
+    /// The pod's containers, networks or volumes could not be removed, or
+    /// not proven gone.
+    #[error("the pod's containers could not be stopped and removed: {problem}")]
+    Containers {
+        /// What the engine answered, or what is still there.
+        problem: String,
+    },
+    /// The HOME could not be deleted.
+    #[error("the pod's HOME {} survived: {problem}", path.display())]
+    HomeSurvived {
+        /// The directory.
+        path: PathBuf,
+        /// What deleting it answered.
+        problem: String,
+    },
+}
+
+fn describe(procs: &[(i32, String)]) -> String {
+    procs
+        .iter()
+        .map(|(p, c)| format!("{p} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Finds a pod (or CLI) program: a path as given (relative to `base_dir`),
+/// else next to the current executable, in `target_dir`, then on PATH.
+pub fn resolve_program(
+    program: &str,
+    base_dir: Option<&Path>,
+    target_dir: Option<&Path>,
+) -> Result<PathBuf, LaunchError> {
+    process::find_program(program, base_dir, target_dir).ok_or_else(|| {
+        LaunchError::ProgramNotFound {
+            program: program.to_owned(),
+            hint: format!(
+                "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
+                 or set `[pod] command` in testkit.toml"
+            ),
+        }
+    })
+}
