@@ -255,18 +255,29 @@ fn owner_helper() {
     bounded(Duration::from_secs(10 * 60), async move {
         let (image, _) = debian_12().await;
         let mut spec = MachineSpec::new(image);
-        let file = std::sync::Mutex::new(std::fs::File::create(&record).unwrap());
-        spec.observer = Some(MachineObserver::new(move |step| {
-            let line = match step {
-                MachineStep::Group { pgid, .. } => format!("group {pgid}\n"),
-                MachineStep::RunDir(dir) => format!("run-dir {}\n", dir.display()),
-                _ => return,
-            };
-            let mut f = file.lock().unwrap();
-            f.write_all(line.as_bytes()).unwrap();
-            f.flush().unwrap();
+        let file = std::sync::Arc::new(std::sync::Mutex::new(
+            std::fs::File::create(&record).unwrap(),
+        ));
+        let write = {
+            let file = file.clone();
+            move |line: String| {
+                let mut f = file.lock().unwrap();
+                f.write_all(line.as_bytes()).unwrap();
+                f.flush().unwrap();
+            }
+        };
+        let tell = write.clone();
+        spec.observer = Some(MachineObserver::new(move |step| match step {
+            MachineStep::Group { pgid, .. } => tell(format!("group {pgid}\n")),
+            MachineStep::RunDir(dir) => tell(format!("run-dir {}\n", dir.display())),
+            _ => {}
         }));
-        let _machine = Machine::boot(&spec).await;
+        // A boot that fails says why, for the killing test's message.
+        let machine = Machine::boot(&spec).await;
+        match &machine {
+            Ok(_) => write("booted\n".to_owned()),
+            Err(e) => write(format!("boot failed: {e}\n")),
+        }
         std::future::pending::<()>().await;
     });
 }
