@@ -259,6 +259,16 @@ impl Machine {
         self.qemu_pid
     }
 
+    /// The process group QEMU runs in (its leader is the guard), and its
+    /// leader's start time.
+    pub fn group(&self) -> (i32, Option<u64>) {
+        let guard = self
+            .guard
+            .as_ref()
+            .expect("a machine holds its guard until down");
+        (guard.pgid(), guard.start_ticks())
+    }
+
     /// The run directory (overlay, sockets, `console.log`).
     pub fn run_dir(&self) -> &Path {
         &self.run_dir

@@ -361,6 +361,13 @@ pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
                 send(&format!("pod {pgid} {}", ticks_word(start_ticks)));
                 trace.pod = Some((pgid, start_ticks));
             }
+            // A machine's group, told before QEMU starts in it, and its
+            // run dir (the overlay): both end with the runner.
+            BootStep::MachineGroup { pgid, start_ticks } => {
+                send(&format!("group {pgid} {}", ticks_word(start_ticks)));
+                trace.setups.push((pgid, start_ticks));
+            }
+            BootStep::MachineDir(dir) => tell_scratch(&dir),
             _ => {}
         }
     })
