@@ -169,37 +169,22 @@ fn a_sigkilled_runner_leaves_no_qemu_and_no_overlay() {
 #[test]
 fn a_machine_run_without_its_section_or_with_keep_is_refused() {
     let suite = fixture("suite");
-    let ran = Ran::from(
-        runner()
-            .args(["run", "--pod", "vm"])
-            .arg(suite.path())
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(ran.code, 64);
-    assert!(
-        ran.stderr
-            .contains("--pod vm: the suite's testkit.toml has no [pod.vm]")
-            && ran.stderr.contains("Your product on a machine"),
-        "{}",
-        ran.stderr
+    let refused = |args: &[&str], says: &str| {
+        let ran = Ran::from(runner().args(args).arg(suite.path()).output().unwrap());
+        assert_eq!(ran.code, 64);
+        assert!(ran.stderr.contains(says), "{}", ran.stderr);
+    };
+    refused(
+        &["run", "--pod", "vm"],
+        "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
+         port): add one (see TESTING.md, \"Your product on a machine\")",
     );
     let toml = suite.path().join("testkit.toml");
     let mut text = std::fs::read_to_string(&toml).unwrap();
     text.push_str("\n[pod.vm]\ndebs = \"debs\"\nport = 8080\n");
     std::fs::write(&toml, text).unwrap();
-    let ran = Ran::from(
-        runner()
-            .args(["run", "--pod", "vm", "--keep"])
-            .arg(suite.path())
-            .output()
-            .unwrap(),
-    );
-    assert_eq!(ran.code, 64);
-    assert!(
-        ran.stderr
-            .contains("a machine pod ends with the runner that booted it"),
-        "{}",
-        ran.stderr
+    refused(
+        &["run", "--pod", "vm", "--keep"],
+        "a machine pod ends with the runner that booted it",
     );
 }
