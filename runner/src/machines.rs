@@ -159,7 +159,14 @@ pub(crate) fn stopped(name: &str, pid: u32, report: &StopReport) -> (Verdict, St
         m.run_dir.display(),
         report.removed.display()
     );
-    if m.exited_cleanly {
+    if m.already_gone {
+        (
+            Verdict::Pass,
+            format!(
+                "pod {name} (pid {pid}): QEMU had exited before the stop (see `pod`), in {took}; {gone}"
+            ),
+        )
+    } else if m.exited_cleanly {
         (
             Verdict::Pass,
             format!(

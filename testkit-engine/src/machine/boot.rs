@@ -399,8 +399,14 @@ impl Machine {
                 "processes {members:?} of group {pgid} outlived QEMU"
             )));
         }
-        std::fs::remove_dir_all(&self.run_dir)
-            .map_err(MachineError::io("remove", &self.run_dir))?;
+        // Gone already when someone else ended the machine (its guard, told
+        // by a dead owner, or a watchdog): what matters is that it is gone.
+        match std::fs::remove_dir_all(&self.run_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(MachineError::io("remove", &self.run_dir)(e))
+            }
+            _ => {}
+        }
         guard.release().await?;
         Ok(DownReport {
             exited_cleanly,

@@ -245,6 +245,8 @@ pub(super) async fn stop(
     keep_console(&machine, logs_dir);
     let qemu_pid = machine.qemu_pid();
     let qemu_ticks = crate::process::start_ticks(qemu_pid);
+    // Ended from outside already (`pod down`, a crash): said, not a failure.
+    let already_gone = !qemu_ticks.is_some_and(|t| crate::process::is_running(qemu_pid, t));
     let run_dir = machine.run_dir().to_owned();
     let overlay = run_dir.join("overlay.qcow2");
     let processes = crate::process::group_members(machine.group().0).len();
@@ -253,7 +255,7 @@ pub(super) async fn stop(
         .down()
         .await
         .map_err(|e| problem(crate::errors::error_chain(&e)))?;
-    if qemu_ticks.is_some() && crate::process::start_ticks(qemu_pid) == qemu_ticks {
+    if qemu_ticks.is_some_and(|t| crate::process::is_running(qemu_pid, t)) {
         return Err(problem(format!(
             "QEMU (pid {qemu_pid}) still runs after the machine was brought down"
         )));
@@ -286,6 +288,7 @@ pub(super) async fn stop(
         machine: Some(MachineStop {
             qemu_pid,
             exited_cleanly: down.exited_cleanly,
+            already_gone,
             run_dir,
         }),
     })

@@ -381,6 +381,8 @@ pub struct MachineStop {
     pub qemu_pid: i32,
     /// Whether QEMU exited on its own when asked (`quit`), or was killed.
     pub exited_cleanly: bool,
+    /// QEMU had exited before the stop (stopped from outside, or crashed).
+    pub already_gone: bool,
     /// The machine's run directory (its overlay), verified gone.
     pub run_dir: PathBuf,
 }
