@@ -337,18 +337,18 @@ pub struct LaunchedPod {
 }
 
 impl LaunchedPod {
-    /// A machine pod: its image, where the image came from, and which
-    /// accelerator its CPU runs under, and why; `None` for any other pod.
+    /// A machine pod (its `pid` is QEMU's): its image, where the image came
+    /// from, and which accelerator its CPU runs under, and why; `None` for
+    /// any other pod.
     pub fn machine_summary(&self) -> Option<String> {
         let m = self.machine.as_ref()?;
         let accel = m.accel();
         Some(format!(
-            "machine of image {} ({}) under {} ({}), QEMU pid {}",
+            "QEMU, image {} ({}), under {} ({})",
             m.image,
             m.image_note,
             accel.accel.as_str().to_uppercase(),
             accel.why,
-            m.machine.qemu_pid()
         ))
     }
 }
