@@ -95,6 +95,19 @@ fn default_ceiling() -> Duration {
 impl VmSection {
     /// Checks what serde cannot: `(key, what is wrong and how to mend it)`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !crate::machine::ImageRecipe::known().any(|known| known == self.image) {
+            return Err((
+                "pod.vm.image",
+                format!(
+                    "is {:?}, which is no machine image: give one of {}",
+                    self.image,
+                    crate::machine::ImageRecipe::known()
+                        .map(|k| format!("{k:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
         if self.port == 0 {
             return Err((
                 "pod.vm.port",
@@ -230,6 +243,10 @@ mod tests {
                 "unknown field `kernel`",
             ),
             ("port = 1", "missing field `debs`"),
+            (
+                "debs = \"d\"\nport = 1\nimage = \"debian-13\"",
+                "pod.vm.image: is \"debian-13\", which is no machine image: give one of \"debian-12\", \"debian-12-docker\"",
+            ),
             (
                 "debs = \"d\"\nport = 1\nfields = { base_url = { file = \"/f\" } }",
                 "pod.vm.fields: has \"base_url\"",
