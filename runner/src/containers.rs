@@ -82,7 +82,8 @@ pub(crate) enum RunError {
 }
 
 /// What a run (or `pod up`) starts: the suite's service as a process
-/// (`[pod] command`) or as a container (`[pod.container]`).
+/// (`[pod] command`), as a container (`[pod.container]`) or in a machine
+/// (`[pod.vm]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub(crate) enum PodMode {
     /// `[pod] command`, a process group on this machine.
@@ -90,6 +91,9 @@ pub(crate) enum PodMode {
     Process,
     /// `[pod.container]`, a container of the local Docker Engine.
     Container,
+    /// `[pod.vm]`, a QEMU machine with the service installed from its
+    /// Debian package.
+    Vm,
 }
 
 /// The mode `--pod` asked for, or else the suite's own: a container for a
@@ -115,6 +119,12 @@ pub(crate) fn check_mode(
     if mode == PodMode::Container && config.pod.container.is_none() {
         return Err(ModeError::NoContainerSection);
     }
+    if mode == PodMode::Vm && config.pod.vm.is_none() {
+        return Err(ModeError::NoVmSection);
+    }
+    if mode == PodMode::Vm && !config.pod.bootstrap.is_empty() {
+        return Err(ModeError::VmBootstrap);
+    }
     Ok(mode)
 }
 
@@ -131,6 +141,22 @@ pub(crate) enum ModeError {
          port): add one (see TESTING.md, \"Your service as a container\")"
     )]
     NoContainerSection,
+    #[error(
+        "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
+         port): add one (see TESTING.md, \"Your product on a machine\")"
+    )]
+    NoVmSection,
+    #[error(
+        "--pod vm: the suite's [pod] bootstrap is not run against a machine pod yet: leave \
+         out --pod vm, or do the bootstrap in the package (its postinst)"
+    )]
+    VmBootstrap,
+    #[error(
+        "--pod vm: a machine pod ends with the runner that booted it (its guard stops QEMU \
+         when that process goes), so it cannot be left running: use `testkit-runner run SUITE \
+         --pod vm`, without --keep"
+    )]
+    VmOutlivesRunner,
 }
 
 /// The `docker` CLI, and a daemon that answers it.
@@ -290,8 +316,9 @@ fn image_tag(config: &SuiteConfig, build: &BuildSection, hash: &str) -> String {
     )
 }
 
-/// Runs a command to completion, its output appended to `log`.
-async fn run_logged(
+/// Runs a command to completion in `dir`, its output appended to `log`,
+/// in a process group of its own told to `groups`.
+pub(crate) async fn run_logged(
     program: &str,
     args: &[String],
     dir: &Path,
@@ -739,8 +766,10 @@ pub(crate) async fn for_pod_up(
     suite_dir: &Path,
     logs_dir: &Path,
 ) -> Result<Option<ContainerSpec>, ContainersError> {
-    if check_mode(mode, config)? == PodMode::Process {
-        return Ok(None);
+    match check_mode(mode, config)? {
+        PodMode::Process => return Ok(None),
+        PodMode::Vm => return Err(ModeError::VmOutlivesRunner.into()),
+        PodMode::Container => {}
     }
     // The prepare step finds the programs built with the runner, as the
     // pod's command does.

@@ -20,8 +20,9 @@ const LAYERS: Layers<'static> = Layers {
         ("summary", 1),
         ("junit", 2),
         ("html", 3),
-        // Container pods, then the verbs that use them, then the command line.
+        // Container and machine pods, then the verbs that use them, then the command line.
         ("containers", 3),
+        ("machines", 4),
         ("verbs", 5),
         ("args", 6),
         ("lib", 10),

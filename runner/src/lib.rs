@@ -15,6 +15,7 @@ pub mod junit;
 mod killed;
 #[cfg(test)]
 mod layers;
+mod machines;
 pub mod runs;
 pub mod seal;
 mod summary;

@@ -26,8 +26,8 @@ const LAYERS: Layers<'static> = Layers {
         ("history", 1),
         ("wait", 2),
         ("run", 2),
-        ("config", 2),
         ("machine", 2),
+        ("config", 3),
         ("containers", 2),
         // Records, pods, resources.
         ("report", 3),

@@ -34,11 +34,12 @@
 //! | `TESTKIT_PROCESS_TAG` | set by the harness on itself: every process a test starts inherits it |
 //! | `TESTKIT_PODS_DIR` | where `testkit-runner` records the pods it starts (else `$XDG_STATE_HOME/testkit/pods`) |
 //! | `TESTKIT_SWEEP_DEADLINE` | how long `testkit-runner run`'s residue sweep may take (from 1s to 24h) |
+//! | `TESTKIT_MACHINE_CACHE` | where machine images are cached (else `$XDG_CACHE_HOME/testkit/machines`, else `$HOME/.cache/testkit/machines`) |
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
 //! `CARGO_MANIFEST_DIR`, `CARGO_TARGET_DIR`, `NEXTEST`, `NEXTEST_RUN_ID`,
-//! `NEXTEST_ATTEMPT`, and the user's `XDG_RUNTIME_DIR`, `XDG_STATE_HOME`
-//! and `HOME`. What is only handed on to programs testkit starts (`PATH`,
+//! `NEXTEST_ATTEMPT`, and the user's `XDG_RUNTIME_DIR`, `XDG_STATE_HOME`,
+//! `XDG_CACHE_HOME` and `HOME`. What is only handed on to programs testkit starts (`PATH`,
 //! `CARGO`, `CARGO_HOME`) is read where they are started: it is the
 //! process's plumbing, not a setting of testkit.
 
@@ -100,6 +101,8 @@ pub mod var {
     pub const PODS_DIR: &str = "TESTKIT_PODS_DIR";
     /// How long `testkit-runner run`'s residue sweep may take.
     pub const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
+    /// Where machine images are cached.
+    pub const MACHINE_CACHE: &str = "TESTKIT_MACHINE_CACHE";
 
     /// The variables testkit sets itself on a test binary it starts in
     /// another role (reaper, sweeper): never handed on from a caller's
@@ -238,6 +241,10 @@ pub struct Settings {
     pub sweep_deadline: Duration,
     /// `XDG_STATE_HOME`.
     pub state_home: Option<PathBuf>,
+    /// `TESTKIT_MACHINE_CACHE`.
+    pub machine_cache: Option<PathBuf>,
+    /// `XDG_CACHE_HOME`.
+    pub cache_home: Option<PathBuf>,
     /// `HOME`.
     pub home: Option<PathBuf>,
     /// The role variables ([`var::ROLES`]) that are set, with their values:
@@ -379,6 +386,8 @@ impl Settings {
             pods_dir: get(var::PODS_DIR).map(PathBuf::from),
             sweep_deadline,
             state_home: get("XDG_STATE_HOME").map(PathBuf::from),
+            machine_cache: get(var::MACHINE_CACHE).map(PathBuf::from),
+            cache_home: get("XDG_CACHE_HOME").map(PathBuf::from),
             home: get("HOME").map(PathBuf::from),
             roles: var::ROLES
                 .iter()

@@ -55,6 +55,7 @@ fn accepted(table: &str) -> BTreeSet<String> {
         "witnesses.<name>" => "[witnesses.w]\nzz_not_a_key = 1\n".to_owned(),
         "pod.container.mounts" => "[pod.container]\nmounts = [{ zz_not_a_key = 1 }]\n".to_owned(),
         "pod.container.nodes.<name>" => "[pod.container.nodes.n]\nzz_not_a_key = 1\n".to_owned(),
+        "pod.vm.fields.<name>" => "[pod.vm.fields.n]\nzz_not_a_key = 1\n".to_owned(),
         _ => format!("[{table}]\nzz_not_a_key = 1\n"),
     };
     let path = Path::new("/suite/testkit.toml");
@@ -90,6 +91,8 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "pod.container.build",
         "pod.container.mounts",
         "pod.container.nodes.<name>",
+        "pod.vm",
+        "pod.vm.fields.<name>",
         "auth",
         "auth.login",
         "capabilities",

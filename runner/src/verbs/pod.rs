@@ -63,7 +63,8 @@ pub(crate) struct UpArgs {
     #[arg(long)]
     json: bool,
     /// The pod to start: a process (`[pod] command`) or a container
-    /// (`[pod.container]`).
+    /// (`[pod.container]`); a machine (`vm`) ends with the runner that
+    /// booted it, so `pod up` refuses it.
     /// Default: a container for a pod of several nodes
     /// (`[pod.container.nodes]`), else a process.
     #[arg(long, value_enum, value_name = "KIND")]
@@ -191,6 +192,11 @@ pub(crate) fn run(cmd: PodCommand, settings: &Settings) -> Result<(), ExpectedEr
 
 async fn up(args: UpArgs, pods: &Path, settings: &Settings) -> Result<(), ExpectedError> {
     let config = SuiteConfig::load(&args.suite).map_err(ExpectedError::bad_args)?;
+    if args.pod == Some(crate::containers::PodMode::Vm) {
+        return Err(ExpectedError::BadArgs(
+            crate::containers::ModeError::VmOutlivesRunner.to_string(),
+        ));
+    }
     let staging = pods.join(format!(".starting-{}-{}", std::process::id(), now()));
     let mut spec = LaunchSpec::from_config(&config, Some(&args.suite), staging.join("logs"));
     spec.target_dir = settings.target_dir.clone();

@@ -14,6 +14,7 @@ mod fanout;
 mod faults;
 mod flaky;
 mod leftovers;
+mod machines;
 mod outputs;
 mod report;
 mod run;

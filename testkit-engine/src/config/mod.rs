@@ -60,7 +60,8 @@
 //!
 //! Each section is a file of its own with its type, its defaults and its
 //! check (`suite.rs`, `pod.rs`, `container.rs` for `[pod.container]`,
-//! `auth.rs`, `capabilities.rs`, `cli.rs`, `witness.rs`), re-exported
+//! `vm.rs` for `[pod.vm]`, `auth.rs`, `capabilities.rs`, `cli.rs`,
+//! `witness.rs`), re-exported
 //! here; this module reads the file, names the key of a value that does
 //! not parse, and runs each section's check.
 
@@ -250,6 +251,7 @@ impl SuiteConfig {
                 .container
                 .as_ref()
                 .map_or(Ok(()), ContainerSection::validate),
+            self.pod.vm.as_ref().map_or(Ok(()), VmSection::validate),
             self.pod.validate_nodes_handle(),
             self.cli.validate(),
             self.auth.validate(),
@@ -291,6 +293,22 @@ pub(crate) fn serde_problem(message: &str) -> String {
 
 /// What is wrong with a key of `testkit.toml`: the dotted key, and why.
 type Problem = (&'static str, String);
+
+/// A handle field's name under `key`: a placeholder name, none of `filled`
+/// (which testkit fills itself).
+fn field_name(key: &'static str, name: &str, filled: &[&str]) -> Result<(), Problem> {
+    if filled.contains(&name) || !crate::template::is_placeholder_name(name) {
+        return Err((
+            key,
+            format!(
+                "has {name:?}: expected names of a-z, 0-9 and `_` other than {} \
+                 (testkit fills those)",
+                filled.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// The suite's workspace root for a test binary whose manifest dir is
 /// `manifest_dir`: the nearest ancestor that holds `testkit.toml` or

@@ -1,6 +1,6 @@
 //! `[pod]` of `testkit.toml`: how `testkit-runner` starts a pod, when it
 //! counts as up, and what a handle may point at. `[pod.container]` is
-//! `container.rs`.
+//! `container.rs`, `[pod.vm]` is `vm.rs`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ContainerSection, Problem};
+use super::{ContainerSection, Problem, VmSection};
 
 /// When a started pod counts as up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -87,6 +87,11 @@ pub struct PodSection {
     /// for one (`testkit-runner run --pod container`).
     #[serde(default)]
     pub container: Option<ContainerSection>,
+    /// `[pod.vm]`: the pod as a service installed from its Debian package
+    /// in a virtual machine, for a run that asks for one (`testkit-runner
+    /// run --pod vm`).
+    #[serde(default)]
+    pub vm: Option<VmSection>,
 }
 
 impl Default for PodSection {
@@ -107,6 +112,7 @@ impl Default for PodSection {
             env: BTreeMap::new(),
             ports: Vec::new(),
             container: None,
+            vm: None,
         }
     }
 }
@@ -203,17 +209,7 @@ impl PodSection {
 
     fn validate_fields(&self) -> Result<(), Problem> {
         for key in self.fields.keys() {
-            let filled = crate::template::FILLED_FIELDS;
-            if filled.contains(&key.as_str()) || !crate::template::is_placeholder_name(key) {
-                return Err((
-                    "pod.fields",
-                    format!(
-                        "has {key:?}: expected names of a-z, 0-9 and `_` other than {} \
-                         (testkit fills those)",
-                        filled.join(", ")
-                    ),
-                ));
-            }
+            super::field_name("pod.fields", key, crate::template::FILLED_FIELDS)?;
         }
         if !self.fields.is_empty() && self.ready != Ready::Health {
             return Err((

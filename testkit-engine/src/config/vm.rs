@@ -1,6 +1,6 @@
 //! `[pod.vm]` of `testkit.toml`: the pod as a service installed from its
 //! Debian package in a virtual machine (QEMU), chosen for a run by
-//! `testkit-runner run --pod vm` once the runner offers it.
+//! `testkit-runner run --pod vm`.
 //!
 //! ```toml
 //! [pod.vm]
@@ -10,15 +10,21 @@
 //! port = 8080                         # the guest port: forwarded from 127.0.0.1:<free port>
 //! memory_mib = 1024
 //! cpus = 1
-//! # Handle fields read in the guest once the packages are installed: a
-//! # `VAR=value` line of a file, or the whole file (trimmed) without `var`.
-//! fields = { token = { file = "/etc/sandboxd/token.env", var = "SANDBOXD_TOKEN" } }
+//! ceiling = "5m"                      # boot, install and first healthy answer, at most
+//! # Handle fields read in the guest once the service answers healthy: a
+//! # `VAR=value` line of a file, a string at a JSON pointer of a JSON file,
+//! # or the whole file (trimmed). `name` names the pod (else testkit does).
+//! fields = { token = { file = "/etc/sandboxd/token.env", var = "SANDBOXD_TOKEN" },
+//!            name = { file = "/var/lib/sandboxd/identity.json", pointer = "/name" } }
 //! ```
 //!
-//! Not yet part of [`super::PodSection`]: the section parses and validates
-//! on its own until the pod launcher boots machines.
+//! `[pod]` `health_path` and `public_fields` hold for the machine as for
+//! the process; `[pod]` `command`, `setup`, `env`, `ports`, `fields` and
+//! `ceiling` are the process's (the machine has its own `fields` and
+//! `ceiling`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -47,6 +53,11 @@ pub struct VmSection {
     /// Handle fields read from files of the guest.
     #[serde(default)]
     pub fields: BTreeMap<String, GuestField>,
+    /// The longest the machine may take from the start of its boot to its
+    /// first healthy answer (the boot, the packages' install, the
+    /// service's start); the image's build and `prepare` are not counted.
+    #[serde(default = "default_ceiling", with = "super::humantime_serde_compat")]
+    pub ceiling: Duration,
 }
 
 /// A handle field read in the guest (`[pod.vm.fields]`).
@@ -56,9 +67,13 @@ pub struct VmSection {
 pub struct GuestField {
     /// An absolute path in the guest.
     pub file: String,
-    /// The variable of a `VAR=value` line to take; the whole file when unset.
+    /// The variable of a `VAR=value` line to take.
     #[serde(default)]
     pub var: Option<String>,
+    /// The JSON pointer of a string (or number) in a JSON file to take.
+    /// Without `var` or `pointer`, the whole file (trimmed).
+    #[serde(default)]
+    pub pointer: Option<String>,
 }
 
 fn default_image() -> String {
@@ -73,9 +88,26 @@ fn default_cpus() -> u32 {
     1
 }
 
+fn default_ceiling() -> Duration {
+    Duration::from_secs(300)
+}
+
 impl VmSection {
     /// Checks what serde cannot: `(key, what is wrong and how to mend it)`.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !crate::machine::ImageRecipe::known().any(|known| known == self.image) {
+            return Err((
+                "pod.vm.image",
+                format!(
+                    "is {:?}, which is no machine image: give one of {}",
+                    self.image,
+                    crate::machine::ImageRecipe::known()
+                        .map(|k| format!("{k:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
         if self.port == 0 {
             return Err((
                 "pod.vm.port",
@@ -113,6 +145,25 @@ impl VmSection {
             ));
         }
         for (name, field) in &self.fields {
+            // The pod's name may come from the guest; the rest testkit fills.
+            let filled: Vec<&str> = crate::template::FILLED_FIELDS
+                .iter()
+                .copied()
+                .filter(|f| *f != "name")
+                .collect();
+            super::field_name("pod.vm.fields", name, &filled)?;
+            if field.var.is_some() && field.pointer.is_some() {
+                return Err((
+                    "pod.vm.fields",
+                    format!("{name}: has both `var` and `pointer`: give one, or neither for the whole file"),
+                ));
+            }
+            if field.pointer.as_ref().is_some_and(|p| !p.starts_with('/')) {
+                return Err((
+                    "pod.vm.fields",
+                    format!("{name}: `pointer` is a JSON pointer, such as \"/name\""),
+                ));
+            }
             if !field.file.starts_with('/') {
                 return Err((
                     "pod.vm.fields",
@@ -152,11 +203,13 @@ mod tests {
         .unwrap();
         assert_eq!(vm.image, "debian-12");
         assert_eq!((vm.memory_mib, vm.cpus), (1024, 1));
+        assert_eq!(vm.ceiling, Duration::from_secs(300));
         assert_eq!(
             vm.fields["token"],
             GuestField {
                 file: "/etc/sandboxd/token.env".to_owned(),
-                var: Some("SANDBOXD_TOKEN".to_owned())
+                var: Some("SANDBOXD_TOKEN".to_owned()),
+                pointer: None,
             }
         );
     }
@@ -190,10 +243,53 @@ mod tests {
                 "unknown field `kernel`",
             ),
             ("port = 1", "missing field `debs`"),
+            (
+                "debs = \"d\"\nport = 1\nimage = \"debian-13\"",
+                "pod.vm.image: is \"debian-13\", which is no machine image: give one of \"debian-12\", \"debian-12-docker\"",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nfields = { base_url = { file = \"/f\" } }",
+                "pod.vm.fields: has \"base_url\"",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nfields = { n = { file = \"/f\", var = \"A\", pointer = \"/a\" } }",
+                "pod.vm.fields: n: has both `var` and `pointer`",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nfields = { n = { file = \"/f\", pointer = \"a\" } }",
+                "pod.vm.fields: n: `pointer` is a JSON pointer",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text:?}: {err}");
         }
+    }
+
+    /// `[pod.vm]` is part of `[pod]`: a suite's file parses with it, and
+    /// its mistakes are the file's, naming the key.
+    #[test]
+    fn the_section_is_part_of_a_suite_s_pod() {
+        use super::super::SuiteConfig;
+        let path = std::path::Path::new("/s/testkit.toml");
+        let c = SuiteConfig::parse(
+            "[pod.vm]\ndebs = \"vm/debs\"\nport = 8080\nceiling = \"90s\"\n",
+            path,
+        )
+        .unwrap();
+        let vm = c.pod.vm.unwrap();
+        assert_eq!((vm.port, vm.ceiling), (8080, Duration::from_secs(90)));
+        let e = SuiteConfig::parse("[pod.vm]\ndebs = \"d\"\nport = 0\n", path)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid /s/testkit.toml: `pod.vm.port` must be the port the service listens on in \
+             the guest, not 0"
+        );
+        let e = SuiteConfig::parse("[pod.vm]\ndebs = \"d\"\nport = 1\nceiling = \"0s\"\n", path)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`pod.vm.ceiling` is \"0s\": it is zero"), "{e}");
     }
 }

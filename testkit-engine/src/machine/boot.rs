@@ -259,6 +259,16 @@ impl Machine {
         self.qemu_pid
     }
 
+    /// The process group QEMU runs in (its leader is the guard), and its
+    /// leader's start time.
+    pub fn group(&self) -> (i32, Option<u64>) {
+        let guard = self
+            .guard
+            .as_ref()
+            .expect("a machine holds its guard until down");
+        (guard.pgid(), guard.start_ticks())
+    }
+
     /// The run directory (overlay, sockets, `console.log`).
     pub fn run_dir(&self) -> &Path {
         &self.run_dir
@@ -389,8 +399,14 @@ impl Machine {
                 "processes {members:?} of group {pgid} outlived QEMU"
             )));
         }
-        std::fs::remove_dir_all(&self.run_dir)
-            .map_err(MachineError::io("remove", &self.run_dir))?;
+        // Gone already when someone else ended the machine (its guard, told
+        // by a dead owner, or a watchdog): what matters is that it is gone.
+        match std::fs::remove_dir_all(&self.run_dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(MachineError::io("remove", &self.run_dir)(e))
+            }
+            _ => {}
+        }
         guard.release().await?;
         Ok(DownReport {
             exited_cleanly,

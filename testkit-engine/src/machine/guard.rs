@@ -104,12 +104,17 @@ impl Guard {
     }
 
     /// The owner has ended and removed everything itself: the guard exits
-    /// without touching anything.
+    /// without touching anything. A guard that is gone already (someone
+    /// ended its group) is no error: it can touch nothing either.
     pub(crate) async fn release(mut self) -> Result<(), MachineError> {
         if let Some(mut pipe) = self.pipe.take() {
             let told = pipe.write_all(b"release\n").await;
             drop(pipe);
-            told.map_err(MachineError::io("release the guard of", &self.dir))?;
+            if let Err(e) = told {
+                if !matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return Err(MachineError::io("release the guard of", &self.dir)(e));
+                }
+            }
         }
         match tokio::time::timeout(RELEASE_WAIT, self.child.wait()).await {
             Ok(Ok(_)) => Ok(()),
@@ -184,6 +189,21 @@ mod tests {
             alive(pid),
             dir.exists()
         );
+    }
+
+    #[tokio::test]
+    async fn releasing_a_guard_someone_ended_is_no_error() {
+        let (_parent, _dir, guard, mut sleeper) = guarded().await;
+        let pgid = guard.pgid();
+        crate::process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = sleeper.wait().await;
+        assert!(
+            super::super::poll_until(Duration::from_secs(10), || {
+                crate::process::group_members(pgid).is_empty()
+            })
+            .await
+        );
+        guard.release().await.unwrap();
     }
 
     #[tokio::test]

@@ -55,8 +55,9 @@ pub(crate) struct RunArgs {
     /// Leave the pod running after the run, and say how to reach and stop it.
     #[arg(long)]
     keep: bool,
-    /// The pod to start: the suite's service as a process (`[pod] command`)
-    /// or as a container of the local Docker Engine (`[pod.container]`).
+    /// The pod to start: the suite's service as a process (`[pod] command`),
+    /// as a container of the local Docker Engine (`[pod.container]`), or
+    /// installed from its Debian package in a QEMU machine (`[pod.vm]`).
     /// Default: a container for a pod of several nodes
     /// (`[pod.container.nodes]`), else a process.
     #[arg(long, value_enum, value_name = "KIND")]

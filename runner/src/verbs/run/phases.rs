@@ -49,6 +49,10 @@ impl RunPod {
             RunPod::Started(p) if mode == crate::containers::PodMode::Process => {
                 PodHome::Here(&p.home)
             }
+            RunPod::Started(_) if mode == crate::containers::PodMode::Vm => PodHome::Unknown(
+                "the pod is a machine (a QEMU guest), whose HOME is inside it, not on this machine"
+                    .to_owned(),
+            ),
             RunPod::Started(_) => PodHome::Unknown(
                 "the pod is a container, whose HOME is inside it, not on this machine".to_owned(),
             ),
@@ -250,8 +254,12 @@ impl<'a> Run<'a> {
         };
         self.own_pod = crate::containers::own_pod(&p.private_dir);
         self.guard(&p);
+        let machine = p
+            .machine_summary()
+            .map(|m| format!(", {m}"))
+            .unwrap_or_default();
         let evidence = format!(
-            "started pod {} at {} (pid {}{}) in {}, under a watchdog that stops it if the runner dies",
+            "started pod {} at {} (pid {}{}{machine}) in {}, under a watchdog that stops it if the runner dies",
             p.handle.name(),
             p.handle.base_url(),
             p.pid,

@@ -28,7 +28,7 @@ pub(super) struct Plan {
     /// The caller's pod and the file its handle came from.
     pub(super) caller_handle: Option<(PodHandle, PathBuf)>,
     pub(super) keep: bool,
-    /// A process or a container pod.
+    /// A process, a container or a machine pod.
     pub(super) pod_mode: crate::containers::PodMode,
     pub(super) run_id: String,
     /// Created and canonical.
@@ -63,6 +63,11 @@ impl Plan {
         };
         let pod_mode = crate::containers::check_mode(args.pod, &config)
             .map_err(|e| ExpectedError::BadArgs(e.to_string()))?;
+        if args.keep && pod_mode == crate::containers::PodMode::Vm {
+            return Err(ExpectedError::BadArgs(
+                crate::containers::ModeError::VmOutlivesRunner.to_string(),
+            ));
+        }
         if args.keep && caller_handle.is_some() {
             return Err(ExpectedError::bad_args(
                 "--keep applies to a pod the runner starts, not to --handle-json",

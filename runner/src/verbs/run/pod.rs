@@ -143,6 +143,9 @@ pub(crate) enum StartError {
     /// The container's spec (its image, its engine) could not be made.
     #[error(transparent)]
     Container(crate::containers::ContainersError),
+    /// The machine's packages or image could not be made ready.
+    #[error(transparent)]
+    Machine(crate::machines::MachinesError),
     #[error(transparent)]
     Launch(#[from] testkit_engine::pod::LaunchError),
 }
@@ -185,6 +188,24 @@ pub(crate) async fn start(
         .await
         .map_err(StartError::Container)?;
         spec.container = Some(container);
+    }
+    if mode == crate::containers::PodMode::Vm {
+        let say = |line: &str| {
+            super::suite::clear_progress();
+            eprintln!("{line}");
+        };
+        let machine = crate::machines::spec(
+            config,
+            suite_dir,
+            logs_dir,
+            path_with_exe_dir(),
+            &plan.settings,
+            &super::watch::also_end,
+            &say,
+        )
+        .await
+        .map_err(StartError::Machine)?;
+        spec.machine = Some(machine);
     }
     Ok(testkit_engine::pod::launch(&spec).await?)
 }
@@ -413,6 +434,7 @@ pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
     let pid = pod.pid;
     match pod.stop(Duration::from_secs(10)).await {
         Ok(r) if r.containers.is_some() => crate::containers::stopped(&name, pid, &r),
+        Ok(r) if r.machine.is_some() => crate::machines::stopped(&name, pid, &r),
         Ok(r) => {
             let how = if r.drained_after_term {
                 "after SIGTERM".to_owned()

@@ -312,6 +312,11 @@ pub(crate) enum BootNotEnded {
         pgid: i32,
         survivors: Vec<(i32, String)>,
     },
+    #[error("the machine's QEMU group {pgid} survived SIGTERM and SIGKILL: {survivors:?}")]
+    MachineSurvived {
+        pgid: i32,
+        survivors: Vec<(i32, String)>,
+    },
     #[error(transparent)]
     Stop(#[from] testkit_engine::pod::StopError),
     #[error("its private dir {} survived", .0.display())]
@@ -323,12 +328,15 @@ pub(crate) enum BootNotEnded {
 struct BootTrace {
     private_dir: Option<PathBuf>,
     setups: Vec<(i32, Option<u64>)>,
+    /// A machine pod's QEMU group, told before QEMU starts.
+    machine: Option<(i32, Option<u64>)>,
     pod: Option<(i32, Option<u64>)>,
 }
 
 static TRACE: Mutex<BootTrace> = Mutex::new(BootTrace {
     private_dir: None,
     setups: Vec::new(),
+    machine: None,
     pod: None,
 });
 
@@ -361,6 +369,13 @@ pub(crate) fn boot_observer(record: BootingRecord) -> BootObserver {
                 send(&format!("pod {pgid} {}", ticks_word(start_ticks)));
                 trace.pod = Some((pgid, start_ticks));
             }
+            // A machine's group, told before QEMU starts in it, and its
+            // run dir (the overlay): both end with the runner.
+            BootStep::MachineGroup { pgid, start_ticks } => {
+                send(&format!("group {pgid} {}", ticks_word(start_ticks)));
+                trace.machine = Some((pgid, start_ticks));
+            }
+            BootStep::MachineDir(dir) => tell_scratch(&dir),
             _ => {}
         }
     })
@@ -376,6 +391,14 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Boot
         if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
             return Err(BootNotEnded::SetupSurvived { pgid, survivors });
         }
+    }
+    if let Some((pgid, ticks)) = trace.machine {
+        if let Err(survivors) = process::terminate_group(pgid, ticks, WATCHDOG_GRACE).await {
+            return Err(BootNotEnded::MachineSurvived { pgid, survivors });
+        }
+        ended.push(format!(
+            "the booting machine's QEMU (group {pgid}) was ended, verified gone"
+        ));
     }
     match (trace.pod, &trace.private_dir) {
         (Some((pgid, ticks)), Some(dir)) => {
@@ -396,7 +419,13 @@ pub(crate) async fn end_interrupted_boot(logs_dir: &Path) -> Result<String, Boot
             if !end_containers_of_boot(dir).await || !remove_dir(dir) {
                 return Err(BootNotEnded::PrivateDir(dir.clone()));
             }
-            ended.push("the pod had not started yet".to_owned());
+            ended.push(match trace.machine {
+                Some(_) => format!(
+                    "its private dir {} (with the machine's overlay) removed",
+                    dir.display()
+                ),
+                None => "the pod had not started yet".to_owned(),
+            });
         }
         _ => ended.push("nothing had been started yet".to_owned()),
     }

@@ -17,13 +17,15 @@ use crate::process;
 
 /// Starts a pod and waits until it is up (handle printed, health answered).
 pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
-    let program = match &spec.container {
-        Some(c) => c.engine().program().to_owned(),
-        None => resolve_program(
+    // A machine pod starts no program of this machine but QEMU.
+    let program = match (&spec.container, &spec.machine) {
+        (Some(c), _) => Some(c.engine().program().to_owned()),
+        (None, Some(_)) => None,
+        (None, None) => Some(resolve_program(
             &spec.command[0],
             spec.base_dir.as_deref(),
             spec.target_dir.as_deref(),
-        )?,
+        )?),
     };
     let io = |what: String| {
         move |source| LaunchError::Io {
@@ -38,7 +40,11 @@ pub async fn launch(spec: &LaunchSpec) -> Result<LaunchedPod, LaunchError> {
         spec.observer.as_ref(),
         BootStep::PrivateDir(private_dir.clone()),
     );
-    let booted = boot(spec, &program, private_dir.clone()).await;
+    let booted = match (&spec.machine, &program) {
+        (Some(m), _) => super::machine::boot(spec, m, private_dir.clone()).await,
+        (None, Some(program)) => boot(spec, program, private_dir.clone()).await,
+        (None, None) => unreachable!("a pod that is no machine has a program"),
+    };
     if booted.is_err() {
         container::remove_after_failed_boot(&private_dir).await;
         let _ = std::fs::remove_dir_all(&private_dir);
@@ -152,6 +158,7 @@ async fn boot(
             health,
             boot_time: started.elapsed(),
             child: Some(child),
+            machine: None,
         }),
         Err(e) => {
             abandon(spec, child, pgid, &private_dir, &stdout_raw, &stderr_log).await;
@@ -282,23 +289,7 @@ fn made_handle(
     if spec.fields.is_empty() {
         return Ok(None);
     }
-    let mut obj = serde_json::Map::new();
-    obj.insert(
-        "name".into(),
-        format!("pod-{}", crate::ids::random_id(6)).into(),
-    );
-    obj.insert("base_url".into(), format!("http://{}", ports.listen).into());
-    obj.insert("port".into(), ports.port.into());
-    for (k, v) in fields {
-        obj.insert(k.clone(), v.clone().into());
-    }
-    let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
-        .map_err(|source| LaunchError::BadHandle {
-            cause: source,
-            logs: spec.logs_dir.clone(),
-        })?;
-    handle.register_secrets();
-    Ok(Some(handle))
+    super::spec::handle_of_fields(spec, ports.port, fields).map(Some)
 }
 
 /// `[pod] env` split in two: the entries filled now, for the pod, and the

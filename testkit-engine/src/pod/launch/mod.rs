@@ -15,16 +15,18 @@
 //! fails; `boot` starts the pod and waits until it is up; `setup` runs what
 //! comes before and after its start in its scrubbed environment; `stop`
 //! ends it and proves it ended. What is particular to a container pod is
-//! the container pod's own (`pod/container.rs`).
+//! the container pod's own (`pod/container.rs`); a machine pod's boot and
+//! stop are `machine`.
 
 mod boot;
+mod machine;
 mod setup;
 mod spec;
 mod stop;
 
 pub use boot::launch;
 pub use spec::{
-    resolve_program, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod, StopError,
-    StopReport,
+    resolve_program, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod, MachineLaunch,
+    MachineStop, StopError, StopReport,
 };
 pub use stop::stop_recorded;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Ready, SuiteConfig};
+use crate::config::{GuestField, Ready, SuiteConfig, VmSection};
+use crate::machine::{AccelChoice, Image, Machine, MachineError};
 use crate::pod::check::HealthReport;
 use crate::pod::container::{ContainerSpec, ContainerStop};
 use crate::pod::handle::{HandleError, HandlePolicy, PodHandle};
@@ -51,6 +52,8 @@ pub struct LaunchSpec {
     pub target_dir: Option<PathBuf>,
     /// Run the pod as this container rather than `command` (`[pod.container]`).
     pub container: Option<ContainerSpec>,
+    /// Run the pod in this machine rather than `command` (`[pod.vm]`).
+    pub machine: Option<MachineLaunch>,
     /// Told of each thing the boot makes that would outlive a launcher
     /// killed mid-boot, as it is made.
     pub observer: Option<BootObserver>,
@@ -78,6 +81,17 @@ pub enum BootStep {
         /// Its start time, against pid reuse.
         start_ticks: Option<u64>,
     },
+    /// The process group a machine pod's QEMU will run in exists (its
+    /// leader is the machine's guard); told before QEMU starts.
+    MachineGroup {
+        /// Its group.
+        pgid: i32,
+        /// Its leader's start time, against pid reuse.
+        start_ticks: Option<u64>,
+    },
+    /// A machine pod's run directory (its overlay, sockets, console log)
+    /// was created.
+    MachineDir(PathBuf),
     /// The pod was started in a process group of its own.
     Pod {
         /// Its group (the pod's pid).
@@ -138,8 +152,69 @@ impl LaunchSpec {
             ports: pod.ports.clone(),
             target_dir: None,
             container: None,
+            machine: None,
             observer: None,
         }
+    }
+}
+
+/// A machine pod, made ready by the caller: `[pod.vm]` with its image in
+/// the cache and its packages found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MachineLaunch {
+    /// The image it boots.
+    pub image: Image,
+    /// Where the image came from, for people (`cached`, `built in 1m 20s`).
+    pub image_note: String,
+    /// The `.deb` files installed in the guest, in this order.
+    pub debs: Vec<PathBuf>,
+    /// The guest port of the service, forwarded from a free loopback port.
+    pub port: u16,
+    /// The guest's memory, in MiB.
+    pub memory_mib: u32,
+    /// The guest's CPUs.
+    pub cpus: u32,
+    /// The handle's fields, read in the guest.
+    pub fields: BTreeMap<String, GuestField>,
+    /// The longest boot, from QEMU's start to the first healthy answer.
+    pub ceiling: Duration,
+}
+
+impl MachineLaunch {
+    /// The launch of `section`, booting `image` with `debs`.
+    pub fn new(
+        section: &VmSection,
+        image: Image,
+        image_note: String,
+        debs: Vec<PathBuf>,
+    ) -> MachineLaunch {
+        MachineLaunch {
+            image,
+            image_note,
+            debs,
+            port: section.port,
+            memory_mib: section.memory_mib,
+            cpus: section.cpus,
+            fields: section.fields.clone(),
+            ceiling: section.ceiling,
+        }
+    }
+}
+
+/// The machine a machine pod runs in, and what its boot found.
+#[derive(Debug)]
+pub(crate) struct BootedMachine {
+    pub(crate) machine: Machine,
+    /// The image's name.
+    pub(crate) image: String,
+    /// Where the image came from.
+    pub(crate) image_note: String,
+}
+
+impl BootedMachine {
+    pub(crate) fn accel(&self) -> &AccelChoice {
+        self.machine.accel()
     }
 }
 
@@ -203,6 +278,25 @@ pub enum LaunchError {
     /// The container engine refused part of a container pod's start.
     #[error("the container pod could not start: {0}")]
     Container(String),
+    /// A step of a machine pod's boot failed.
+    #[error("the machine pod could not {what}; logs kept in {}", logs.display())]
+    Machine {
+        /// What it was doing.
+        what: String,
+        /// The logs folder.
+        logs: PathBuf,
+        /// Why.
+        #[source]
+        source: MachineError,
+    },
+    /// A handle field of `[pod.vm] fields` could not be read in the guest.
+    #[error("[pod.vm] fields.{field}: {problem}")]
+    GuestField {
+        /// The field.
+        field: String,
+        /// What is wrong, and how to mend it.
+        problem: String,
+    },
     /// A `{placeholder}` of `[pod]` that nothing fills.
     #[error("invalid [pod] in testkit.toml: {0}")]
     Placeholder(String),
@@ -238,6 +332,25 @@ pub struct LaunchedPod {
     /// How long the boot took.
     pub boot_time: Duration,
     pub(super) child: Option<tokio::process::Child>,
+    /// A machine pod's machine (its QEMU is `pid`, its guard's group `pgid`).
+    pub(super) machine: Option<BootedMachine>,
+}
+
+impl LaunchedPod {
+    /// A machine pod (its `pid` is QEMU's): its image, where the image came
+    /// from, and which accelerator its CPU runs under, and why; `None` for
+    /// any other pod.
+    pub fn machine_summary(&self) -> Option<String> {
+        let m = self.machine.as_ref()?;
+        let accel = m.accel();
+        Some(format!(
+            "QEMU, image {} ({}), under {} ({})",
+            m.image,
+            m.image_note,
+            accel.accel.as_str().to_uppercase(),
+            accel.why,
+        ))
+    }
 }
 
 /// What stopping a pod did, verified.
@@ -256,6 +369,22 @@ pub struct StopReport {
     pub duration: Duration,
     /// A container pod: what became of its containers, networks and volumes.
     pub containers: Option<ContainerStop>,
+    /// A machine pod: what became of its QEMU and its overlay.
+    pub machine: Option<MachineStop>,
+}
+
+/// What ending a machine pod did, verified.
+#[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
+pub struct MachineStop {
+    /// QEMU's pid, verified gone.
+    pub qemu_pid: i32,
+    /// Whether QEMU exited on its own when asked (`quit`), or was killed.
+    pub exited_cleanly: bool,
+    /// QEMU had exited before the stop (stopped from outside, or crashed).
+    pub already_gone: bool,
+    /// The machine's run directory (its overlay), verified gone.
+    pub run_dir: PathBuf,
 }
 
 /// A stop that could not be verified: names what survived.
@@ -278,6 +407,13 @@ pub enum StopError {
     #[error("the pod's containers could not be stopped and removed: {problem}")]
     Containers {
         /// What the engine answered, or what is still there.
+        problem: String,
+    },
+    /// A machine pod's QEMU or overlay outlived its stop, or could not be
+    /// proven gone.
+    #[error("the pod's machine did not end cleanly: {problem}")]
+    Machine {
+        /// What is still there, or what failed.
         problem: String,
     },
     /// The HOME could not be deleted.
@@ -314,4 +450,32 @@ pub fn resolve_program(
             ),
         }
     })
+}
+
+/// The handle testkit makes of `fields` for a pod that prints none: a
+/// fresh name (unless `fields` names it), the base URL and port of `port`
+/// on 127.0.0.1, the fields;
+/// its secrets registered.
+pub(super) fn handle_of_fields(
+    spec: &LaunchSpec,
+    port: u16,
+    fields: &BTreeMap<String, String>,
+) -> Result<PodHandle, LaunchError> {
+    let mut obj = serde_json::Map::new();
+    obj.insert(
+        "name".into(),
+        format!("pod-{}", crate::ids::random_id(6)).into(),
+    );
+    obj.insert("base_url".into(), format!("http://127.0.0.1:{port}").into());
+    obj.insert("port".into(), port.into());
+    for (k, v) in fields {
+        obj.insert(k.clone(), v.clone().into());
+    }
+    let handle = PodHandle::parse(&serde_json::Value::Object(obj).to_string(), &spec.policy)
+        .map_err(|source| LaunchError::BadHandle {
+            cause: source,
+            logs: spec.logs_dir.clone(),
+        })?;
+    handle.register_secrets();
+    Ok(handle)
 }

@@ -12,6 +12,9 @@ impl LaunchedPod {
     /// Stops the pod: SIGTERM to its group, waits up to `grace` for the tree
     /// to drain, SIGKILLs what remains, deletes its HOME, and verifies both.
     pub async fn stop(mut self, grace: Duration) -> Result<StopReport, StopError> {
+        if let Some(machine) = self.machine.take() {
+            return super::machine::stop(machine, &self.private_dir, &self.logs_dir).await;
+        }
         let stdout_raw = self.private_dir.join("stdout.raw");
         let stderr_log = self.logs_dir.join("pod.stderr.log");
         let child = self.child.take();
@@ -103,6 +106,7 @@ async fn stop_group(
         removed: private_dir.to_owned(),
         duration: began.elapsed(),
         containers,
+        machine: None,
     })
 }
 
