@@ -120,6 +120,39 @@ impl ClusterPod {
         ])
     }
 
+    /// What testkit's faults left in `node`'s own network namespace: the
+    /// rules that name the pod, and a token bucket at the root of an
+    /// interface (entered by its container's process, as the faults are).
+    fn in_namespace(&self, node: &str) -> Vec<String> {
+        let pid = docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Pid}}",
+            &self.container(node),
+        ]);
+        let inside = |args: &[&str]| {
+            Command::new("nsenter")
+                .args(["-t", &pid, "-n", "--"])
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        let comment = format!("testkit.pod={}", self.pod_id);
+        let mut found: Vec<String> = inside(&["iptables", "-w", "-S"])
+            .lines()
+            .filter(|l| l.contains(&comment))
+            .map(|l| format!("{node}: rule {l}"))
+            .collect();
+        found.extend(
+            inside(&["tc", "qdisc", "show"])
+                .lines()
+                .filter(|l| l.contains(" tbf "))
+                .map(|l| format!("{node}: {l}")),
+        );
+        found
+    }
+
     /// `running paused` of `node`'s container.
     fn state(&self, node: &str) -> String {
         docker(&[
@@ -238,10 +271,22 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
         }
         _ => {}
     }
-    if matches!(fault, "cut" | "isolate") {
+    if matches!(fault, "cut" | "isolate" | "partition") {
         assert!(
             !rules_of(&pod.pod_id).is_empty(),
             "{fault}: the cut's rules are in place"
+        );
+    }
+    if matches!(fault, "loss" | "link-loss" | "rate") {
+        let inside = pod.in_namespace("worker-1");
+        let want = if fault == "rate" {
+            " tbf "
+        } else {
+            "statistic"
+        };
+        assert!(
+            inside.iter().any(|l| l.contains(want)),
+            "{fault}: its `{want}` is in worker-1's namespace: {inside:?}"
         );
     }
     let killed = now_ms();
@@ -264,6 +309,11 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
     assert!(
         rules_of(&pod.pod_id).is_empty(),
         "{fault}: no rule of the cut is left"
+    );
+    let inside = pod.in_namespace("worker-1");
+    assert!(
+        inside.is_empty(),
+        "{fault}: nothing is left in worker-1's namespace: {inside:?}"
     );
     let whole = nextest(suite, pod, results.path(), "test(cluster_is_whole)", "")
         .stdout(Stdio::null())
@@ -291,6 +341,55 @@ fn each_kind_of_fault_of_a_sigkilled_test_is_undone_by_its_reaper() {
     eprintln!(
         "timing: from SIGKILL to the reaper's proof: {}",
         timings.join(", ")
+    );
+}
+
+/// A partition and the link faults (a loss of every packet, a loss on one
+/// link, a rate), each held by a test process SIGKILLed: the reaper undoes
+/// it and proves it, no rule nor queue left on the host or in the node's
+/// namespace. Then the same healed by a test, and the kinds containers
+/// cannot carry (netem's) refused, saying where they run.
+#[test]
+fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
+    let suite = cluster_fixture();
+    let pod = ClusterPod::up(suite.path());
+    let mut timings = Vec::new();
+    for fault in ["partition", "loss", "link-loss", "rate"] {
+        let took = kill_mid_fault(suite.path(), &pod, fault);
+        timings.push(format!("{fault} {took} ms"));
+    }
+    eprintln!(
+        "timing: from SIGKILL to the reaper's proof: {}",
+        timings.join(", ")
+    );
+    let results = tempfile::tempdir().unwrap();
+    let expr = "test(link_faults_healed) | test(netem_kinds_are_refused)";
+    let out = nextest(suite.path(), &pod, results.path(), expr, "link-heal")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "both passed: {said}");
+    assert!(rules_of(&pod.pod_id).is_empty(), "no rule on the host");
+    for node in ["gateway", "worker-1", "worker-2"] {
+        let inside = pod.in_namespace(node);
+        assert!(inside.is_empty(), "nothing left: {inside:?}");
+    }
+    let journaled: Vec<String> = std::fs::read_dir(results.path().join("journal"))
+        .unwrap()
+        .flatten()
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| l.contains("\"kind\":\"fault\"") && l.contains("\"event\":\"pending\""))
+        .collect();
+    assert_eq!(
+        journaled.len(),
+        3,
+        "the partition, the loss and the rate journaled, no refused kind: {journaled:#?}"
     );
 }
 
