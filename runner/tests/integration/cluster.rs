@@ -183,6 +183,16 @@ impl Drop for ClusterPod {
     }
 }
 
+/// `testkit-runner run --results RESULTS SUITE -E EXPR`.
+fn run_filtered(suite: &Path, results: &Path, expr: &str) -> Command {
+    let mut cmd = runner();
+    cmd.args(["run", "--results"])
+        .arg(results)
+        .arg(suite)
+        .args(["-E", expr]);
+    cmd
+}
+
 /// `cargo nextest run -E EXPR` of the fixture against `pod`, results in
 /// `results`, `FIXTURE_FAULT=fault`.
 fn nextest(suite: &Path, pod: &ClusterPod, results: &Path, expr: &str, fault: &str) -> Command {
@@ -401,11 +411,7 @@ fn a_fault_whose_undo_fails_is_its_own_failure_named_on_the_node() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(undo_fails)"])
+        run_filtered(suite.path(), results.path(), "test(undo_fails)")
             .env("FIXTURE_FAULT", "unundoable")
             .output()
             .unwrap(),
@@ -433,11 +439,7 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
-    let mut run = runner()
-        .args(["run", "--results"])
-        .arg(results.path())
-        .arg(suite.path())
-        .args(["-E", "test(hold_fault)"])
+    let mut run = run_filtered(suite.path(), results.path(), "test(hold_fault)")
         .env("FIXTURE_FAULT", "isolate")
         .env("FIXTURE_FLAG", &flag)
         .stdout(Stdio::piped())
@@ -531,15 +533,15 @@ fn nodes_that_exit_mid_run_fail_it_with_a_pod_verdict_and_a_fault_does_not() {
     std::fs::write(&toml, text).unwrap();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(nodes_exit) | test(entry_stopped_on_purpose)"])
-            .env("FIXTURE_EXIT", "worker-1:term,worker-2:abort")
-            .env("FIXTURE_FAULT", "entry")
-            .output()
-            .unwrap(),
+        run_filtered(
+            suite.path(),
+            results.path(),
+            "test(nodes_exit) | test(entry_stopped_on_purpose)",
+        )
+        .env("FIXTURE_EXIT", "worker-1:term,worker-2:abort")
+        .env("FIXTURE_FAULT", "entry")
+        .output()
+        .unwrap(),
     );
     let (tests, why) = ran.verdict("tests");
     assert_eq!(tests, "pass", "both tests did what they meant to: {why}");
@@ -593,11 +595,7 @@ fn an_entry_node_that_exits_mid_run_is_a_pod_verdict_and_residue_says_why() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(nodes_exit)"])
+        run_filtered(suite.path(), results.path(), "test(nodes_exit)")
             .env("FIXTURE_EXIT", "gateway:term")
             .output()
             .unwrap(),
@@ -862,21 +860,21 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
     let slow_flag = results.path().join("slow.pid");
-    let mut run = runner()
-        .args(["run", "--results"])
-        .arg(results.path())
-        .arg(suite.path())
-        .args(["-E", "test(hold_fault) | test(hold_slow_fault)"])
-        .env("FIXTURE_FAULT", "pause")
-        .env("FIXTURE_FLAG", &flag)
-        .env("FIXTURE_SLOW_FLAG", &slow_flag)
-        // One at a time, in name order: `hold_fault` first, so that the
-        // rule `hold_slow_fault` plants breaks no proof of the other.
-        .args(["--", "--test-threads", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = run_filtered(
+        suite.path(),
+        results.path(),
+        "test(hold_fault) | test(hold_slow_fault)",
+    )
+    .env("FIXTURE_FAULT", "pause")
+    .env("FIXTURE_FLAG", &flag)
+    .env("FIXTURE_SLOW_FLAG", &slow_flag)
+    // One at a time, in name order: `hold_fault` first, so that the
+    // rule `hold_slow_fault` plants breaks no proof of the other.
+    .args(["--", "--test-threads", "1"])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let pid_of = |path: &Path| -> i32 {
         std::fs::read_to_string(path)
             .unwrap()
@@ -970,4 +968,93 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
          {settled_at}: {}",
         ran.stderr
     );
+}
+
+/// The cluster suite itself (`suites/cluster`), copied with sandboxd's
+/// image context and testkit at this checkout; the gateway given `extra`
+/// arguments.
+fn cluster_suite(gateway_extra: &[&str]) -> tempfile::TempDir {
+    let suite = tempfile::Builder::new()
+        .prefix("runner-cluster-suite-")
+        .tempdir()
+        .unwrap();
+    crate::copy_dir(&workspace().join("suites/cluster"), suite.path());
+    crate::copy_dir(
+        &workspace().join("suites/conformance/container"),
+        &suite.path().join("container"),
+    );
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = suite.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} holds {from}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    };
+    let testkit = format!(
+        "path = {:?}",
+        workspace().join("testkit").display().to_string()
+    );
+    edit("Cargo.toml", "path = \"../../testkit\"", &testkit);
+    edit(
+        "testkit.toml",
+        "context = \"../conformance/container\"",
+        "context = \"container\"",
+    );
+    let extra: String = gateway_extra.iter().map(|a| format!(" {a:?},")).collect();
+    edit(
+        "testkit.toml",
+        "\"--role\", \"gateway\",",
+        &format!("\"--role\", \"gateway\",{extra}"),
+    );
+    suite
+}
+
+/// The cluster suite's register test (three clients, 150 operations,
+/// worker-2 partitioned off and a lossy link between the gateway and
+/// worker-1) passes its linearizability check against sandboxd as it is;
+/// with the planted bug switched on (`--fault stale-file-reads`: the
+/// gateway answers file reads from its own cache, which a write on the
+/// worker directly leaves stale), the check fails the test with the
+/// operations that conflict drawn, and every fault is still undone.
+#[test]
+fn the_register_check_passes_and_catches_a_gateway_that_serves_stale_reads() {
+    const TEST: &str = "a_register_under_a_partition_and_a_lossy_link_stays_linearizable";
+    for (extra, planted) in [
+        (&[][..], false),
+        (&["--fault", "stale-file-reads"][..], true),
+    ] {
+        let suite = cluster_suite(extra);
+        let results = tempfile::tempdir().unwrap();
+        let ran = Ran::from(
+            run_filtered(suite.path(), results.path(), &format!("test({TEST})"))
+                .output()
+                .unwrap(),
+        );
+        let record = record_named(&ran.results(), TEST);
+        let message = record["message"].as_str().unwrap_or_default();
+        let faults = record["faults"].as_array().cloned().unwrap_or_default();
+        assert_eq!(faults.len(), 2, "a partition and a loss: {record}");
+        for f in &faults {
+            assert_eq!(f["state"], "undone", "{f}");
+        }
+        if !planted {
+            assert_eq!(record["outcome"], "passed", "{message}\n{}", ran.stdout);
+            assert_eq!(ran.code, 0, "{}", ran.stdout);
+            continue;
+        }
+        assert_eq!(
+            record["outcome"], "failed",
+            "the planted bug is caught: {record}"
+        );
+        for said in [
+            "register check failed: key \"register\" is not linearizable",
+            "have no legal order",
+        ] {
+            assert!(message.contains(said), "`{said}` in: {message}");
+        }
+        assert!(
+            message.contains("cannot come next") || message.contains("no operation can come first"),
+            "the conflict named: {message}"
+        );
+        assert_eq!(ran.code, 1, "{}", ran.stdout);
+    }
 }
