@@ -401,6 +401,23 @@ fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
         3,
         "the partition, the loss and the rate journaled, no refused kind: {journaled:#?}"
     );
+    let halves = journaled
+        .iter()
+        .find(|l| l.contains("random_halves"))
+        .expect("the random halves journaled");
+    let seed = halves
+        .split("\\\"seed\\\":")
+        .nth(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    assert!(
+        !seed.is_empty(),
+        "the drawn seed is in the journal: {halves}"
+    );
 }
 
 /// A fault whose undo fails (its node's container removed behind testkit's
