@@ -199,12 +199,19 @@ impl Netns {
     ) -> Result<u32, NetnsError> {
         let receive = move |port: Sender<u16>| {
             let socket = UdpSocket::bind("0.0.0.0:0")?;
-            socket.set_read_timeout(Some(Duration::from_millis(500)))?;
+            // The first datagram may be slow to come on a loaded machine
+            // (its sender's thread not yet running): counted lost, the
+            // whole burst would pass for a loss it does not show.
+            socket.set_read_timeout(Some(Duration::from_secs(5)))?;
             let _ = port.send(socket.local_addr()?.port());
             let mut seen = vec![false; count as usize];
             let mut buf = [0u8; 64];
-            // Until half a second passes without a datagram.
+            let mut first = true;
+            // Then until a second passes without one.
             while let Ok(n) = socket.recv(&mut buf) {
+                if std::mem::take(&mut first) {
+                    socket.set_read_timeout(Some(Duration::from_secs(1)))?;
+                }
                 if n >= 4 {
                     let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
                     if let Some(s) = seen.get_mut(i) {
