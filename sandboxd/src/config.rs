@@ -22,6 +22,9 @@ Fault switches (--fault NAME[=VALUE], repeatable, all off by default):
                          (the connection closes before it): the client cannot know the id
   keep-dirs-on-delete    a delete forgets the sandbox but leaves its directory under
                          HOME/sandboxes: the API says it is gone, the disk still holds it
+  stale-file-reads       (gateway) a file read through the gateway is answered from its
+                         cache of what it last read or wrote through itself: a write made
+                         on the worker directly is not seen (reads go stale)
 Durations use humantime syntax: 250ms, 2s, 5m.
 
 Cluster (see --role):
@@ -35,7 +38,7 @@ successful probe for 600ms is `down` (reported within 1s of being stopped,
 killed, frozen or cut off) and its sandboxes show `state: lost` until a probe
 succeeds again and the gateway re-reads its listing. GET /api/cluster shows the
 workers. A gateway ignores --max-sandboxes, --no-cgroup and the faults other than
-crash-after and log-credentials: its workers apply their own.";
+crash-after, log-credentials and stale-file-reads: its workers apply their own.";
 
 /// `sandboxd`: the reference sandbox gateway.
 #[derive(Debug, Parser)]
@@ -185,6 +188,8 @@ pub enum Fault {
     DropRecordAnswer(u64),
     /// Deletes forget the sandbox and leave its directory.
     KeepDirsOnDelete,
+    /// A gateway answers file reads from its own cache.
+    StaleFileReads,
 }
 
 /// All fault switches, resolved.
@@ -208,6 +213,8 @@ pub struct Faults {
     pub drop_record_answer: u64,
     /// `keep-dirs-on-delete`.
     pub keep_dirs_on_delete: bool,
+    /// `stale-file-reads`.
+    pub stale_file_reads: bool,
 }
 
 impl Faults {
@@ -225,6 +232,7 @@ impl Faults {
                 Fault::LogCredentials => f.log_credentials = true,
                 Fault::DropRecordAnswer(n) => f.drop_record_answer = *n,
                 Fault::KeepDirsOnDelete => f.keep_dirs_on_delete = true,
+                Fault::StaleFileReads => f.stale_file_reads = true,
             }
         }
         f
@@ -261,7 +269,7 @@ pub enum ArgError {
     #[error("fault `{0}` takes no value")]
     TakesNoValue(&'static str),
     /// No such fault.
-    #[error("unknown fault {0:?}; expected one of: delete-delay=DURATION, delete-fail=N, delete-miss=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete")]
+    #[error("unknown fault {0:?}; expected one of: delete-delay=DURATION, delete-fail=N, delete-miss=N, list-lag=DURATION, drop-exec-env, crash-after=N, log-credentials, drop-record-answer=N, keep-dirs-on-delete, stale-file-reads")]
     UnknownFault(String),
 }
 
@@ -309,6 +317,7 @@ pub fn parse_fault<'a>(s: &'a str) -> Result<Fault, ArgError> {
         "drop-exec-env" => bare(Fault::DropExecEnv, "drop-exec-env"),
         "log-credentials" => bare(Fault::LogCredentials, "log-credentials"),
         "keep-dirs-on-delete" => bare(Fault::KeepDirsOnDelete, "keep-dirs-on-delete"),
+        "stale-file-reads" => bare(Fault::StaleFileReads, "stale-file-reads"),
         _ => Err(ArgError::UnknownFault(name.to_owned())),
     }
 }
@@ -327,6 +336,7 @@ mod tests {
         assert_eq!(parse_fault("drop-exec-env"), Ok(Fault::DropExecEnv));
         assert_eq!(parse_fault("log-credentials"), Ok(Fault::LogCredentials));
         assert!(parse_fault("log-credentials=1").is_err());
+        assert_eq!(parse_fault("stale-file-reads"), Ok(Fault::StaleFileReads));
         assert_eq!(
             parse_fault("drop-record-answer=1"),
             Ok(Fault::DropRecordAnswer(1))

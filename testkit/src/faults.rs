@@ -4,6 +4,7 @@
 //! and undone by the reaper when the test process is killed.
 
 use crate::engine::pod::fault::FaultAction;
+pub use crate::engine::pod::fault::{Link, Partition, Runs};
 use crate::engine::run::Run;
 use crate::tracker::Tracker;
 
@@ -69,6 +70,58 @@ impl Faults<'_> {
         let action = FaultAction::Cut {
             from: Vec::new(),
             tests: true,
+        };
+        self.inject(node, action).await
+    }
+
+    /// Splits the pod's nodes by `shape` (drawn from its node list): the
+    /// groups see nothing of each other, a cut between each pair kept
+    /// apart; the tests still reach every node. Undone like a cut, every
+    /// node proven back. A [`Partition::RandomHalves`] without a seed draws
+    /// one, logged and journaled with the fault.
+    ///
+    /// ```no_run
+    /// # use testkit::prelude::*;
+    /// # async fn t(cx: &mut Cx) -> testkit::Result {
+    /// use testkit::Partition;
+    /// cx.faults().partition(Partition::Bridge { via: "worker-1".into() }).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn partition(&self, shape: Partition) -> crate::Result {
+        let action = FaultAction::Partition {
+            partition: shape,
+            apart: Vec::new(),
+        };
+        self.inject("pod", action).await
+    }
+
+    /// Degrades every packet the node sends and receives (its loopback's
+    /// aside): [`Link::loss`] drops each with a probability,
+    /// [`Link::rate_kbit`] limits what it sends. Measured once in (a burst
+    /// counted, a transfer timed), undone and proven gone. A kind a pod of
+    /// containers cannot carry faithfully ([`Link::runs`]: delay, jitter,
+    /// duplication, reordering, corruption need netem) is refused, saying
+    /// where it runs.
+    ///
+    /// ```no_run
+    /// # use testkit::prelude::*;
+    /// # async fn t(cx: &mut Cx) -> testkit::Result {
+    /// use testkit::Link;
+    /// cx.faults().degrade("worker-2", Link::loss(0.3)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn degrade(&self, node: &str, link: Link) -> crate::Result {
+        self.inject(node, FaultAction::Link { link, peer: None })
+            .await
+    }
+
+    /// Degrades only the packets between `node` and `peer`, both ways: a
+    /// [`Link::loss`] (a rate is the node's interface's, all of it:
+    /// [`degrade`](Self::degrade)).
+    pub async fn degrade_link(&self, node: &str, peer: &str, link: Link) -> crate::Result {
+        let action = FaultAction::Link {
+            link,
+            peer: Some(peer.to_owned()),
         };
         self.inject(node, action).await
     }

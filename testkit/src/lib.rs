@@ -99,7 +99,7 @@ use testkit_engine as engine;
 pub use cli::{CliCommand, CliOutput};
 pub use cx::Cx;
 pub use engine::redact::{redact, register_secret, REDACTED};
-pub use faults::Faults;
+pub use faults::{Faults, Link, Partition, Runs};
 pub use skip::Skip;
 pub use testkit_macros::test;
 

@@ -120,6 +120,39 @@ impl ClusterPod {
         ])
     }
 
+    /// What testkit's faults left in `node`'s own network namespace: the
+    /// rules that name the pod, and a token bucket at the root of an
+    /// interface (entered by its container's process, as the faults are).
+    fn in_namespace(&self, node: &str) -> Vec<String> {
+        let pid = docker(&[
+            "inspect",
+            "--format",
+            "{{.State.Pid}}",
+            &self.container(node),
+        ]);
+        let inside = |args: &[&str]| {
+            Command::new("nsenter")
+                .args(["-t", &pid, "-n", "--"])
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        let comment = format!("testkit.pod={}", self.pod_id);
+        let mut found: Vec<String> = inside(&["iptables", "-w", "-S"])
+            .lines()
+            .filter(|l| l.contains(&comment))
+            .map(|l| format!("{node}: rule {l}"))
+            .collect();
+        found.extend(
+            inside(&["tc", "qdisc", "show"])
+                .lines()
+                .filter(|l| l.contains(" tbf "))
+                .map(|l| format!("{node}: {l}")),
+        );
+        found
+    }
+
     /// `running paused` of `node`'s container.
     fn state(&self, node: &str) -> String {
         docker(&[
@@ -148,6 +181,16 @@ impl Drop for ClusterPod {
                 .status();
         }
     }
+}
+
+/// `testkit-runner run --results RESULTS SUITE -E EXPR`.
+fn run_filtered(suite: &Path, results: &Path, expr: &str) -> Command {
+    let mut cmd = runner();
+    cmd.args(["run", "--results"])
+        .arg(results)
+        .arg(suite)
+        .args(["-E", expr]);
+    cmd
 }
 
 /// `cargo nextest run -E EXPR` of the fixture against `pod`, results in
@@ -238,10 +281,22 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
         }
         _ => {}
     }
-    if matches!(fault, "cut" | "isolate") {
+    if matches!(fault, "cut" | "isolate" | "partition") {
         assert!(
             !rules_of(&pod.pod_id).is_empty(),
             "{fault}: the cut's rules are in place"
+        );
+    }
+    if matches!(fault, "loss" | "link-loss" | "rate") {
+        let inside = pod.in_namespace("worker-1");
+        let want = if fault == "rate" {
+            " tbf "
+        } else {
+            "statistic"
+        };
+        assert!(
+            inside.iter().any(|l| l.contains(want)),
+            "{fault}: its `{want}` is in worker-1's namespace: {inside:?}"
         );
     }
     let killed = now_ms();
@@ -264,6 +319,11 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
     assert!(
         rules_of(&pod.pod_id).is_empty(),
         "{fault}: no rule of the cut is left"
+    );
+    let inside = pod.in_namespace("worker-1");
+    assert!(
+        inside.is_empty(),
+        "{fault}: nothing is left in worker-1's namespace: {inside:?}"
     );
     let whole = nextest(suite, pod, results.path(), "test(cluster_is_whole)", "")
         .stdout(Stdio::null())
@@ -294,6 +354,72 @@ fn each_kind_of_fault_of_a_sigkilled_test_is_undone_by_its_reaper() {
     );
 }
 
+/// A partition and the link faults (a loss of every packet, a loss on one
+/// link, a rate), each held by a test process SIGKILLed: the reaper undoes
+/// it and proves it, no rule nor queue left on the host or in the node's
+/// namespace. Then the same healed by a test, and the kinds containers
+/// cannot carry (netem's) refused, saying where they run.
+#[test]
+fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
+    let suite = cluster_fixture();
+    let pod = ClusterPod::up(suite.path());
+    let mut timings = Vec::new();
+    for fault in ["partition", "loss", "link-loss", "rate"] {
+        let took = kill_mid_fault(suite.path(), &pod, fault);
+        timings.push(format!("{fault} {took} ms"));
+    }
+    eprintln!(
+        "timing: from SIGKILL to the reaper's proof: {}",
+        timings.join(", ")
+    );
+    let results = tempfile::tempdir().unwrap();
+    let expr = "test(link_faults_healed) | test(netem_kinds_are_refused)";
+    let out = nextest(suite.path(), &pod, results.path(), expr, "link-heal")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "both passed: {said}");
+    assert!(rules_of(&pod.pod_id).is_empty(), "no rule on the host");
+    for node in ["gateway", "worker-1", "worker-2"] {
+        let inside = pod.in_namespace(node);
+        assert!(inside.is_empty(), "nothing left: {inside:?}");
+    }
+    let journaled: Vec<String> = std::fs::read_dir(results.path().join("journal"))
+        .unwrap()
+        .flatten()
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| l.contains("\"kind\":\"fault\"") && l.contains("\"event\":\"pending\""))
+        .collect();
+    assert_eq!(
+        journaled.len(),
+        3,
+        "the partition, the loss and the rate journaled, no refused kind: {journaled:#?}"
+    );
+    let halves = journaled
+        .iter()
+        .find(|l| l.contains("random_halves"))
+        .expect("the random halves journaled");
+    let seed = halves
+        .split("\\\"seed\\\":")
+        .nth(1)
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    assert!(
+        !seed.is_empty(),
+        "the drawn seed is in the journal: {halves}"
+    );
+}
+
 /// A fault whose undo fails (its node's container removed behind testkit's
 /// back) fails the test as `fault_not_undone`, naming the node, in the
 /// record and in JUnit.
@@ -302,11 +428,7 @@ fn a_fault_whose_undo_fails_is_its_own_failure_named_on_the_node() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(undo_fails)"])
+        run_filtered(suite.path(), results.path(), "test(undo_fails)")
             .env("FIXTURE_FAULT", "unundoable")
             .output()
             .unwrap(),
@@ -334,11 +456,7 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
-    let mut run = runner()
-        .args(["run", "--results"])
-        .arg(results.path())
-        .arg(suite.path())
-        .args(["-E", "test(hold_fault)"])
+    let mut run = run_filtered(suite.path(), results.path(), "test(hold_fault)")
         .env("FIXTURE_FAULT", "isolate")
         .env("FIXTURE_FLAG", &flag)
         .stdout(Stdio::piped())
@@ -432,15 +550,15 @@ fn nodes_that_exit_mid_run_fail_it_with_a_pod_verdict_and_a_fault_does_not() {
     std::fs::write(&toml, text).unwrap();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(nodes_exit) | test(entry_stopped_on_purpose)"])
-            .env("FIXTURE_EXIT", "worker-1:term,worker-2:abort")
-            .env("FIXTURE_FAULT", "entry")
-            .output()
-            .unwrap(),
+        run_filtered(
+            suite.path(),
+            results.path(),
+            "test(nodes_exit) | test(entry_stopped_on_purpose)",
+        )
+        .env("FIXTURE_EXIT", "worker-1:term,worker-2:abort")
+        .env("FIXTURE_FAULT", "entry")
+        .output()
+        .unwrap(),
     );
     let (tests, why) = ran.verdict("tests");
     assert_eq!(tests, "pass", "both tests did what they meant to: {why}");
@@ -494,11 +612,7 @@ fn an_entry_node_that_exits_mid_run_is_a_pod_verdict_and_residue_says_why() {
     let suite = cluster_fixture();
     let results = tempfile::tempdir().unwrap();
     let ran = Ran::from(
-        runner()
-            .args(["run", "--results"])
-            .arg(results.path())
-            .arg(suite.path())
-            .args(["-E", "test(nodes_exit)"])
+        run_filtered(suite.path(), results.path(), "test(nodes_exit)")
             .env("FIXTURE_EXIT", "gateway:term")
             .output()
             .unwrap(),
@@ -763,21 +877,21 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
     let slow_flag = results.path().join("slow.pid");
-    let mut run = runner()
-        .args(["run", "--results"])
-        .arg(results.path())
-        .arg(suite.path())
-        .args(["-E", "test(hold_fault) | test(hold_slow_fault)"])
-        .env("FIXTURE_FAULT", "pause")
-        .env("FIXTURE_FLAG", &flag)
-        .env("FIXTURE_SLOW_FLAG", &slow_flag)
-        // One at a time, in name order: `hold_fault` first, so that the
-        // rule `hold_slow_fault` plants breaks no proof of the other.
-        .args(["--", "--test-threads", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut run = run_filtered(
+        suite.path(),
+        results.path(),
+        "test(hold_fault) | test(hold_slow_fault)",
+    )
+    .env("FIXTURE_FAULT", "pause")
+    .env("FIXTURE_FLAG", &flag)
+    .env("FIXTURE_SLOW_FLAG", &slow_flag)
+    // One at a time, in name order: `hold_fault` first, so that the
+    // rule `hold_slow_fault` plants breaks no proof of the other.
+    .args(["--", "--test-threads", "1"])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let pid_of = |path: &Path| -> i32 {
         std::fs::read_to_string(path)
             .unwrap()
@@ -871,4 +985,93 @@ fn a_sigterm_is_recorded_as_such_and_the_run_waits_for_a_reaper() {
          {settled_at}: {}",
         ran.stderr
     );
+}
+
+/// The cluster suite itself (`suites/cluster`), copied with sandboxd's
+/// image context and testkit at this checkout; the gateway given `extra`
+/// arguments.
+fn cluster_suite(gateway_extra: &[&str]) -> tempfile::TempDir {
+    let suite = tempfile::Builder::new()
+        .prefix("runner-cluster-suite-")
+        .tempdir()
+        .unwrap();
+    crate::copy_dir(&workspace().join("suites/cluster"), suite.path());
+    crate::copy_dir(
+        &workspace().join("suites/conformance/container"),
+        &suite.path().join("container"),
+    );
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = suite.path().join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} holds {from}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    };
+    let testkit = format!(
+        "path = {:?}",
+        workspace().join("testkit").display().to_string()
+    );
+    edit("Cargo.toml", "path = \"../../testkit\"", &testkit);
+    edit(
+        "testkit.toml",
+        "context = \"../conformance/container\"",
+        "context = \"container\"",
+    );
+    let extra: String = gateway_extra.iter().map(|a| format!(" {a:?},")).collect();
+    edit(
+        "testkit.toml",
+        "\"--role\", \"gateway\",",
+        &format!("\"--role\", \"gateway\",{extra}"),
+    );
+    suite
+}
+
+/// The cluster suite's register test (three clients, 150 operations,
+/// worker-2 partitioned off and a lossy link between the gateway and
+/// worker-1) passes its linearizability check against sandboxd as it is;
+/// with the planted bug switched on (`--fault stale-file-reads`: the
+/// gateway answers file reads from its own cache, which a write on the
+/// worker directly leaves stale), the check fails the test with the
+/// operations that conflict drawn, and every fault is still undone.
+#[test]
+fn the_register_check_passes_and_catches_a_gateway_that_serves_stale_reads() {
+    const TEST: &str = "a_register_under_a_partition_and_a_lossy_link_stays_linearizable";
+    for (extra, planted) in [
+        (&[][..], false),
+        (&["--fault", "stale-file-reads"][..], true),
+    ] {
+        let suite = cluster_suite(extra);
+        let results = tempfile::tempdir().unwrap();
+        let ran = Ran::from(
+            run_filtered(suite.path(), results.path(), &format!("test({TEST})"))
+                .output()
+                .unwrap(),
+        );
+        let record = record_named(&ran.results(), TEST);
+        let message = record["message"].as_str().unwrap_or_default();
+        let faults = record["faults"].as_array().cloned().unwrap_or_default();
+        assert_eq!(faults.len(), 2, "a partition and a loss: {record}");
+        for f in &faults {
+            assert_eq!(f["state"], "undone", "{f}");
+        }
+        if !planted {
+            assert_eq!(record["outcome"], "passed", "{message}\n{}", ran.stdout);
+            assert_eq!(ran.code, 0, "{}", ran.stdout);
+            continue;
+        }
+        assert_eq!(
+            record["outcome"], "failed",
+            "the planted bug is caught: {record}"
+        );
+        for said in [
+            "register check failed: key \"register\" is not linearizable",
+            "have no legal order",
+        ] {
+            assert!(message.contains(said), "`{said}` in: {message}");
+        }
+        assert!(
+            message.contains("cannot come next") || message.contains("no operation can come first"),
+            "the conflict named: {message}"
+        );
+        assert_eq!(ran.code, 1, "{}", ran.stdout);
+    }
 }

@@ -275,8 +275,33 @@ pub(super) async fn under(
             .unwrap_or(30_000);
         timeout += Duration::from_millis(ms.min(600_000));
     }
+    let cached = gw
+        .stale_files
+        .as_ref()
+        .filter(|_| rest.starts_with("files/"));
+    if let Some(cache) = cached {
+        if method == Method::GET {
+            if let Some(data) = cache.get(&name, &rest) {
+                let kind = [(header::CONTENT_TYPE, "application/octet-stream")];
+                return (kind, data).into_response();
+            }
+        }
+    }
+    let (read, write) = (method == Method::GET, method == Method::PUT);
+    let written = write.then(|| body.clone());
     match relay(&gw, loc.worker, method, &uri, &headers, body, timeout).await {
-        Ok(a) => a.into_response(),
+        Ok(a) => {
+            if let (Some(cache), true) = (cached, a.status.is_success()) {
+                if read {
+                    cache.put(&name, &rest, a.body.clone());
+                } else if let Some(data) = written {
+                    cache.put(&name, &rest, data);
+                } else {
+                    cache.forget(&name, &rest);
+                }
+            }
+            a.into_response()
+        }
         Err(r) => r,
     }
 }

@@ -42,6 +42,46 @@ const FIRST_HEARTBEAT_WAIT: Duration = Duration::from_secs(1);
 pub(crate) struct Gateway {
     gate: Arc<Gate>,
     cluster: Cluster,
+    /// The planted bug `--fault stale-file-reads`: file reads answered
+    /// from what this gateway last read or wrote.
+    stale_files: Option<StaleFiles>,
+}
+
+/// The cache of fault `stale-file-reads`: the content of each file of a
+/// sandbox as this gateway last read or wrote it. Nothing else
+/// invalidates it: a write made on the worker directly, or through
+/// another gateway, leaves it stale. A planted consistency bug, off unless
+/// the switch is given.
+#[derive(Default)]
+pub(crate) struct StaleFiles(
+    std::sync::Mutex<std::collections::HashMap<(String, String), axum::body::Bytes>>,
+);
+
+impl StaleFiles {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), axum::body::Bytes>>
+    {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the gateway last saw of `path` in `sandbox`.
+    pub(crate) fn get(&self, sandbox: &str, path: &str) -> Option<axum::body::Bytes> {
+        self.lock()
+            .get(&(sandbox.to_owned(), path.to_owned()))
+            .cloned()
+    }
+
+    /// Remembers `data` as `path` in `sandbox`.
+    pub(crate) fn put(&self, sandbox: &str, path: &str, data: axum::body::Bytes) {
+        self.lock()
+            .insert((sandbox.to_owned(), path.to_owned()), data);
+    }
+
+    /// Forgets `path` in `sandbox` (deleted through the gateway).
+    pub(crate) fn forget(&self, sandbox: &str, path: &str) {
+        self.lock().remove(&(sandbox.to_owned(), path.to_owned()));
+    }
 }
 
 /// Runs a gateway until SIGTERM/SIGINT. HOME holds only its identity and
@@ -58,10 +98,15 @@ pub(crate) async fn serve(args: ServeArgs, started: Instant) -> Result<(), Serve
         source,
     })?;
     let (listener, addr) = bind(args.listen).await?;
+    let faults = Faults::from_list(&args.faults);
+    if faults.stale_file_reads {
+        eprintln!("sandboxd: gateway: fault stale-file-reads: file reads are answered from the gateway's cache");
+    }
     let gw = Arc::new(Gateway {
+        stale_files: faults.stale_file_reads.then(StaleFiles::default),
         gate: Arc::new(Gate::new(
             Arc::clone(&store),
-            Faults::from_list(&args.faults),
+            faults,
             started,
             args.token_window,
         )),

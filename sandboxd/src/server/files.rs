@@ -198,7 +198,15 @@ fn check_writable(file: &File, raw: &str) -> ApiResult<()> {
 }
 
 /// Writes `data` to `raw` beneath `root`; true if the file existed.
+/// Held shared by every read of a file through the API and exclusive by
+/// every write: a rewrite truncates the file before it writes it, and a
+/// read in between would see it empty (a register read back to nothing).
+/// One lock for all: a write holds it only while its body, already
+/// received, goes to disk.
+static REWRITES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn write_file(root: &Path, sandbox: &str, raw: &str, data: &[u8]) -> ApiResult<bool> {
+    let _alone = REWRITES.write().unwrap_or_else(|p| p.into_inner());
     let comps = components(raw)?;
     let b = Beneath::open(root, raw)?;
     b.parent(&comps, true).map_err(|e| match e {
@@ -236,6 +244,7 @@ fn write_file(root: &Path, sandbox: &str, raw: &str, data: &[u8]) -> ApiResult<b
 
 /// Reads the regular file `raw` beneath `root`.
 fn read_file(root: &Path, sandbox: &str, raw: &str) -> ApiResult<Vec<u8>> {
+    let _beside_no_write = REWRITES.read().unwrap_or_else(|p| p.into_inner());
     let comps = components(raw)?;
     let b = Beneath::open(root, raw)?;
     // O_NONBLOCK: opening a FIFO must not wait for a writer.
@@ -416,6 +425,34 @@ pub(super) async fn delete_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read beside a rewrite of the same file sees the old content or the
+    /// new one whole: never the file truncated and not yet written (a
+    /// register read through the API would go back to nothing).
+    #[test]
+    fn a_read_never_sees_a_rewrite_half_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_owned();
+        let (a, b) = (vec![b'a'; 64 * 1024], vec![b'b'; 64 * 1024]);
+        write_file(&root, "t", "reg", &a).unwrap();
+        let writer = {
+            let (root, a, b) = (root.clone(), a.clone(), b.clone());
+            std::thread::spawn(move || {
+                for i in 0..2000 {
+                    write_file(&root, "t", "reg", if i % 2 == 0 { &b } else { &a }).unwrap();
+                }
+            })
+        };
+        let mut torn = 0;
+        while !writer.is_finished() {
+            let seen = read_file(&root, "t", "reg").unwrap();
+            if seen != a && seen != b {
+                torn += 1;
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(torn, 0, "reads that saw a rewrite half done");
+    }
 
     #[test]
     fn confinement() {

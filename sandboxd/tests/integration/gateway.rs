@@ -75,6 +75,11 @@ impl Cluster {
 }
 
 fn gateway(home: &Arc<TempDir>, workers: &[Server], token: &str) -> Server {
+    gateway_with(home, workers, token, &[])
+}
+
+/// A gateway of `workers` given `extra` arguments too.
+fn gateway_with(home: &Arc<TempDir>, workers: &[Server], token: &str, extra: &[&str]) -> Server {
     let specs: Vec<String> = workers
         .iter()
         .enumerate()
@@ -84,6 +89,7 @@ fn gateway(home: &Arc<TempDir>, workers: &[Server], token: &str) -> Server {
     for s in &specs {
         args.extend(["--worker", s.as_str()]);
     }
+    args.extend(extra);
     Server::start_in_env(Arc::clone(home), &args, &[(TOKEN_VAR, token)])
 }
 
@@ -244,6 +250,53 @@ async fn creates_are_spread_and_served_through_the_gateway() {
         gw.log_text()
     );
     gw.wait_gone("sp-a", Duration::from_secs(10)).await;
+}
+
+/// What a file read through the gateway returns after it was written
+/// through the gateway, then on its worker directly.
+async fn read_after_a_write_behind_the_gateway(extra: &[&str]) -> String {
+    let token = shared_token();
+    let home = Arc::new(TempDir::new().unwrap());
+    let w = worker(&home, None, &token);
+    let gw = gateway_with(
+        &Arc::new(TempDir::new().unwrap()),
+        std::slice::from_ref(&w),
+        &token,
+        extra,
+    );
+    create(&gw, "reg").await;
+    let path = "/api/sandboxes/reg/files/register";
+    let put = |server: &Server, body: &'static str| {
+        let (client, url) = (server.client.clone(), server.url(path));
+        async move {
+            let resp = client.put(&url).body(body).send().await.unwrap();
+            assert!(resp.status().is_success(), "{}", resp.status());
+        }
+    };
+    put(&gw, "1").await;
+    let read = || async {
+        gw.client
+            .get(gw.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    assert_eq!(read().await, "1");
+    put(&w, "2").await;
+    read().await
+}
+
+/// The planted bug `--fault stale-file-reads`: the gateway answers a file
+/// read from its cache, and a write on the worker directly leaves it
+/// stale; without the switch every read is the worker's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_file_reads_serves_a_gateway_cache_a_write_behind_it_leaves_stale() {
+    assert_eq!(read_after_a_write_behind_the_gateway(&[]).await, "2");
+    let planted = ["--fault", "stale-file-reads"];
+    assert_eq!(read_after_a_write_behind_the_gateway(&planted).await, "1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

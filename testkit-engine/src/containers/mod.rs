@@ -24,6 +24,7 @@
 //! ([`Engine::command`], [`Engine::events_command`]) and the pod spawns it.
 
 mod error;
+mod netns;
 pub mod objects;
 mod packet_filter;
 mod run;
@@ -36,6 +37,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 pub use error::{CommandError, EngineError};
+pub use netns::{Netns, NetnsError, RootQdisc};
 pub use objects::{ContainerDetails, ContainerSummary, Event, Logs, NetworkDetails, VolumeDetails};
 pub use packet_filter::{IptablesError, PacketFilter, PacketFilterError, Rule};
 use run::label_args;

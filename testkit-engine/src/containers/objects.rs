@@ -80,6 +80,10 @@ pub struct ContainerState {
     /// Whether it is frozen.
     #[serde(rename = "Paused")]
     pub paused: bool,
+    /// Its main process's id on the engine's host (0 when it runs none):
+    /// the way into its namespaces.
+    #[serde(rename = "Pid", default)]
+    pub pid: u32,
     /// Its exit code, when it exited.
     #[serde(rename = "ExitCode")]
     pub exit_code: i64,

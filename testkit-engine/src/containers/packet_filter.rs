@@ -1,6 +1,8 @@
-//! The packet filter of the engine's host (`iptables`): the rules that cut
-//! a container off, inserted, checked, deleted until gone, and listed by
-//! their comment.
+//! The packet filter (`iptables`) of the engine's host, or of one
+//! container's network namespace (entered by its process's id with
+//! `nsenter -t <pid> -n`): the rules that cut a container off or lose its
+//! packets, inserted, checked, deleted until gone, and listed by their
+//! comment.
 //!
 //! `iptables -S` has no machine format; its listing is split here, once,
 //! into [`Rule`]s (a quoted comment is one word).
@@ -18,6 +20,9 @@ const IPTABLES_TIMEOUT: Duration = Duration::from_secs(30);
 const DELETE_ROUNDS: usize = 16;
 
 /// One `iptables` rule: its chain and its match.
+///
+/// A rule in a container's own namespace (`OUTPUT`, `INPUT` there) sees
+/// every packet of that container and none of the others'.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Rule {
@@ -36,11 +41,35 @@ impl Rule {
             spec.extend(["-s".to_owned(), format!("{s}/32")]);
         }
         spec.extend(["-d".to_owned(), format!("{dest}/32")]);
+        spec.extend(dropped_as(comment));
+        Rule {
+            chain: chain.to_owned(),
+            spec,
+        }
+    }
+
+    /// A rule of `chain` that drops each packet with probability `p`
+    /// (`-m statistic --mode random`), leaving the loopback alone: in
+    /// `OUTPUT` the packets the namespace sends (to `peer` only, when
+    /// given), in `INPUT` those it receives (from `peer` only).
+    pub fn lose(chain: &str, peer: Option<&str>, p: f64, comment: &str) -> Rule {
+        let (device, address) = match chain {
+            "INPUT" => ("-i", "-s"),
+            _ => ("-o", "-d"),
+        };
+        let mut spec: Vec<String> = Vec::new();
+        match peer {
+            Some(a) => spec.extend([address.to_owned(), format!("{a}/32")]),
+            None => spec.extend(["!".to_owned(), device.to_owned(), "lo".to_owned()]),
+        }
+        let probability = format!("{p}");
         spec.extend(
-            ["-m", "comment", "--comment", comment, "-j", "DROP"]
+            ["-m", "statistic", "--mode", "random", "--probability"]
                 .iter()
                 .map(|s| (*s).to_owned()),
         );
+        spec.push(probability);
+        spec.extend(dropped_as(comment));
         Rule {
             chain: chain.to_owned(),
             spec,
@@ -60,6 +89,11 @@ impl Rule {
     }
 }
 
+/// What a host without `nsenter` is told.
+pub(super) const NO_NSENTER: &str =
+    "a fault on a node's own links needs `nsenter` (as root, on the Docker Engine's host) to \
+     enter its network namespace: install it (`apt-get install util-linux`)";
+
 /// Why the packet filter did not do what was asked.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -70,6 +104,9 @@ pub enum PacketFilterError {
          install it (`apt-get install iptables`)"
     )]
     NotFound,
+    /// No `nsenter` on this host, to reach a container's namespace.
+    #[error("{}", NO_NSENTER)]
+    NoNsenter,
     /// A rule could not be inserted.
     #[error("cannot insert the rule `{}`", rule.describe())]
     Insert {
@@ -124,10 +161,13 @@ pub enum IptablesError {
     },
 }
 
-/// The host's `iptables`.
+/// The `iptables` of the host, or of one network namespace.
 #[derive(Debug, Clone)]
 pub struct PacketFilter {
     program: PathBuf,
+    /// `nsenter` and the pid whose network namespace the rules are in;
+    /// `None`: the host's.
+    netns: Option<(PathBuf, u32)>,
 }
 
 impl PacketFilter {
@@ -140,8 +180,21 @@ impl PacketFilter {
                     .map(PathBuf::from)
                     .find(|p| p.is_file())
             })
-            .map(|program| PacketFilter { program })
+            .map(|program| PacketFilter {
+                program,
+                netns: None,
+            })
             .ok_or(PacketFilterError::NotFound)
+    }
+
+    /// The `iptables` of the network namespace of process `pid` (a
+    /// container's), entered by `nsenter -t <pid> -n`: its own `OUTPUT`
+    /// and `INPUT`.
+    pub fn in_namespace_of(pid: u32) -> Result<PacketFilter, PacketFilterError> {
+        let nsenter = nsenter().ok_or(PacketFilterError::NoNsenter)?;
+        let mut filter = PacketFilter::on_host()?;
+        filter.netns = Some((nsenter, pid));
+        Ok(filter)
     }
 
     /// Inserts `rule` at the head of its chain.
@@ -153,6 +206,11 @@ impl PacketFilter {
                 rule: rule.clone(),
                 source,
             })
+    }
+
+    /// Whether `rule` is in the filter (`-C`).
+    pub async fn holds(&self, rule: &Rule) -> bool {
+        self.run(&rule.args("-C")).await.is_ok()
     }
 
     /// Deletes `rule` until none like it is left, and proves it gone;
@@ -187,7 +245,15 @@ impl PacketFilter {
 
     /// Runs `iptables` with `args` (waiting for the table lock); its stdout.
     async fn run(&self, args: &[&str]) -> Result<String, IptablesError> {
-        let mut cmd = tokio::process::Command::new(&self.program);
+        let mut cmd = match &self.netns {
+            None => tokio::process::Command::new(&self.program),
+            Some((nsenter, pid)) => {
+                let mut cmd = tokio::process::Command::new(nsenter);
+                cmd.args(["-t", &pid.to_string(), "-n", "--"])
+                    .arg(&self.program);
+                cmd
+            }
+        };
         cmd.arg("-w").args(args).kill_on_drop(true);
         let out = tokio::time::timeout(IPTABLES_TIMEOUT, cmd.output())
             .await
@@ -206,6 +272,23 @@ impl PacketFilter {
             })
         }
     }
+}
+
+/// The end of a rule that drops what it matched, commented `comment`.
+fn dropped_as(comment: &str) -> impl Iterator<Item = String> + '_ {
+    ["-m", "comment", "--comment", comment, "-j", "DROP"]
+        .into_iter()
+        .map(str::to_owned)
+}
+
+/// `nsenter`, on PATH or where Debian puts it.
+pub(super) fn nsenter() -> Option<PathBuf> {
+    crate::process::find_program("nsenter", None, None).or_else(|| {
+        ["/usr/bin/nsenter", "/bin/nsenter"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+    })
 }
 
 /// The rule `line` of `iptables -S chain` lists, when its comment is

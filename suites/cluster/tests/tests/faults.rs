@@ -1,6 +1,8 @@
-//! Faults: a worker stopped, frozen or cut off, and the gateway restarted.
-//! Each test has the pod to itself (`exclusive`), and every fault it
-//! injects is undone, and proven undone, when it ends.
+//! Faults: a worker stopped, frozen or cut off, the gateway restarted, the
+//! nodes partitioned by each shape, and a register checked linearizable
+//! under a partition and a lossy link. Each test has the pod to itself
+//! (`exclusive`), and every fault it injects is undone, and proven undone,
+//! when it ends.
 
 mod support;
 
@@ -113,6 +115,53 @@ async fn a_worker_cut_off_from_the_gateway_gets_nothing_new_and_rejoins(
     Ok(())
 }
 
+/// Each partition shape over the three nodes, seen from the gateway: the
+/// workers kept apart from it are down, the others live, and all live
+/// again once healed. A ring of three cuts nothing and is refused.
+#[testkit::test(exclusive, timeout = "2m")]
+async fn each_partition_shape_is_what_the_gateway_sees(cx: &mut Cx) -> testkit::Result {
+    use testkit::Partition;
+    let Err(ring) = cx.faults().partition(Partition::Ring).await else {
+        bail!("a ring of 3 nodes was injected, though it cuts nothing");
+    };
+    ensure!(format!("{ring:#}").contains("4 nodes or more"), "{ring:#}");
+    let nodes: Vec<String> = cx.pod()?.nodes().into_iter().map(str::to_owned).collect();
+    for shape in [
+        Partition::Bridge {
+            via: "worker-1".into(),
+        },
+        Partition::Minority {
+            nodes: vec!["worker-1".into()],
+        },
+        Partition::RandomHalves { seed: Some(7) },
+    ] {
+        let (_, apart) = shape.draw(&nodes)?;
+        let cut = |w: &str| {
+            apart
+                .iter()
+                .any(|[a, b]| (a == "gateway" && b == w) || (b == "gateway" && a == w))
+        };
+        cx.log(format!("{}: apart {apart:?}", shape.describe()));
+        cx.faults().partition(shape.clone()).await?;
+        for w in ["worker-1", "worker-2"].into_iter().filter(|w| cut(w)) {
+            wait_worker_state(cx, w, "down", DETECTION).await?;
+        }
+        for w in ["worker-1", "worker-2"].into_iter().filter(|w| !cut(w)) {
+            let state = support::worker_state(cx, w).await?;
+            ensure!(
+                state == "live",
+                "{}: {w} is not kept apart from the gateway, yet {state}",
+                shape.describe()
+            );
+        }
+        cx.faults().heal().await?;
+        for w in ["worker-1", "worker-2"] {
+            wait_worker_state(cx, w, "live", DETECTION).await?;
+        }
+    }
+    Ok(())
+}
+
 /// The gateway restarted keeps serving the sandboxes placed before.
 #[testkit::test(exclusive)]
 async fn the_gateway_restarted_keeps_serving(cx: &mut Cx) -> testkit::Result {
@@ -182,3 +231,102 @@ async fn a_sandbox_deleted_before_its_worker_stops_is_not_reported_lost(
 }
 
 testkit::main!();
+
+/// How many operations each client of the register test performs.
+const REGISTER_OPS: u32 = 50;
+
+/// Three clients read and write one file of a sandbox on worker-1, a
+/// register, while worker-2 is partitioned off and a loss degrades the
+/// link between the gateway and worker-1: client 0 writes on worker-1
+/// directly and reads through the gateway, clients 1 and 2 do both through
+/// the gateway. Every read must return what a legal order of the writes
+/// left: the history is linearizable. A gateway that answers file reads
+/// from a cache of its own (`--fault stale-file-reads`) is caught here,
+/// with the operations that conflict
+/// (`runner/tests/integration/cluster.rs`).
+#[testkit::test(exclusive, timeout = "3m")]
+async fn a_register_under_a_partition_and_a_lossy_link_stays_linearizable(
+    cx: &mut Cx,
+) -> testkit::Result {
+    use testkit::history::{Check, Op};
+    use testkit::{Link, Partition};
+    let sandbox = sandbox_on(cx, "worker-1").await?;
+    let pod = cx.pod()?;
+    let path = format!("/api/sandboxes/{sandbox}/files/register");
+    let through_gateway = pod.url(&path);
+    let on_worker = pod.node("worker-1")?.url(&path);
+    let history = cx.history();
+    let first = history.invoke(0, Op::write("register", 0));
+    let put = pod.client().put(&on_worker).body("0").send().await?;
+    ensure!(
+        put.status().is_success(),
+        "the first write answered {}",
+        put.status()
+    );
+    first.ok(());
+    cx.faults()
+        .partition(Partition::Minority {
+            nodes: vec!["worker-2".into()],
+        })
+        .await?;
+    cx.faults()
+        .degrade_link("worker-1", "gateway", Link::loss(0.05))
+        .await?;
+    let mut clients = tokio::task::JoinSet::new();
+    for client in 0..3u32 {
+        let (h, client_http) = (history.clone(), pod.client());
+        let read_url = through_gateway.clone();
+        let write_url = if client == 0 {
+            on_worker.clone()
+        } else {
+            through_gateway.clone()
+        };
+        clients.spawn(async move {
+            for i in 0..REGISTER_OPS {
+                if i % 2 == 0 {
+                    let value = i64::from(client * 1000 + i + 1);
+                    let op = h.invoke(client, Op::write("register", value));
+                    let sent = client_http
+                        .put(&write_url)
+                        .timeout(REQUEST_TIMEOUT)
+                        .body(value.to_string())
+                        .send()
+                        .await;
+                    match sent {
+                        Ok(r) if r.status().is_success() => op.ok(()),
+                        // Refused before anything was written.
+                        Ok(r) if r.status().is_client_error() => op.fail(),
+                        // A timeout, a 503 of a relay in flight: unknown.
+                        _ => op.info(),
+                    }
+                } else {
+                    let op = h.invoke(client, Op::read("register"));
+                    let sent = client_http
+                        .get(&read_url)
+                        .timeout(REQUEST_TIMEOUT)
+                        .send()
+                        .await;
+                    let Ok(r) = sent else {
+                        op.fail(); // a read that got no answer changed nothing
+                        continue;
+                    };
+                    if !r.status().is_success() {
+                        op.fail();
+                        continue;
+                    }
+                    match r.text().await.map(|t| t.trim().parse::<i64>()) {
+                        Ok(Ok(v)) => op.ok(v),
+                        _ => op.fail(),
+                    }
+                }
+            }
+        });
+    }
+    while let Some(done) = clients.join_next().await {
+        done?;
+    }
+    cx.faults().heal().await?;
+    let checked = history.check(Check::register()).await?;
+    cx.log(checked);
+    Ok(())
+}

@@ -1,6 +1,8 @@
 //! Faults of a pod of several nodes: a node stopped, killed, frozen,
-//! restarted, or cut off from its peers and from the tests; each one
-//! undone, and the undo proven.
+//! restarted, or cut off from its peers and from the tests; the nodes
+//! split by a partition's shape ([`partition`]); a node's links made to
+//! lose packets or limited in rate ([`link`]); each one undone, and the
+//! undo proven.
 //!
 //! A fault is planned before it is injected ([`plan`]): the plan names the
 //! container, and for a cut every packet-filter rule it will add. The
@@ -18,14 +20,23 @@
 //! containers passes there), and in `OUTPUT` from this host to it (the
 //! tests reach a node through the engine's proxy on the host). Each rule
 //! carries the comment `testkit.pod=<pod id>`, by which a pod's teardown
-//! and the janitor find and remove what a lost process left.
+//! and the janitor find and remove what a lost process left. A partition
+//! is the cuts between the pairs its shape keeps apart. A link fault's
+//! rules and queue are in the node's own namespace: they end with its
+//! container (a restart makes a new one), and its undo removes them from
+//! the namespace the node has then.
+
+mod link;
+mod partition;
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::cluster::{wait_node_healthy, ClusterError, ClusterInfo};
-use crate::containers::{EngineError, PacketFilterError};
+use crate::containers::{EngineError, Netns, NetnsError, PacketFilterError};
+pub use link::{Link, Runs, Shaping};
+pub use partition::{Partition, ShapeError};
 
 /// The kind a fault is journaled as, beside a test's resources: one stack
 /// undoes both, newest first.
@@ -108,6 +119,49 @@ pub enum FaultError {
         #[source]
         source: Box<EngineError>,
     },
+    /// A partition's shape cannot be drawn over the pod's nodes.
+    #[error("cannot partition the pod by {shape}: {why}")]
+    Shape {
+        /// The shape, in words.
+        shape: String,
+        /// Why.
+        why: String,
+    },
+    /// A link fault cannot run here, or its amount is out of range.
+    #[error("refusing {link} on `{node}`: {why}")]
+    LinkRefused {
+        /// The fault, in words.
+        link: String,
+        /// The node.
+        node: String,
+        /// Why, and where it can run.
+        why: String,
+    },
+    /// Something in a node's network namespace failed.
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    /// The node's container runs no process: it has no namespace to enter.
+    #[error("`{node}` runs no process (its container is {status}): a fault on its links needs it running")]
+    NotRunning {
+        /// The node.
+        node: String,
+        /// What its container is.
+        status: String,
+    },
+    /// A link fault was in, but its measurement does not show it.
+    #[error("{fault} did not take: {measured}")]
+    NotMeasured {
+        /// The fault, in words.
+        fault: String,
+        /// What was measured.
+        measured: String,
+    },
+    /// A link fault's rule or queue is still there after its undo.
+    #[error("{what} is still there after the undo")]
+    StillThere {
+        /// What.
+        what: String,
+    },
     /// A journal line is not a fault of [`Fault::to_json`].
     #[error("not a journaled fault")]
     NotJournaled(#[source] serde_json::Error),
@@ -144,6 +198,23 @@ pub enum FaultAction {
         /// Whether the tests lose it too.
         tests: bool,
     },
+    /// The nodes split by a shape: the pairs `apart` see nothing of each
+    /// other (a cut between each); the tests reach every node.
+    Partition {
+        /// The shape, as planned (a random one with its seed).
+        partition: Partition,
+        /// The pairs of nodes kept apart.
+        apart: Vec<[String; 2]>,
+    },
+    /// The node's packets degraded: all of them but the loopback's, or
+    /// those to and from `peer`.
+    Link {
+        /// What is done to them.
+        link: Link,
+        /// The one peer, when only its link is degraded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<String>,
+    },
 }
 
 /// A planned or injected fault: what was (or is to be) done, precisely
@@ -157,9 +228,15 @@ pub struct Fault {
     pub action: FaultAction,
     /// Its container's id.
     pub container: String,
-    /// The packet-filter rules a cut adds.
+    /// The packet-filter rules a cut or a partition adds to the host's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// The packet-filter rules a loss adds in the node's own namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_rules: Vec<Rule>,
+    /// The token bucket a rate puts on the node's interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaping: Option<Shaping>,
 }
 
 pub use super::container::{remove_pod_rules, rule_comment};
@@ -186,18 +263,46 @@ impl Fault {
                 }
                 format!("cut {} off from {}", self.node, whom.join(", "))
             }
+            FaultAction::Partition { partition, apart } => {
+                let pairs: Vec<String> = apart.iter().map(|[a, b]| format!("{a}|{b}")).collect();
+                format!(
+                    "partition by {} (apart: {})",
+                    partition.describe(),
+                    pairs.join(", ")
+                )
+            }
+            FaultAction::Link { link, peer } => match peer {
+                Some(peer) => format!(
+                    "{} on the link between {} and {peer}",
+                    link.describe(),
+                    self.node
+                ),
+                None => format!("{} on {}", link.describe(), self.node),
+            },
         }
     }
 
-    /// The action's one word: `stop`, `kill`, `pause`, `restart`, `cut`.
+    /// The action's one word: `stop`, `kill`, `pause`, `restart`, `cut`,
+    /// `partition`, or the link fault's (`loss`, `rate`).
     pub fn verb(&self) -> &'static str {
-        match self.action {
+        match &self.action {
             FaultAction::Stop => "stop",
             FaultAction::Kill => "kill",
             FaultAction::Pause => "pause",
             FaultAction::Restart => "restart",
             FaultAction::Cut { .. } => "cut",
+            FaultAction::Partition { .. } => "partition",
+            FaultAction::Link { link, .. } => link.word(),
         }
+    }
+
+    /// Whether it acts on the node's container itself (a stop, a kill, a
+    /// freeze, a restart, a cut), whose undo starts or thaws it.
+    fn on_container(&self) -> bool {
+        !matches!(
+            self.action,
+            FaultAction::Partition { .. } | FaultAction::Link { .. }
+        )
     }
 
     /// The fault as one line of JSON, for the journal.
@@ -218,6 +323,13 @@ pub async fn plan(
     node: &str,
     action: FaultAction,
 ) -> Result<Fault, FaultError> {
+    match action {
+        FaultAction::Partition { partition, .. } => {
+            return plan_partition(cluster, partition).await
+        }
+        FaultAction::Link { link, peer } => return plan_link(cluster, node, link, peer).await,
+        _ => {}
+    }
     cluster.node(node)?;
     let container = cluster.container_of(node).await?;
     let mut rules = Vec::new();
@@ -251,7 +363,110 @@ pub async fn plan(
         action,
         container,
         rules,
+        node_rules: Vec::new(),
+        shaping: None,
     })
+}
+
+/// Plans a partition: draws its shape over the pod's nodes, and the two
+/// drop rules of a cut between each pair it keeps apart.
+async fn plan_partition(cluster: &ClusterInfo, shape: Partition) -> Result<Fault, FaultError> {
+    let nodes: Vec<String> = cluster.nodes.keys().cloned().collect();
+    let (partition, apart) = shape.draw(&nodes).map_err(|e| FaultError::Shape {
+        shape: shape.describe(),
+        why: e.0,
+    })?;
+    let comment = rule_comment(&cluster.pod_id);
+    let mut rules = Vec::new();
+    for [a, b] in &apart {
+        let a = address(cluster, &cluster.container_of(a).await?).await?;
+        let b = address(cluster, &cluster.container_of(b).await?).await?;
+        rules.push(Rule::drop("DOCKER-USER", Some(&a), &b, &comment));
+        rules.push(Rule::drop("DOCKER-USER", Some(&b), &a, &comment));
+    }
+    Ok(Fault {
+        node: nodes.join(", "),
+        action: FaultAction::Partition { partition, apart },
+        container: String::new(),
+        rules,
+        node_rules: Vec::new(),
+        shaping: None,
+    })
+}
+
+/// Plans a link fault on `node` (to and from `peer` only, when given):
+/// refuses what a pod of containers cannot carry, and names the rules or
+/// the queue it adds in the node's namespace.
+async fn plan_link(
+    cluster: &ClusterInfo,
+    node: &str,
+    link: Link,
+    peer: Option<String>,
+) -> Result<Fault, FaultError> {
+    cluster.node(node)?;
+    if let Some(why) = link.refused_on_containers(peer.as_deref()) {
+        return Err(FaultError::LinkRefused {
+            link: link.describe(),
+            node: node.to_owned(),
+            why,
+        });
+    }
+    if let Some(p) = &peer {
+        cluster.node(p)?;
+        if p == node {
+            return Err(FaultError::LinkRefused {
+                link: link.describe(),
+                node: node.to_owned(),
+                why: "its peer is the node itself: name another node".to_owned(),
+            });
+        }
+    }
+    let container = cluster.container_of(node).await?;
+    let own = address(cluster, &container).await?;
+    let comment = rule_comment(&cluster.pod_id);
+    let (mut node_rules, mut shaping) = (Vec::new(), None);
+    match &link {
+        Link::Loss { ppm } => {
+            let theirs = match &peer {
+                Some(p) => Some(address(cluster, &cluster.container_of(p).await?).await?),
+                None => None,
+            };
+            let p = f64::from(*ppm) / 1e6;
+            for chain in ["OUTPUT", "INPUT"] {
+                node_rules.push(Rule::lose(chain, theirs.as_deref(), p, &comment));
+            }
+        }
+        Link::Rate { kbit } => {
+            let netns = Netns::of_pid(running_pid(cluster, node, &container).await?);
+            shaping = Some(Shaping::new(netns.interface_with(&own).await?, *kbit));
+        }
+        _ => unreachable!("refused above"),
+    }
+    Ok(Fault {
+        node: node.to_owned(),
+        action: FaultAction::Link { link, peer },
+        container,
+        rules: Vec::new(),
+        node_rules,
+        shaping,
+    })
+}
+
+/// The pid of the running container of `node`: the way into its
+/// namespace.
+async fn running_pid(
+    cluster: &ClusterInfo,
+    node: &str,
+    container: &str,
+) -> Result<u32, FaultError> {
+    let state = State::of(cluster, container).await?;
+    match state.pid {
+        Some(pid) if state.running => Ok(pid),
+        _ => Err(FaultError::NotRunning {
+            node: node.to_owned(),
+            status: state.status,
+        }),
+    }
 }
 
 /// The node's address on the pod's network.
@@ -280,10 +495,22 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
             FaultAction::Kill => engine.kill(&[id.to_owned()], "SIGKILL").await?,
             FaultAction::Pause => engine.pause(id).await?,
             FaultAction::Restart => engine.restart(id, STOP_GRACE).await?,
-            FaultAction::Cut { .. } => {
+            FaultAction::Cut { .. } | FaultAction::Partition { .. } => {
                 let filter = PacketFilter::on_host()?;
                 for rule in &fault.rules {
                     filter.insert(rule).await?;
+                }
+            }
+            FaultAction::Link { .. } => {
+                let pid = running_pid(cluster, &fault.node, id).await?;
+                let filter = PacketFilter::in_namespace_of(pid)?;
+                for rule in &fault.node_rules {
+                    filter.insert(rule).await?;
+                }
+                if let Some(s) = &fault.shaping {
+                    Netns::of_pid(pid)
+                        .limit_rate(&s.interface, &s.handle, s.kbit, s.burst)
+                        .await?;
                 }
             }
         }
@@ -294,11 +521,17 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
         fault: fault.describe(),
         source: Box::new(source),
     })?;
+    if let FaultAction::Partition { .. } = fault.action {
+        return rules_in_place(&fault.rules).await;
+    }
+    if let FaultAction::Link { link, peer } = &fault.action {
+        return measure(cluster, fault, link, peer.as_deref()).await;
+    }
     let state = State::of(cluster, id).await?;
     let took = match fault.action {
         FaultAction::Stop | FaultAction::Kill => !state.running,
         FaultAction::Pause => state.paused,
-        FaultAction::Restart | FaultAction::Cut { .. } => state.running,
+        _ => state.running,
     };
     if !took {
         return Err(FaultError::DidNotTake {
@@ -309,11 +542,106 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
     Ok(())
 }
 
+/// Every rule of a partition is in the host's packet filter.
+async fn rules_in_place(rules: &[Rule]) -> Result<(), FaultError> {
+    let filter = PacketFilter::on_host()?;
+    for rule in rules {
+        if !filter.holds(rule).await {
+            return Err(FaultError::NotMeasured {
+                fault: "the partition".to_owned(),
+                measured: format!("its rule `{}` is not in the packet filter", rule.describe()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Measures a link fault that is in: datagrams counted each way between
+/// the node and a peer (`peer`, or the first other node that runs
+/// unfrozen) for a loss, a timed transfer to it for a rate.
+async fn measure(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    link: &Link,
+    peer: Option<&str>,
+) -> Result<(), FaultError> {
+    let node_pid = running_pid(cluster, &fault.node, &fault.container).await?;
+    let own = address(cluster, &fault.container).await?;
+    let mut other = None;
+    let candidates: Vec<&String> = match peer {
+        Some(p) => cluster.nodes.keys().filter(|n| *n == p).collect(),
+        None => cluster.nodes.keys().filter(|n| **n != fault.node).collect(),
+    };
+    for name in candidates {
+        let id = cluster.container_of(name).await?;
+        let state = State::of(cluster, &id).await?;
+        if let (true, false, Some(pid)) = (state.running, state.paused, state.pid) {
+            other = Some((name.clone(), pid, address(cluster, &id).await?));
+            break;
+        }
+    }
+    let Some((name, peer_pid, theirs)) = other else {
+        return Err(FaultError::NotMeasured {
+            fault: fault.describe(),
+            measured: "no peer runs unfrozen to measure it against".to_owned(),
+        });
+    };
+    let (node_ns, peer_ns) = (Netns::of_pid(node_pid), Netns::of_pid(peer_pid));
+    match link {
+        Link::Loss { ppm } => {
+            let sent = link::probe_count(*ppm);
+            let out = node_ns.datagrams_arriving(peer_ns, &theirs, sent).await?;
+            let back = peer_ns.datagrams_arriving(node_ns, &own, sent).await?;
+            let shown = |arrived: u32, from: &str, to: &str| {
+                format!(
+                    "{} of {sent} datagrams from {from} to {to} lost ({}), {} expected",
+                    sent - arrived.min(sent),
+                    link::percent(
+                        ((sent - arrived.min(sent)) as u64 * 1_000_000 / sent as u64) as u32
+                    ),
+                    link::percent(*ppm)
+                )
+            };
+            for (arrived, from, to) in [(out, &fault.node, &name), (back, &name, &fault.node)] {
+                if !link::loss_took(*ppm, sent, arrived) {
+                    return Err(FaultError::NotMeasured {
+                        fault: fault.describe(),
+                        measured: shown(arrived, from, to),
+                    });
+                }
+            }
+        }
+        Link::Rate { .. } => {
+            let s = fault
+                .shaping
+                .as_ref()
+                .expect("a rate is planned with its bucket");
+            let bps = node_ns
+                .transfer_rate(peer_ns, &theirs, s.probe_bytes(), s.burst)
+                .await?;
+            if !s.took(bps) {
+                return Err(FaultError::NotMeasured {
+                    fault: fault.describe(),
+                    measured: format!(
+                        "a transfer from {} to {name} ran at {:.0} kbit/s",
+                        fault.node,
+                        bps / 1000.0
+                    ),
+                });
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// A container's state, as the engine says.
 struct State {
     running: bool,
     paused: bool,
     status: String,
+    /// Its main process, when it runs one.
+    pid: Option<u32>,
 }
 
 impl State {
@@ -327,11 +655,13 @@ impl State {
                 running: c.state.running,
                 paused: c.state.paused,
                 status: c.state.status.clone(),
+                pid: (c.state.pid > 0).then_some(c.state.pid),
             },
             None => State {
                 running: false,
                 paused: false,
                 status: "unknown".to_owned(),
+                pid: None,
             },
         })
     }
@@ -401,6 +731,16 @@ async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, FaultE
             found |= filter.remove(rule).await?;
         }
     }
+    if !fault.on_container() {
+        if let FaultAction::Link { .. } = fault.action {
+            found |= revert_link(cluster, fault).await?;
+        }
+        return Ok(if found {
+            Reverted::Undone
+        } else {
+            Reverted::AlreadyUndone
+        });
+    }
     let state = State::of(cluster, id).await?;
     if state.paused {
         engine.unpause(id).await?;
@@ -416,9 +756,77 @@ async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, FaultE
     })
 }
 
+/// Removes a link fault's rules and queue from the node's namespace, as
+/// it is now; whether any was there. A container that runs no process has
+/// no namespace, and nothing of the fault left.
+async fn revert_link(cluster: &ClusterInfo, fault: &Fault) -> Result<bool, FaultError> {
+    let Some(pid) = State::of(cluster, &fault.container).await?.pid else {
+        return Ok(false);
+    };
+    let mut found = false;
+    if !fault.node_rules.is_empty() {
+        let filter = PacketFilter::in_namespace_of(pid)?;
+        for rule in &fault.node_rules {
+            found |= filter.remove(rule).await?;
+        }
+    }
+    if let Some(s) = &fault.shaping {
+        found |= Netns::of_pid(pid)
+            .remove_root(&s.interface, &s.handle)
+            .await?;
+    }
+    Ok(found)
+}
+
+/// Nothing of a link fault is left in the node's namespace: none of its
+/// rules, no queue of its handle.
+async fn link_gone(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultError> {
+    let Some(pid) = State::of(cluster, &fault.container).await?.pid else {
+        return Ok(());
+    };
+    if !fault.node_rules.is_empty() {
+        let filter = PacketFilter::in_namespace_of(pid)?;
+        for rule in &fault.node_rules {
+            if filter.holds(rule).await {
+                return Err(FaultError::StillThere {
+                    what: format!(
+                        "the rule `{}` in {}'s namespace",
+                        rule.describe(),
+                        fault.node
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(s) = &fault.shaping {
+        let root = Netns::of_pid(pid).root_qdisc(&s.interface).await?;
+        if root.as_ref().is_some_and(|q| q.handle == s.handle) {
+            return Err(FaultError::StillThere {
+                what: format!(
+                    "the token bucket {} on {}'s {}",
+                    s.handle, fault.node, s.interface
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Proves a reverted fault undone before `deadline`: its container runs
-/// unfrozen, the node answers its health check, every peer reaches it.
+/// unfrozen, the node answers its health check, every peer reaches it. A
+/// partition's proof is every node's; a link fault's, first, that nothing
+/// of it is left in the node's namespace.
 async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Result<(), FaultError> {
+    if let FaultAction::Partition { .. } = fault.action {
+        for node in cluster.nodes.keys() {
+            wait_node_healthy(node, cluster.node(node)?, deadline).await?;
+            peers_reach(cluster, node, deadline).await?;
+        }
+        return Ok(());
+    }
+    if let FaultAction::Link { .. } = fault.action {
+        link_gone(cluster, fault).await?;
+    }
     let state = State::of(cluster, &fault.container).await?;
     if !state.running || state.paused {
         return Err(FaultError::NotBack {
@@ -510,6 +918,8 @@ mod tests {
             },
             container: "abc".into(),
             rules: vec![Rule::drop("OUTPUT", None, "10.0.0.2", "testkit.pod=p")],
+            node_rules: Vec::new(),
+            shaping: None,
         };
         assert_eq!(Fault::from_json(&fault.to_json()).unwrap(), fault);
         assert_eq!(fault.describe(), "cut worker-1 off from gateway, the tests");
