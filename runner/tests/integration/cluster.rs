@@ -196,9 +196,8 @@ fn run_filtered(suite: &Path, results: &Path, expr: &str) -> Command {
 /// `cargo nextest run -E EXPR` of the fixture against `pod`, results in
 /// `results`, `FIXTURE_FAULT=fault`.
 fn nextest(suite: &Path, pod: &ClusterPod, results: &Path, expr: &str, fault: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO"));
+    let mut cmd = crate::fixture_cargo();
     cmd.args(["nextest", "run", "--no-fail-fast", "-E", expr])
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .env("TESTKIT_RESULTS_DIR", results)
         .env("TESTKIT_SECRETS_DIR", results.with_extension("secrets"))
         .env("TESTKIT_POD_HANDLE", &pod.handle_file)

@@ -3,7 +3,6 @@
 //! one CI would on several machines, give the counts of a whole run.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::report::{count, render};
 use crate::{junit_counts, runner, workspace, Ran};
@@ -48,11 +47,7 @@ fn argv(template: &str, k: usize, cwd: &Path) -> Vec<String> {
 fn ci_step(template: &str, k: usize, cwd: &Path) -> Ran {
     let args = argv(template, k, cwd);
     let mut cmd = match args[0].as_str() {
-        "cargo" => {
-            let mut c = Command::new(env!("CARGO"));
-            c.env("CARGO_TARGET_DIR", crate::shared_target());
-            c
-        }
+        "cargo" => crate::fixture_cargo(),
         "testkit-runner" => runner(),
         other => panic!("a CI step runs {other}"),
     };

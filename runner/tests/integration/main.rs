@@ -101,6 +101,22 @@ pub(crate) fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// `cargo`, building in the shared target dir with the environment a
+/// shell would give it: what cargo set for this test process
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...) is removed. Build scripts
+/// watch those variables (ring's does), so a build that saw them and one
+/// that did not (the runner's) would each rebuild ring and everything above
+/// it for the other: every cargo a test starts in the shared target dir
+/// comes from here.
+pub(crate) fn fixture_cargo() -> Command {
+    let mut cmd = Command::new(env!("CARGO"));
+    for var in testkit_engine::process::vars_set_by_cargo() {
+        cmd.env_remove(var);
+    }
+    cmd.env("CARGO_TARGET_DIR", shared_target());
+    cmd
+}
+
 /// The runner, set up to build in the shared target dir and to find
 /// `sandboxd`.
 pub(crate) fn runner() -> Command {
@@ -315,4 +331,28 @@ pub(crate) fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool 
         std::thread::sleep(Duration::from_millis(100));
     }
     cond()
+}
+
+/// Every cargo these tests start goes through [`fixture_cargo`]: one that
+/// kept the variables cargo set for this process would rebuild ring and
+/// everything above it for the next build in the shared target dir, and
+/// that one again for it (seen: nine times in one run of these tests).
+#[test]
+fn every_cargo_these_tests_start_has_a_shells_environment() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration");
+    let direct = concat!("Command::new(env!(", "\"CARGO\"))");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // `fixture_cargo` itself is the one allowed.
+        let allowed = usize::from(path.ends_with("main.rs"));
+        if text.matches(direct).count() > allowed {
+            found.push(path.display().to_string());
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "start cargo with `fixture_cargo()`, not `{direct}`, in: {found:?}"
+    );
 }

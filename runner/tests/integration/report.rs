@@ -318,9 +318,8 @@ fn the_report_verb_renders_a_plain_nextest_run_and_refuses_other_folders() {
     let results = tempfile::tempdir().unwrap();
     // The run's session cache goes with the test, not under the runtime dir.
     let secrets = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO"))
+    let status = crate::fixture_cargo()
         .args(["nextest", "run", "--workspace", "--no-fail-fast"])
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .env("TESTKIT_RESULTS_DIR", results.path())
         .env("TESTKIT_SECRETS_DIR", secrets.path())
         .env("TESTKIT_POD_HANDLE", &pod.handle_file)

@@ -303,10 +303,9 @@ fn a_bad_handle_is_exit_64_naming_the_field() {
 fn a_moved_nextest_archive_runs_with_archive_file() {
     let built = fixture("suite");
     let archive = built.path().join("suite.tar.zst");
-    let status = std::process::Command::new(env!("CARGO"))
+    let status = crate::fixture_cargo()
         .args(["nextest", "archive", "--workspace", "--archive-file"])
         .arg(&archive)
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .current_dir(built.path())
         .status()
         .unwrap();

@@ -6,7 +6,6 @@
 //! files.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use testkit_engine::report::{read_records, Outcome};
 
@@ -33,9 +32,8 @@ testkit::main!();
 /// Builds the fixture suite's tests, before a pod whose token is good for
 /// minutes only is started for them.
 fn build(suite: &Path) {
-    let status = Command::new(env!("CARGO"))
+    let status = crate::fixture_cargo()
         .args(["test", "--workspace", "--no-run"])
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .current_dir(suite)
         .status()
         .unwrap();
@@ -63,10 +61,9 @@ fn a_sigkilled_test_that_created_nothing_is_a_failure_of_the_report() {
     build(suite.path());
     let pod = CallerPod::start();
     let results = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO"))
+    let status = crate::fixture_cargo()
         .args(["nextest", "run", "--workspace", "--no-fail-fast"])
         .args(["--retries", "1", "-E", "binary(dies) | binary(basics)"])
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .env("TESTKIT_RESULTS_DIR", results.path())
         .env(
             "TESTKIT_SECRETS_DIR",
@@ -109,9 +106,8 @@ fn a_lost_record_is_a_failure_not_a_pass() {
     build(suite.path());
     let pod = CallerPod::start();
     let results = tempfile::tempdir().unwrap();
-    let status = Command::new(env!("CARGO"))
+    let status = crate::fixture_cargo()
         .args(["test", "--test", "basics"])
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .env("TESTKIT_RESULTS_DIR", results.path())
         .env("TESTKIT_RUN_ID", "lostrecord")
         .env(
@@ -595,10 +591,9 @@ fn a_rerun_killed_after_a_pass_under_one_run_id_is_not_a_pass() {
     let pod = CallerPod::start();
     let results = tempfile::tempdir().unwrap();
     for kill in [false, true] {
-        let mut cargo = Command::new(env!("CARGO"));
+        let mut cargo = crate::fixture_cargo();
         cargo
             .args(["test", "--test", "rerun"])
-            .env("CARGO_TARGET_DIR", crate::shared_target())
             .env("TESTKIT_RESULTS_DIR", results.path())
             .env("TESTKIT_RUN_ID", "rerun1")
             .env(

@@ -3,7 +3,6 @@
 //! the fixture suite against sandboxd, real SIGKILLs, a real full disk.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use testkit_engine::report::{read_records, Outcome, TestRecord};
@@ -238,10 +237,9 @@ fn plain_nextest(
     args: &[&str],
 ) -> std::process::ExitStatus {
     let secrets = results.with_extension("secrets");
-    Command::new(env!("CARGO"))
+    crate::fixture_cargo()
         .args(["nextest", "run", "--workspace", "--no-fail-fast"])
         .args(args)
-        .env("CARGO_TARGET_DIR", crate::shared_target())
         .env("TESTKIT_RESULTS_DIR", results)
         .env("TESTKIT_SECRETS_DIR", &secrets)
         .env("TESTKIT_POD_HANDLE", &pod.handle_file)
