@@ -1,7 +1,7 @@
 //! Faults of a pod of several nodes: a node stopped, killed, frozen,
 //! restarted, or cut off from its peers and from the tests; the nodes
-//! split by a partition's shape ([`partition`]); a node's links made to
-//! lose packets or limited in rate ([`link`]); each one undone, and the
+//! split by a partition's shape ([`Partition`]); a node's links made to
+//! lose packets or limited in rate ([`Link`]); each one undone, and the
 //! undo proven.
 //!
 //! A fault is planned before it is injected ([`plan`]): the plan names the
