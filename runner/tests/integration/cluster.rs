@@ -378,6 +378,14 @@ fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "both passed: {said}");
+    // A loss on a path a cut already holds down is refused, not taken.
+    let cut = tempfile::tempdir().unwrap();
+    let expr = "test(loss_on_a_cut_path_is_refused)";
+    let refused = nextest(suite.path(), &pod, cut.path(), expr, "loss-on-cut")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(refused.status.success(), "refused, saying why: {said}");
     assert!(rules_of(&pod.pod_id).is_empty(), "no rule on the host");
     for node in ["gateway", "worker-1", "worker-2"] {
         let inside = pod.in_namespace(node);

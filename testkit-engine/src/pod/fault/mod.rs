@@ -501,7 +501,12 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
                     filter.insert(rule).await?;
                 }
             }
-            FaultAction::Link { .. } => {
+            FaultAction::Link { link, peer } => {
+                if let Link::Loss { .. } = link {
+                    // Measured before its rules go in: a peer the node
+                    // cannot reach at all would show any loss as taken.
+                    baseline(cluster, fault, peer.as_deref()).await?;
+                }
                 let pid = running_pid(cluster, &fault.node, id).await?;
                 let filter = PacketFilter::in_namespace_of(pid)?;
                 for rule in &fault.node_rules {
@@ -556,15 +561,22 @@ async fn rules_in_place(rules: &[Rule]) -> Result<(), FaultError> {
     Ok(())
 }
 
-/// Measures a link fault that is in: datagrams counted each way between
-/// the node and a peer (`peer`, or the first other node that runs
-/// unfrozen) for a loss, a timed transfer to it for a rate.
-async fn measure(
+/// A node and the peer its link faults are measured against.
+struct Pair {
+    node_ns: Netns,
+    own: String,
+    name: String,
+    peer_ns: Netns,
+    theirs: String,
+}
+
+/// The fault's node and its peer: `peer`, or the first other node that
+/// runs unfrozen.
+async fn pair(
     cluster: &ClusterInfo,
     fault: &Fault,
-    link: &Link,
     peer: Option<&str>,
-) -> Result<(), FaultError> {
+) -> Result<Pair, FaultError> {
     let node_pid = running_pid(cluster, &fault.node, &fault.container).await?;
     let own = address(cluster, &fault.container).await?;
     let mut other = None;
@@ -586,12 +598,73 @@ async fn measure(
             measured: "no peer runs unfrozen to measure it against".to_owned(),
         });
     };
-    let (node_ns, peer_ns) = (Netns::of_pid(node_pid), Netns::of_pid(peer_pid));
+    Ok(Pair {
+        node_ns: Netns::of_pid(node_pid),
+        own,
+        name,
+        peer_ns: Netns::of_pid(peer_pid),
+        theirs,
+    })
+}
+
+impl Pair {
+    /// `sent` datagrams from `node` to the peer, then back: for each way,
+    /// how many arrived, from whom, to whom.
+    async fn bursts<'a>(
+        &'a self,
+        node: &'a str,
+        sent: u32,
+    ) -> Result<[(u32, &'a str, &'a str); 2], FaultError> {
+        let (node_ns, peer_ns) = (self.node_ns, self.peer_ns);
+        let out = node_ns
+            .datagrams_arriving(peer_ns, &self.theirs, sent)
+            .await?;
+        let back = peer_ns.datagrams_arriving(node_ns, &self.own, sent).await?;
+        Ok([(out, node, &self.name), (back, &self.name, node)])
+    }
+}
+
+/// Before a loss goes in: a short burst each way between the node and its
+/// peer must arrive nearly whole, or no loss measured afterwards could be
+/// told from a path that was already down (another fault's cut, a
+/// partition that left the node no peer it reaches).
+async fn baseline(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    peer: Option<&str>,
+) -> Result<(), FaultError> {
+    let sent = link::BASELINE_COUNT;
+    let pair = pair(cluster, fault, peer).await?;
+    for (arrived, from, to) in pair.bursts(&fault.node, sent).await? {
+        if !link::baseline_whole(sent, arrived) {
+            return Err(FaultError::NotMeasured {
+                fault: fault.describe(),
+                measured: format!(
+                    "before it went in, only {arrived} of {sent} datagrams from {from} to {to} \
+                     arrived: the path is down already (another fault of the test cutting \
+                     {from} off from {to}?), so no loss could be shown to take; inject the \
+                     link fault before the cut or partition, or name a reachable peer"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Measures a link fault that is in: datagrams counted each way between
+/// the node and a peer (`peer`, or the first other node that runs
+/// unfrozen) for a loss, a timed transfer to it for a rate.
+async fn measure(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    link: &Link,
+    peer: Option<&str>,
+) -> Result<(), FaultError> {
+    let pair = pair(cluster, fault, peer).await?;
     match link {
         Link::Loss { ppm } => {
             let sent = link::probe_count(*ppm);
-            let out = node_ns.datagrams_arriving(peer_ns, &theirs, sent).await?;
-            let back = peer_ns.datagrams_arriving(node_ns, &own, sent).await?;
+            let bursts = pair.bursts(&fault.node, sent).await?;
             let shown = |arrived: u32, from: &str, to: &str| {
                 format!(
                     "{} of {sent} datagrams from {from} to {to} lost ({}), {} expected",
@@ -602,7 +675,7 @@ async fn measure(
                     link::percent(*ppm)
                 )
             };
-            for (arrived, from, to) in [(out, &fault.node, &name), (back, &name, &fault.node)] {
+            for (arrived, from, to) in bursts {
                 if !link::loss_took(*ppm, sent, arrived) {
                     return Err(FaultError::NotMeasured {
                         fault: fault.describe(),
@@ -616,15 +689,17 @@ async fn measure(
                 .shaping
                 .as_ref()
                 .expect("a rate is planned with its bucket");
-            let bps = node_ns
-                .transfer_rate(peer_ns, &theirs, s.probe_bytes(), s.burst)
+            let bps = pair
+                .node_ns
+                .transfer_rate(pair.peer_ns, &pair.theirs, s.probe_bytes(), s.burst)
                 .await?;
             if !s.took(bps) {
                 return Err(FaultError::NotMeasured {
                     fault: fault.describe(),
                     measured: format!(
-                        "a transfer from {} to {name} ran at {:.0} kbit/s",
+                        "a transfer from {} to {} ran at {:.0} kbit/s",
                         fault.node,
+                        pair.name,
                         bps / 1000.0
                     ),
                 });
