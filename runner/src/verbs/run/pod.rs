@@ -107,6 +107,12 @@ async fn ensure_default_pod(
     if release {
         cmd.arg("--release");
     }
+    // As for the suite's build: what `cargo run` set for the runner would
+    // make this build see another environment than the outer one, and
+    // rebuild ring and what stands on it for it (and it for the next).
+    for var in testkit_engine::process::vars_set_by_cargo() {
+        cmd.env_remove(var);
+    }
     let status = cmd.status().await.map_err(StartError::Cargo)?;
     let built = target.join(profile).join(DEFAULT_POD);
     if !status.success() || !testkit_engine::process::is_executable(&built) {

@@ -625,7 +625,7 @@ impl Pair {
 }
 
 /// Before a loss goes in: a short burst each way between the node and its
-/// peer must arrive nearly whole, or no loss measured afterwards could be
+/// peer must show the path up, or no loss measured afterwards could be
 /// told from a path that was already down (another fault's cut, a
 /// partition that left the node no peer it reaches).
 async fn baseline(
@@ -636,7 +636,7 @@ async fn baseline(
     let sent = link::BASELINE_COUNT;
     let pair = pair(cluster, fault, peer).await?;
     for (arrived, from, to) in pair.bursts(&fault.node, sent).await? {
-        if !link::baseline_whole(sent, arrived) {
+        if !link::baseline_up(sent, arrived) {
             return Err(FaultError::NotMeasured {
                 fault: fault.describe(),
                 measured: format!(
