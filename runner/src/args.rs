@@ -31,7 +31,7 @@ enum Command {
     #[command(after_help = exit::help(exit::JANITOR))]
     Janitor(janitor::JanitorArgs),
     /// Merge the results of several shards or binaries into one junit.xml,
-    /// one report.html and one summary.
+    /// one ctrf.json, one report.html and one summary.
     #[command(after_help = exit::help(exit::MERGE))]
     Merge(merge::MergeArgs),
     /// Build junit.xml, the summary and report.html for one run of a results

@@ -1,9 +1,14 @@
 //! JUnit XML built from records, and merged across shards and binaries.
 //!
 //! [`junit_from_records`] maps records to JUnit: one `testsuite` per binary
-//! (property `run_id`); one `testcase` per test, `name` its name,
+//! (property `run_id`; and in a run that reran another's failures,
+//! `rerun_of`, the run and its folder, and `rerun`, how many of those
+//! tests now pass: see [`write_junit_files`]); one `testcase` per test, `name` its name,
 //! `classname` its binary, `time` its duration, and properties `run_id`,
-//! `outcome`, `description`, `known_issue` (when pinned), `cleanup`,
+//! `outcome`, `category` (of a failure or an expected failure: `product`,
+//! `infrastructure`, `known_issue` or `testkit`, see
+//! [`FailureCategory`](testkit_engine::report::FailureCategory)),
+//! `description`, `known_issue` (when pinned), `cleanup`,
 //! `resources` (`kind/name=state`, space-separated),
 //! `capabilities_missing` (when some were) and one `fault` per fault the
 //! test injected into a node (`stop worker-1: undone after 1447 ms`, see
@@ -159,6 +164,9 @@ fn test_case(record: &TestRecord) -> TestCase {
     };
     property("run_id", &record.run_id);
     property("outcome", record.outcome.as_str());
+    if let Some(category) = record.category() {
+        property("category", category.as_str());
+    }
     property("description", &record.description);
     if let Some(id) = &record.known_issue {
         property("known_issue", id);
@@ -430,7 +438,15 @@ pub fn write_junit_files(
     report_name: &str,
     records: &[TestRecord],
 ) -> Result<(), ReportError> {
-    let suites = suites_from_records(records);
+    let mut suites = suites_from_records(records);
+    // A rerun says in every file which run it reran, and how those tests
+    // came out.
+    if let Some(rerun) = crate::rerun::Rerun::read(results_dir, report_name) {
+        for suite in &mut suites {
+            suite.add_property(Property::new("rerun_of", rerun.source()));
+            suite.add_property(Property::new("rerun", rerun.line(records)));
+        }
+    }
     let mut written = std::collections::BTreeSet::new();
     for suite in &suites {
         let path = binary_junit_path(results_dir, &suite.name);

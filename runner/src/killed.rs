@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use testkit_engine::report::{
-    read_starts, unended, CleanupState, FailureKind, ReportError, ResourceRecord, ResourceState,
-    TestRecord, TestStart,
+    read_starts, unended, CleanupState, FailureCategory, FailureKind, ReportError, ResourceRecord,
+    ResourceState, TestRecord, TestStart,
 };
 use testkit_engine::resource::{journal, terminated, Event, JournalEntry};
 
@@ -114,6 +114,8 @@ fn never_ended(start: &TestStart) -> TestRecord {
             humantime::format_rfc3339_millis(at),
         ),
     );
+    // Its process died under it: nothing says the product did it.
+    record.categorize(FailureCategory::Infrastructure);
     record
 }
 
@@ -206,6 +208,7 @@ pub(crate) fn killed_record(
         record.duration_ms = last.time.saturating_sub(first.time);
     }
     record.fail(FailureKind::Error, killed_message(pid, entries, &resources));
+    record.categorize(FailureCategory::Infrastructure);
     record.resources = resources;
     record.cleanup = cleanup;
     if let Some(log) = reaper_log.filter(|l| !l.trim().is_empty()) {

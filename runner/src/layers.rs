@@ -13,12 +13,15 @@ const LAYERS: Layers<'static> = Layers {
         // Exit codes, the records of a run and what reads them.
         ("exit", 0),
         ("killed", 0),
+        ("rerun", 0),
         ("seal", 0),
         ("verdict", 0),
         ("errors", 1),
         ("runs", 1),
         ("summary", 1),
         ("junit", 2),
+        ("ctrf", 2),
+        ("timeline", 2),
         ("html", 3),
         // Container and machine pods, then the verbs that use them, then the command line.
         ("containers", 3),

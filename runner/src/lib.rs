@@ -8,6 +8,7 @@
 
 mod args;
 mod containers;
+mod ctrf;
 mod errors;
 mod exit;
 mod html;
@@ -16,9 +17,11 @@ mod killed;
 #[cfg(test)]
 mod layers;
 mod machines;
+mod rerun;
 pub mod runs;
 pub mod seal;
 mod summary;
+mod timeline;
 mod verbs;
 mod verdict;
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use testkit_engine::report::{FailureKind, TestRecord, STARTS_DIR};
+use testkit_engine::report::{FailureCategory, FailureKind, TestRecord, STARTS_DIR};
 
 /// The folder of the seals, one per run.
 pub const SEAL_DIR: &str = "seal";
@@ -140,6 +140,8 @@ impl SealCheck {
         record.description =
             "The results folder holds what testkit-runner judged, unchanged.".to_owned();
         record.fail(FailureKind::Error, why);
+        // Not the product's: the results are not what testkit judged.
+        record.categorize(FailureCategory::Testkit);
         record.started_at_ms = 0;
         Some(record)
     }

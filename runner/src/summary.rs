@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use testkit_engine::config::FlakyPolicy;
-use testkit_engine::report::Summary;
+use testkit_engine::report::{FailureCategory, Summary, TestRecord};
 
 use crate::verdict::{PhaseResult, Verdict};
 
@@ -19,13 +19,15 @@ pub(crate) struct RunSummary<'a> {
     pub(crate) results_dir: &'a Path,
     pub(crate) phases: &'a [PhaseResult],
     pub(crate) tests: Option<&'a Summary>,
-    pub(crate) failures: &'a [(String, String)],
+    pub(crate) failures: &'a [FailedTest],
     pub(crate) leaks: &'a [String],
     /// The residue phase listed everything: no leak means none, not unknown.
     pub(crate) leaks_known: bool,
     pub(crate) exit_code: u8,
     pub(crate) interrupted: bool,
     pub(crate) keep_note: Option<&'a str>,
+    /// What a rerun reran, and how it came out ([`crate::rerun::Rerun::line`]).
+    pub(crate) rerun: Option<&'a str>,
     pub(crate) took: Duration,
     /// `[suite] flaky`: what the flaky tests did to the run.
     pub(crate) flaky: FlakyPolicy,
@@ -33,6 +35,61 @@ pub(crate) struct RunSummary<'a> {
 
 /// At most this many failed tests are listed; the rest are in junit.xml.
 const MAX_FAILURES: usize = 20;
+
+/// A failed test as a summary lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct FailedTest {
+    /// `binary::name`.
+    pub(crate) name: String,
+    /// The first line of why.
+    pub(crate) why: String,
+    /// Whose fault it is.
+    pub(crate) category: FailureCategory,
+}
+
+impl FailedTest {
+    /// Each test of `records` that fails a run, in their order.
+    pub(crate) fn of(records: &[TestRecord]) -> Vec<FailedTest> {
+        records
+            .iter()
+            .filter(|r| r.outcome.fails())
+            .map(|r| FailedTest {
+                name: format!("{}::{}", r.binary, r.name),
+                why: r
+                    .message
+                    .as_deref()
+                    .and_then(|m| m.lines().next())
+                    .unwrap_or("failed")
+                    .to_owned(),
+                category: r.category().unwrap_or(FailureCategory::Product),
+            })
+            .collect()
+    }
+}
+
+/// `failures by category: 2 product, 1 infrastructure`: how many failed
+/// tests each category has, in the categories' order; `None` without
+/// failures.
+pub(crate) fn categories_line(failures: &[FailedTest]) -> Option<String> {
+    if failures.is_empty() {
+        return None;
+    }
+    let counts: Vec<String> = FailureCategory::ALL
+        .iter()
+        .filter_map(|c| {
+            let n = failures.iter().filter(|f| f.category == *c).count();
+            (n > 0).then(|| format!("{n} {c}"))
+        })
+        .collect();
+    Some(format!("failures by category: {}", counts.join(", ")))
+}
+
+/// The failed tests, category by category: the order a reader triages in.
+fn by_category(failures: &[FailedTest]) -> Vec<&FailedTest> {
+    let mut sorted: Vec<&FailedTest> = failures.iter().collect();
+    sorted.sort_by_key(|f| f.category);
+    sorted
+}
 
 impl RunSummary<'_> {
     fn headline(&self) -> String {
@@ -78,13 +135,23 @@ impl RunSummary<'_> {
     pub(crate) fn text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "\n{}", self.headline());
+        if let Some(rerun) = self.rerun {
+            let _ = writeln!(out, "  {rerun}");
+        }
         for p in self.phases {
             let mark = match p.verdict {
                 Verdict::Pass => "ok  ",
                 Verdict::Fail => "FAIL",
                 Verdict::Skip => "skip",
             };
-            let _ = writeln!(out, "  {mark} {:<8} {}", p.phase, p.evidence);
+            match p.category {
+                Some(c) => {
+                    let _ = writeln!(out, "  {mark} {:<8} [{c}] {}", p.phase, p.evidence);
+                }
+                None => {
+                    let _ = writeln!(out, "  {mark} {:<8} {}", p.phase, p.evidence);
+                }
+            }
         }
         if let Some(counts) = self.counts() {
             let _ = writeln!(out, "  {counts}");
@@ -119,8 +186,11 @@ impl RunSummary<'_> {
                 );
             }
         }
-        for (name, why) in self.failures.iter().take(MAX_FAILURES) {
-            let _ = writeln!(out, "  failed: {name}: {why}");
+        if let Some(line) = categories_line(self.failures) {
+            let _ = writeln!(out, "  {line}");
+        }
+        for f in by_category(self.failures).into_iter().take(MAX_FAILURES) {
+            let _ = writeln!(out, "  failed: {} [{}]: {}", f.name, f.category, f.why);
         }
         if self.failures.len() > MAX_FAILURES {
             let _ = writeln!(
@@ -155,14 +225,18 @@ impl RunSummary<'_> {
         let cell = md_cell;
         let mut out = String::new();
         let _ = writeln!(out, "# {}\n", cell(&self.headline()));
-        let _ = writeln!(out, "| phase | verdict | evidence | time |");
-        let _ = writeln!(out, "| --- | --- | --- | --- |");
+        if let Some(rerun) = self.rerun {
+            let _ = writeln!(out, "{}\n", cell(rerun));
+        }
+        let _ = writeln!(out, "| phase | verdict | category | evidence | time |");
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
         for p in self.phases {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} |",
                 p.phase,
                 p.verdict.word(),
+                p.category.map_or("", FailureCategory::as_str),
                 cell(&p.evidence),
                 humantime::format_duration(Duration::from_millis(p.duration_ms))
             );
@@ -236,7 +310,7 @@ pub(crate) fn flaky_verdict(s: &Summary, policy: Option<FlakyPolicy>) -> Option<
 pub(crate) fn tests_markdown(
     out: &mut String,
     s: &Summary,
-    failures: &[(String, String)],
+    failures: &[FailedTest],
     policy: Option<FlakyPolicy>,
 ) {
     let _ = writeln!(out, "\n## Tests\n");
@@ -263,8 +337,11 @@ pub(crate) fn tests_markdown(
     }
     if !failures.is_empty() {
         let _ = writeln!(out, "\nFailed:\n");
-        for (name, why) in failures.iter().take(MAX_FAILURES) {
-            let _ = writeln!(out, "- `{name}`: {}", md_cell(why));
+        if let Some(line) = categories_line(failures) {
+            let _ = writeln!(out, "{}\n", md_cell(&line));
+        }
+        for f in by_category(failures).into_iter().take(MAX_FAILURES) {
+            let _ = writeln!(out, "- `{}` ({}): {}", f.name, f.category, md_cell(&f.why));
         }
         if failures.len() > MAX_FAILURES {
             let _ = writeln!(

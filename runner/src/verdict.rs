@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! {"phase":"up","verdict":"pass","evidence":"…","duration_ms":412,"at":1700000000000}
+//! {"phase":"health","verdict":"fail","evidence":"…","duration_ms":9,"at":1700000000000,"category":"product"}
 //! …
 //! {"phase":"run","verdict":"fail","exit_code":1,"at":1700000000000}
 //! ```
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use testkit_engine::report::FailureCategory;
 
 /// A phase's verdict. A phase that did not run is `Skip`, never `Pass`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -42,6 +44,23 @@ pub(crate) struct PhaseResult {
     pub(crate) evidence: String,
     pub(crate) duration_ms: u64,
     pub(crate) at: u64,
+    /// Whose fault a failed phase is (absent when it did not fail): see
+    /// [`phase_category`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) category: Option<FailureCategory>,
+}
+
+/// Whose fault the failure of `phase` is: the pod that did not come up,
+/// crashed, or did not stop is the infrastructure's (a published port
+/// taken, the engine failing, a node that died); a pod that came up and
+/// did not answer health or auth, or left residue, is the product's. The
+/// tests phase is the product's unless every failed test is another
+/// category's: its tests say which ([`crate::summary::FailedTest`]).
+pub(crate) fn phase_category(phase: &str) -> FailureCategory {
+    match phase {
+        "up" | "pod" | "down" => FailureCategory::Infrastructure,
+        _ => FailureCategory::Product,
+    }
 }
 
 impl PhaseResult {
@@ -58,6 +77,7 @@ impl PhaseResult {
             evidence: testkit_engine::redact(&evidence.into()).into_owned(),
             duration_ms: took.as_millis() as u64,
             at: now_ms(),
+            category: (verdict == Verdict::Fail).then(|| phase_category(phase)),
         }
     }
 

@@ -37,8 +37,10 @@
 mod binary;
 mod deb;
 pub mod layers;
+mod python;
 mod server;
 
 pub use binary::{sandboxctl_bin, sandboxd_bin, target_dir};
 pub use deb::sandboxd_deb;
+pub use python::python_with;
 pub use server::Sandboxd;

@@ -20,7 +20,8 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::Serialize as _;
 use serde_json::json;
 use testkit_engine::report::{
-    AttemptRecord, FailureKind, FaultRecord, Outcome, ResourceState, Summary, TestRecord,
+    AttemptRecord, FailureCategory, FailureKind, FaultRecord, Outcome, ResourceState, Summary,
+    TestRecord,
 };
 
 use super::model::{pack_lanes, Lifetime, Part};
@@ -201,6 +202,11 @@ fn failure_kind_word(r: &TestRecord) -> &'static str {
     r.failure_kind.map_or("failed", FailureKind::as_str)
 }
 
+/// Whose fault a failed test is.
+fn category_of(r: &TestRecord) -> FailureCategory {
+    r.category().unwrap_or(FailureCategory::Product)
+}
+
 /// Every test of every part, with the part it ran in.
 fn all_tests(parts: &[Part]) -> Vec<(usize, &TestRecord)> {
     parts
@@ -282,6 +288,9 @@ impl Page<'_> {
                         dt { "pod" (n) } dd class="pod" { (Text(&pod)) }
                         @if let Some(seal) = part.seal.describe() {
                             dt { "seal" (n) } dd class="seal" { (Text(&seal)) }
+                        }
+                        @if let Some(rerun) = crate::rerun::Rerun::read(&part.dir, &part.run_id()) {
+                            dt { "rerun" (n) } dd class="rerun" { (Text(&rerun.line(&part.records))) }
                         }
                     }
                 }
@@ -442,9 +451,22 @@ impl Page<'_> {
     }
 
     fn failures(&self, logs_left: &mut usize) -> Markup {
-        let failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
+        let mut failed: Vec<(usize, &TestRecord)> = all_tests(self.parts)
             .into_iter()
             .filter(|(_, r)| r.outcome.fails())
+            .collect();
+        // Grouped by whose fault they are, in triage order.
+        failed.sort_by_key(|(_, r)| category_of(r));
+        let shown = &failed[..failed.len().min(MAX_FAILURES)];
+        let groups: Vec<(FailureCategory, usize)> = FailureCategory::ALL
+            .iter()
+            .map(|c| {
+                (
+                    *c,
+                    failed.iter().filter(|(_, r)| category_of(r) == *c).count(),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
             .collect();
         let mut shots_left = SCREENSHOTS_BUDGET;
         let mut frames_left = super::trace::FRAMES_BUDGET;
@@ -454,10 +476,25 @@ impl Page<'_> {
                 (super::trace::timeline_hooks())
                 @if failed.is_empty() {
                     p class="none" { "No test failed." }
+                } @else {
+                    p class="categories" {
+                        "By category: "
+                        @for (i, (c, n)) in groups.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            a href={ "#failures-" (c.as_str()) } { (n) " " (c.as_str()) }
+                        }
+                    }
                 }
-                @for (part, r) in failed.iter().take(MAX_FAILURES) {
+                @for (i, (part, r)) in shown.iter().enumerate() {
                     @let part = &self.parts[*part];
-                    article class="failure" data-test=(Text(&r.name)) {
+                    @let category = category_of(r);
+                    @if i == 0 || category_of(shown[i - 1].1) != category {
+                        h3 class="category" id={ "failures-" (category.as_str()) } {
+                            (category.as_str())
+                            " (" (groups.iter().find(|(c, _)| *c == category).map_or(0, |(_, n)| *n)) ")"
+                        }
+                    }
+                    article class="failure" data-test=(Text(&r.name)) data-category=(category.as_str()) {
                         h3 {
                             span class={ "tag " (r.outcome.as_str()) } { (failure_kind_word(r)) } " "
                             (Text(&r.name)) " " span class="bin" { (Text(&r.binary)) } " "

@@ -1,5 +1,5 @@
 //! `testkit-runner merge OUT_DIR INPUT...`: one `junit.xml`, one
-//! `report.html` and one `summary.md` from the results of several shards,
+//! `ctrf.json`, one `report.html` and one `summary.md` from the results of several shards,
 //! binaries or machines. Each input is a results folder (its per-test
 //! records are read; for the report, its verdicts and journal too) or a
 //! JUnit file (nextest's own, for tests whose process died before writing a
@@ -43,17 +43,13 @@ pub(crate) fn run(args: MergeArgs) -> Result<(), ExpectedError> {
     }
     let known = crate::html::known_issues_of(&args.inputs);
     let summary = Summary::from_records(&records, known.as_ref());
-    let failures: Vec<(String, String)> = records
-        .iter()
-        .filter(|r| r.outcome.fails())
-        .map(|r| {
-            let why = r.message.as_deref().and_then(|m| m.lines().next());
-            (
-                format!("{}::{}", r.binary, r.name),
-                why.unwrap_or("failed").to_owned(),
-            )
-        })
-        .collect();
+    crate::ctrf::write(&args.out_dir, &args.name, &records, None).map_err(|e| {
+        incomplete(&format!(
+            "{}: {e}",
+            args.out_dir.join(crate::ctrf::FILE).display()
+        ))
+    })?;
+    let failures = crate::summary::FailedTest::of(&records);
     let mut markdown = format!(
         "# Merged: {} inputs, {} tests\n",
         args.inputs.len(),

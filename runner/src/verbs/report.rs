@@ -1,8 +1,8 @@
 //! `testkit-runner report DIR…`: what a plain `cargo test` or `cargo
 //! nextest run` leaves is records; this builds the rest from them, once: the
 //! JUnit files (`junit/<binary>.xml` and `junit.xml`; test processes never
-//! build them, so that what each does does not grow with the run), the
-//! summary, and `report.html` (one page for several folders: the
+//! build them, so that what each does does not grow with the run),
+//! `ctrf.json` beside them, the summary, and `report.html` (one page for several folders: the
 //! partitions of a fanned-out run). `testkit-runner run` does the same at
 //! the end of every run.
 //!
@@ -115,6 +115,16 @@ pub(crate) fn run(args: ReportArgs) -> Result<(), ExpectedError> {
         if let Some(seal) = chosen.seal.describe() {
             println!("{seal}");
         }
+        // Beside its JUnit, the run's tests as CTRF.
+        let rerun = crate::rerun::Rerun::read(dir, &chosen.run_id).map(|r| r.line(&chosen.records));
+        crate::ctrf::write(dir, &chosen.run_id, &chosen.records, rerun.as_deref()).map_err(
+            |e| {
+                ExpectedError::Incomplete(format!(
+                    "report: {}: {e}",
+                    dir.join(crate::ctrf::FILE).display()
+                ))
+            },
+        )?;
         inputs.push((dir.clone(), Some(chosen.run_id.clone())));
         all.extend(chosen.records);
     }

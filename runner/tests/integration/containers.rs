@@ -910,3 +910,82 @@ fn a_runner_sigkilled_during_an_image_build_leaves_no_copy_of_its_context() {
         "the prepare command (pid {prepare}) outlived the runner"
     );
 }
+
+/// A published port something else holds is named by the engine's error,
+/// from what a real Docker Engine says (its last line is only "Run 'docker
+/// run --help'"): a container whose port this test holds does not start,
+/// and the error says which port is taken.
+#[test]
+fn a_taken_published_port_is_named_by_the_engine_error() {
+    use testkit_engine::containers::{Engine, EngineKind};
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let name = format!("testkit-tests-port-{}", std::process::id());
+    docker(&[
+        "create",
+        "--label",
+        "testkit.owner=testkit-tests",
+        "--name",
+        &name,
+        "--publish",
+        &format!("127.0.0.1:{port}:80"),
+        busybox_image(),
+        "/bin/busybox",
+        "sleep",
+        "60",
+    ]);
+    let engine = Engine::on_path(EngineKind::Docker).unwrap();
+    let started = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(engine.start(&name));
+    docker(&["rm", "-f", &name]);
+    let error = started.expect_err("the port is taken");
+    let taken = error.port_taken().unwrap_or_else(|| {
+        panic!(
+            "not seen as a taken port: {}",
+            testkit_engine::error_chain(&error)
+        )
+    });
+    assert_eq!(
+        taken.address,
+        Some(format!("127.0.0.1:{port}")),
+        "{taken:?}"
+    );
+    assert!(
+        taken.to_string().starts_with(&format!(
+            "the published port 127.0.0.1:{port} is already taken"
+        )),
+        "{taken}"
+    );
+    drop(held);
+}
+
+/// A container engine that does not answer fails the up phase, as the
+/// infrastructure's: the summary and `verdict.jsonl` say so.
+#[test]
+fn an_engine_that_does_not_answer_is_an_infrastructure_failure() {
+    let suite = container_fixture(SERVE);
+    let ran = Ran::from(
+        runner()
+            .env("DOCKER_HOST", "unix:///nonexistent/testkit-no-docker.sock")
+            .args(["run", "--pod", "container"])
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    let up = ran
+        .verdicts()
+        .into_iter()
+        .find(|v| v["phase"] == "up")
+        .unwrap();
+    assert_eq!(up["verdict"], "fail", "{up}");
+    assert_eq!(up["category"], "infrastructure", "{up}");
+    assert!(
+        ran.stdout.contains("FAIL up       [infrastructure]"),
+        "{}",
+        ran.stdout
+    );
+}

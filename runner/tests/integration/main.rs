@@ -5,6 +5,7 @@
 
 mod bounds;
 mod browser;
+mod categories;
 mod cluster;
 mod commands;
 mod containers;
@@ -17,6 +18,7 @@ mod leftovers;
 mod machines;
 mod outputs;
 mod report;
+mod rerun;
 mod run;
 mod sealed;
 mod trace;

@@ -83,7 +83,9 @@ pub use capabilities::CapabilitiesSection;
 pub use cli::CliSection;
 pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
 pub use pod::{PodSection, Ready};
-pub use suite::{FlakyPolicy, SuiteSection, UnknownFlakyPolicy};
+pub use suite::{
+    FlakyPolicy, RetryPolicy, SuiteSection, UnknownFlakyPolicy, UnknownRetryPolicy, MAX_RETRIES,
+};
 pub use vm::{GuestField, VmSection};
 pub use witness::{WitnessSection, DEFAULT_WITNESS_TIMEOUT, WITNESS_PLACEHOLDERS};
 

@@ -1,5 +1,5 @@
-//! `[suite]` of `testkit.toml`: the resource-name prefix and what a flaky
-//! test does to the run.
+//! `[suite]` of `testkit.toml`: the resource-name prefix, what a flaky
+//! test does to the run, and which failures a retry reruns.
 
 use serde::Deserialize;
 
@@ -17,6 +17,64 @@ pub struct SuiteSection {
     /// retry) fails the run.
     #[serde(default)]
     pub flaky: FlakyPolicy,
+    /// How many times `testkit-runner run` has nextest retry a failed test
+    /// (nextest's `--retries`); 0, the default, retries nothing.
+    #[serde(default)]
+    pub retries: u32,
+    /// Which failures a retry reruns: any, or only the infrastructure's
+    /// ([`RetryPolicy`]).
+    #[serde(default)]
+    pub retry: RetryPolicy,
+}
+
+/// The most `[suite] retries` may ask for.
+pub const MAX_RETRIES: u32 = 10;
+
+/// `[suite] retry`: which failed tests a retry (`[suite] retries`, or
+/// nextest's `--retries`) reruns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+#[non_exhaustive]
+pub enum RetryPolicy {
+    /// `"any"`: every failure is retried, as nextest does.
+    #[default]
+    Any,
+    /// `"infrastructure"`: only a failure of the infrastructure (the
+    /// container engine, a port that could not be bound, a test process
+    /// killed); a retry of any other failure does not run the test again
+    /// and fails as the attempt before it did, so that no product bug
+    /// passes on a retry.
+    Infrastructure,
+}
+
+impl RetryPolicy {
+    /// The word `testkit.toml` spells it with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryPolicy::Any => "any",
+            RetryPolicy::Infrastructure => "infrastructure",
+        }
+    }
+}
+
+/// A `[suite] retry` that is neither word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "is {0:?}: expected \"infrastructure\" (a retry reruns only a test the infrastructure \
+     failed) or \"any\" (it reruns every failed test)"
+)]
+pub struct UnknownRetryPolicy(String);
+
+impl TryFrom<String> for RetryPolicy {
+    type Error = UnknownRetryPolicy;
+
+    fn try_from(value: String) -> Result<RetryPolicy, UnknownRetryPolicy> {
+        match value.as_str() {
+            "any" => Ok(RetryPolicy::Any),
+            "infrastructure" => Ok(RetryPolicy::Infrastructure),
+            _ => Err(UnknownRetryPolicy(value)),
+        }
+    }
 }
 
 impl Default for SuiteSection {
@@ -24,6 +82,8 @@ impl Default for SuiteSection {
         SuiteSection {
             name_prefix: default_prefix(),
             flaky: FlakyPolicy::default(),
+            retries: 0,
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -85,6 +145,16 @@ impl SuiteSection {
                 format!("is {prefix:?}: expected 1 to 8 characters of a-z and 0-9"),
             ));
         }
+        if self.retries > MAX_RETRIES {
+            return Err((
+                "suite.retries",
+                format!(
+                    "is {}: expected 0 to {MAX_RETRIES} (a test that fails more often than \
+                     that is failing, not flaky)",
+                    self.retries
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -96,7 +166,7 @@ fn default_prefix() -> String {
 #[cfg(test)]
 mod tests {
     use super::super::{ConfigError, SuiteConfig};
-    use super::FlakyPolicy;
+    use super::{FlakyPolicy, RetryPolicy};
     use std::path::Path;
 
     fn parse(text: &str) -> Result<SuiteConfig, ConfigError> {
@@ -124,5 +194,25 @@ mod tests {
         );
         let e = parse("[suite]\nflaky = true").unwrap_err().to_string();
         assert!(e.contains("flaky"), "{e}");
+    }
+
+    #[test]
+    fn retries_are_bounded_and_retry_takes_any_or_infrastructure() {
+        let c = parse("").unwrap();
+        assert_eq!((c.suite.retries, c.suite.retry), (0, RetryPolicy::Any));
+        let c = parse("[suite]\nretries = 2\nretry = \"infrastructure\"").unwrap();
+        assert_eq!(
+            (c.suite.retries, c.suite.retry),
+            (2, RetryPolicy::Infrastructure)
+        );
+        let e = parse("[suite]\nretries = 11").unwrap_err().to_string();
+        assert!(e.contains("suite.retries") && e.contains("0 to 10"), "{e}");
+        let e = parse("[suite]\nretry = \"product\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("retry") && e.contains("\"product\"") && e.contains("\"infrastructure\""),
+            "{e}"
+        );
     }
 }

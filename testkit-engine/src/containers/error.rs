@@ -260,3 +260,146 @@ pub enum EngineError {
         source: CommandError,
     },
 }
+
+/// A host port the engine could not publish a container's port on: the
+/// engine said that something else holds it. Read from what its CLI
+/// printed on stderr, the only place it says so (`docker run` exits 125,
+/// `docker start` 1, and the last line is only "Run 'docker run --help'").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortTaken {
+    /// The address as the engine named it (`127.0.0.1:41234`), when it did.
+    pub address: Option<String>,
+    /// The engine's line that says so, trimmed.
+    pub said: String,
+}
+
+impl std::fmt::Display for PortTaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.address {
+            Some(address) => write!(f, "the published port {address} is already taken"),
+            None => f.write_str("a published port is already taken"),
+        }?;
+        write!(
+            f,
+            " (something else listens on it, or another container publishes it); the engine \
+             said: {}",
+            self.said
+        )
+    }
+}
+
+/// What the engine's stderr says of a port it could not publish, if that
+/// is why it failed. Docker says `Bind for 127.0.0.1:P failed: port is
+/// already allocated` (another container holds it), `listen tcp4
+/// 127.0.0.1:P: bind: address already in use` (its userland proxy could
+/// not bind it) or `failed to bind host port for 127.0.0.1:P:…: address
+/// already in use` (without the proxy); Podman the second.
+pub fn port_taken(stderr: &str) -> Option<PortTaken> {
+    let line = stderr.lines().find(|l| {
+        l.contains("port is already allocated") || l.contains("address already in use")
+    })?;
+    let address = address_in(line);
+    Some(PortTaken {
+        address,
+        said: line.trim().to_owned(),
+    })
+}
+
+/// The `host:port` a line of the engine names as taken.
+fn address_in(line: &str) -> Option<String> {
+    // `Bind for 127.0.0.1:8080 failed`
+    if let Some(rest) = line.split("Bind for ").nth(1) {
+        return rest.split_whitespace().next().map(str::to_owned);
+    }
+    // `failed to bind host port for 127.0.0.1:8080:172.17.0.2:80/tcp`
+    if let Some(rest) = line.split("bind host port for ").nth(1) {
+        let spec = rest.split([' ', ':']).take(2).collect::<Vec<_>>();
+        if spec.len() == 2 && !spec[1].is_empty() {
+            return Some(format!("{}:{}", spec[0], spec[1]));
+        }
+    }
+    // `listen tcp4 127.0.0.1:8080: bind: address already in use`
+    let rest = line.split("listen tcp").nth(1)?;
+    let address = rest
+        .trim_start_matches(['4', '6'])
+        .split_whitespace()
+        .next()?;
+    Some(address.trim_end_matches(':').to_owned())
+}
+
+impl CommandError {
+    /// What it says of a port the engine could not publish, when that is
+    /// why it failed.
+    pub fn port_taken(&self) -> Option<PortTaken> {
+        match self {
+            CommandError::Failed { stderr, .. } => port_taken(stderr),
+            _ => None,
+        }
+    }
+}
+
+impl EngineError {
+    /// The port the engine could not publish, when that is why the
+    /// operation failed.
+    pub fn port_taken(&self) -> Option<PortTaken> {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = cause {
+            if let Some(c) = e.downcast_ref::<CommandError>() {
+                return c.port_taken();
+            }
+            cause = e.source();
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_port_is_read_from_what_each_engine_says() {
+        let cases = [
+            (
+                "docker: Error response from daemon: driver failed programming external \
+                 connectivity on endpoint testkit-x (abc): Bind for 127.0.0.1:41234 failed: \
+                 port is already allocated.\nRun 'docker run --help' for more information",
+                Some("127.0.0.1:41234"),
+            ),
+            (
+                "Error response from daemon: driver failed programming external connectivity \
+                 on endpoint testkit-x-worker-1 (abc): Error starting userland proxy: listen \
+                 tcp4 127.0.0.1:40001: bind: address already in use\nError: failed to start \
+                 containers: testkit-x-worker-1",
+                Some("127.0.0.1:40001"),
+            ),
+            (
+                "docker: Error response from daemon: failed to set up container networking: \
+                 driver failed programming external connectivity on endpoint x (y): failed to \
+                 bind host port for 127.0.0.1:8080:172.17.0.2:80/tcp: address already in use",
+                Some("127.0.0.1:8080"),
+            ),
+            (
+                "Error: rootlessport listen tcp 127.0.0.1:9000: bind: address already in use",
+                Some("127.0.0.1:9000"),
+            ),
+        ];
+        for (stderr, address) in cases {
+            let taken = port_taken(stderr).unwrap_or_else(|| panic!("not seen: {stderr}"));
+            assert_eq!(taken.address.as_deref(), address, "{stderr}");
+            let shown = taken.to_string();
+            assert!(
+                shown.starts_with(&format!(
+                    "the published port {} is already taken",
+                    address.unwrap()
+                )),
+                "{shown}"
+            );
+            assert!(!taken.said.contains("Run 'docker run --help'"), "{taken:?}");
+        }
+        assert_eq!(
+            port_taken("docker: Error response from daemon: No such image: x:1"),
+            None
+        );
+    }
+}

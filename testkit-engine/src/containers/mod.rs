@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
-pub use error::{CommandError, EngineError};
+pub use error::{port_taken, CommandError, EngineError, PortTaken};
 pub use netns::{Netns, NetnsError, RootQdisc};
 pub use objects::{ContainerDetails, ContainerSummary, Event, Logs, NetworkDetails, VolumeDetails};
 pub use packet_filter::{IptablesError, PacketFilter, PacketFilterError, Rule};

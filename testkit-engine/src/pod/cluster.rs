@@ -85,6 +85,16 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
+    /// A node's start failed because its port is taken.
+    #[error("node `{name}` did not start ({status}): {taken}")]
+    PortTaken {
+        /// The node.
+        name: String,
+        /// How its start ended.
+        status: std::process::ExitStatus,
+        /// The port, and what the engine said of it, redacted.
+        taken: crate::containers::PortTaken,
+    },
     /// A node's start failed.
     #[error("node `{name}` did not start ({status}): {said}")]
     StartFailed {
@@ -237,10 +247,18 @@ pub(super) async fn start_nodes(
             })?;
         if !status.success() {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
+            let said = crate::redact(said.trim()).into_owned();
+            if let Some(taken) = crate::containers::port_taken(&said) {
+                return Err(ClusterError::PortTaken {
+                    name: name.clone(),
+                    status,
+                    taken,
+                });
+            }
             return Err(ClusterError::StartFailed {
                 name: name.clone(),
                 status,
-                said: crate::redact(said.trim()).into_owned(),
+                said,
             });
         }
     }

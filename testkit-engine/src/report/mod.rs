@@ -55,9 +55,10 @@
 //! | `leftover_processes` | array of `{pid, command, fate}`, default empty | processes the test left running; `fate` is `ended`, `kept` or `survived` |
 //! | `intermittent` | boolean, default false | `intermittent = true`: the known issue fails only sometimes, and a pass is a pass |
 //! | `attempt` | integer, default 1 | which attempt this is: `NEXTEST_ATTEMPT` of a nextest retry |
-//! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output, lock}`; written by no test process, filled by readers |
+//! | `attempts` | array, default empty | the earlier attempts, oldest first: `{attempt, outcome, failure_kind, message, started_at_ms, duration_ms, resources, cleanup, output, lock, category}`; written by no test process, filled by readers |
 //! | `trace` | string, absent when none | the kept trace's `trace.json`, an absolute path |
 //! | `history` | string, absent when none | the `history.json` of the operations the test recorded (`cx.history()`, [`crate::history`]), an absolute path |
+//! | `category` | `product` \| `infrastructure` \| `known_issue` \| `testkit`, absent when none | what a failure is the fault of, as the process that judged it saw it ([`FailureCategory`]); absent in older records, whose readers derive it from `failure_kind` ([`TestRecord::category`]) |
 //! | `lock` | `{mode, acquired_at_ms, released_at_ms, wait_ms}`, absent when none | the pod lock the test held for its body and cleanup ([`crate::pod::lock`]): `mode` `shared` or `exclusive` (`#[testkit::test(exclusive)]`), when it was taken and let go (ms since the Unix epoch), how long the test waited for it; absent for a test skipped or failed before its body ran |
 //!
 //! # Attempts
@@ -88,9 +89,9 @@ pub use known_issues::{
     KNOWN_ISSUES_FILE,
 };
 pub use record::{
-    AttemptRecord, CleanupState, FailureKind, FaultRecord, FaultState, LeftoverProcess, LockMode,
-    LockRecord, Outcome, ProcessFate, ResourceRecord, ResourceState, TestRecord,
-    RECORD_SCHEMA_VERSION,
+    AttemptRecord, CleanupState, FailureCategory, FailureKind, FaultRecord, FaultState,
+    LeftoverProcess, LockMode, LockRecord, Outcome, ProcessFate, ResourceRecord, ResourceState,
+    TestRecord, RECORD_SCHEMA_VERSION,
 };
 pub use start::{read_starts, unended, StartFile, TestStart, STARTS_DIR};
 pub use summary::{FlakyTest, KnownIssueState, KnownIssueSummary, Summary};

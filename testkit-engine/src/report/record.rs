@@ -108,6 +108,78 @@ impl std::fmt::Display for FailureKind {
     }
 }
 
+/// What a failure is the fault of: where to look first, and whether a
+/// retry may rerun it. Every failed test, and every failed phase of a run,
+/// has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureCategory {
+    /// The product under test: an assertion, an HTTP answer the test did
+    /// not accept, a timeout waiting for it, a resource it did not delete.
+    Product,
+    /// What the product runs on: the pod did not boot, the container
+    /// engine failed, a port could not be bound, a test process was killed
+    /// (out of memory, a signal), a node died. The only category a retry
+    /// limited to the infrastructure (`[suite] retry = "infrastructure"`)
+    /// reruns.
+    Infrastructure,
+    /// A known product bug (`known_issue = "ID"`): it failed as documented,
+    /// or it passed and is pinned.
+    KnownIssue,
+    /// testkit itself: the suite's config cannot be used, a known issue is
+    /// not listed, a test broke a rule of the harness, or a bug of testkit.
+    Testkit,
+}
+
+impl FailureCategory {
+    /// Every category, in the order reports group them.
+    pub const ALL: [FailureCategory; 4] = [
+        FailureCategory::Product,
+        FailureCategory::Infrastructure,
+        FailureCategory::KnownIssue,
+        FailureCategory::Testkit,
+    ];
+
+    /// The word records, JUnit's `category` property, CTRF, the report page
+    /// and the summary use: the record's own spelling (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCategory::Product => "product",
+            FailureCategory::Infrastructure => "infrastructure",
+            FailureCategory::KnownIssue => "known_issue",
+            FailureCategory::Testkit => "testkit",
+        }
+    }
+
+    /// The category a failure of `kind` has when nothing more is known of
+    /// it (a record written before categories, or by a test process that
+    /// could not tell): what the kind says of where the fault lies.
+    pub fn of_kind(kind: Option<FailureKind>) -> FailureCategory {
+        match kind {
+            None
+            | Some(FailureKind::Error)
+            | Some(FailureKind::Panic)
+            | Some(FailureKind::Timeout)
+            | Some(FailureKind::Cleanup)
+            | Some(FailureKind::KnownIssueMismatch) => FailureCategory::Product,
+            Some(FailureKind::FaultNotUndone) | Some(FailureKind::BrowserTeardown) => {
+                FailureCategory::Infrastructure
+            }
+            Some(FailureKind::KnownIssueFixed) => FailureCategory::KnownIssue,
+            Some(FailureKind::KnownIssueUnlisted)
+            | Some(FailureKind::Config)
+            | Some(FailureKind::NoScreenshot) => FailureCategory::Testkit,
+        }
+    }
+}
+
+impl std::fmt::Display for FailureCategory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The cleanup of a test's resources, as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -366,6 +438,11 @@ pub struct TestRecord {
     /// absolute path of its `history.json`, absent when it recorded none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<String>,
+    /// What its failure is the fault of, as the process that judged it saw
+    /// it (absent when it did not fail, or in an older record: then
+    /// [`TestRecord::category`] derives it from `failure_kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<FailureCategory>,
 }
 
 /// A fault a test injected into a node, and its undo.
@@ -477,6 +554,9 @@ pub struct AttemptRecord {
     /// The pod lock it held, when it took one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<LockRecord>,
+    /// What its failure was the fault of, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<FailureCategory>,
 }
 
 impl AttemptRecord {
@@ -493,6 +573,7 @@ impl AttemptRecord {
             cleanup: record.cleanup,
             output: record.output.clone(),
             lock: record.lock,
+            category: record.category(),
         }
     }
 
@@ -513,6 +594,7 @@ impl AttemptRecord {
             cleanup: CleanupState::Nothing,
             output: String::new(),
             lock: None,
+            category: Some(FailureCategory::Infrastructure),
         }
     }
 }
@@ -566,6 +648,7 @@ impl TestRecord {
             faults: Vec::new(),
             lock: None,
             history: None,
+            category: None,
         }
     }
 
@@ -595,11 +678,33 @@ impl TestRecord {
             && (self.attempt > 1 || self.attempts.iter().any(|a| a.outcome.fails()))
     }
 
-    /// Marks the test failed, for `kind`, with `message`.
+    /// Marks the test failed, for `kind`, with `message`; its category is
+    /// the kind's until the caller says more ([`TestRecord::categorize`]).
     pub fn fail(&mut self, kind: FailureKind, message: String) {
         self.outcome = Outcome::Failed;
         self.failure_kind = Some(kind);
         self.message = Some(message);
+        self.category = None;
+    }
+
+    /// Says what the test's failure is the fault of.
+    pub fn categorize(&mut self, category: FailureCategory) {
+        self.category = Some(category);
+    }
+
+    /// What the test's failure (or its documented failure, for a known
+    /// issue) is the fault of; `None` when it neither failed nor failed as
+    /// documented. A pinned known issue is a known issue whatever its kind;
+    /// a failure that does not match its documented one is not.
+    pub fn category(&self) -> Option<FailureCategory> {
+        match self.outcome {
+            Outcome::Passed | Outcome::Skipped => None,
+            Outcome::ExpectedFailure | Outcome::UnexpectedPass => Some(FailureCategory::KnownIssue),
+            Outcome::Failed => Some(
+                self.category
+                    .unwrap_or_else(|| FailureCategory::of_kind(self.failure_kind)),
+            ),
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use libtest_mimic::{Completion, Failed};
 
 use super::{panics, TestDef};
 use crate::cx::Cx;
-use crate::engine::report::{FailureKind, Outcome, TestRecord};
+use crate::engine::config::RetryPolicy;
+use crate::engine::report::{FailureCategory, FailureKind, Outcome, TestRecord};
 use crate::engine::settings::{Keep, Settings};
 use crate::redact;
 use crate::runtime::block_on;
@@ -21,14 +22,29 @@ use crate::Skip;
 /// What the test body did, before known issues and cleanup are considered.
 enum Body {
     Passed,
-    Failed { kind: FailureKind, message: String },
+    /// `category`, when the failure says more of whose fault it is than
+    /// its kind does ([`FailureCategory::of_kind`]).
+    Failed {
+        kind: FailureKind,
+        message: String,
+        category: Option<FailureCategory>,
+    },
     Skipped(String),
+    /// A retry that `[suite] retry = "infrastructure"` does not run: it
+    /// fails as the attempt before it did, whatever the test is pinned to.
+    NotRetried {
+        kind: FailureKind,
+        message: String,
+        category: FailureCategory,
+    },
 }
 
-fn failed(message: String) -> Body {
+/// A failure of what the test runs on, before its body ran.
+fn failed_infrastructure(message: String) -> Body {
     Body::Failed {
         kind: FailureKind::Error,
         message,
+        category: Some(FailureCategory::Infrastructure),
     }
 }
 
@@ -74,7 +90,7 @@ pub(super) fn run_test(
 
     // A test whose fate the preflight decided (skipped, failed before it
     // ran) takes no lock: its body never uses the pod.
-    let (body, lock) = match preflight(def, &mut cx) {
+    let (body, lock) = match not_retried(def, run, attempt).or_else(|| preflight(def, &mut cx)) {
         Some(body) => (body, None),
         None => match super::pod_lock::take(&cx) {
             Ok(lock) => {
@@ -84,10 +100,10 @@ pub(super) fn run_test(
                 }
                 (run_body(def, &mut cx, settings.timeout), Some(lock))
             }
-            Err(e) => (failed(e.to_string()), None),
+            Err(e) => (failed_infrastructure(e.to_string()), None),
         },
     };
-    let body_failed = matches!(body, Body::Failed { .. });
+    let body_failed = matches!(body, Body::Failed { .. } | Body::NotRetried { .. });
     #[cfg(feature = "browser")]
     let browsers = block_on(cx.finish_browsers(body_failed, settings.browser_teardown));
     let cleanup_started = Instant::now();
@@ -202,6 +218,7 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
         return Some(Body::Failed {
             kind: FailureKind::Config,
             message: format!("the suite's config cannot be used: {message}"),
+            category: None,
         });
     }
     if let Some(id) = def.options.known_issue {
@@ -209,15 +226,13 @@ fn preflight(def: &'static TestDef, cx: &mut Cx) -> Option<Body> {
             return Some(Body::Failed {
                 kind: FailureKind::KnownIssueUnlisted,
                 message,
+                category: None,
             });
         }
     }
     match check_requires(def.options.requires, cx) {
         Ok(skip) => skip.map(|skip| Body::Skipped(skip.reason().to_owned())),
-        Err(message) => Some(Body::Failed {
-            kind: FailureKind::Error,
-            message,
-        }),
+        Err(message) => Some(failed_infrastructure(message)),
     }
 }
 
@@ -291,6 +306,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
                 message: format!(
                     "the test returned an error: {error:#}\n  test defined at {location}"
                 ),
+                category: Some(category_of_error(&error)),
             },
         },
         Ok(Err(_elapsed)) => Body::Failed {
@@ -299,6 +315,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
                 "the test timed out after {} and was cancelled\n  test defined at {location}",
                 humantime::format_duration(timeout)
             ),
+            category: None,
         },
         Err(payload) => {
             let (message, at) =
@@ -307,6 +324,7 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
             Body::Failed {
                 kind: FailureKind::Panic,
                 message: format!("the test panicked{at}: {message}\n  test defined at {location}"),
+                category: None,
             }
         }
     }
@@ -329,16 +347,40 @@ fn classify(
             record.skip_reason = Some(reason);
         }
         (
+            Body::NotRetried {
+                kind,
+                message,
+                category,
+            },
+            _,
+        ) => {
+            record.fail(kind, message);
+            record.categorize(category);
+        }
+        (
             Body::Failed {
                 kind: kind @ (FailureKind::KnownIssueUnlisted | FailureKind::Config),
                 message,
+                ..
             },
             _,
         ) => {
             record.fail(kind, message);
         }
         (Body::Passed, None) => record.outcome = Outcome::Passed,
-        (Body::Failed { kind, message }, None) => record.fail(kind, message),
+        (
+            Body::Failed {
+                kind,
+                message,
+                category,
+            },
+            None,
+        ) => {
+            record.fail(kind, message);
+            if let Some(category) = category {
+                record.categorize(category);
+            }
+        }
         // An intermittent bug that did not show this time: a pass, and the
         // summary says the issue was not reproduced.
         (Body::Passed, Some(_)) if def.options.intermittent => record.outcome = Outcome::Passed,
@@ -394,4 +436,84 @@ fn classify(
     if let Some(message) = record.message.take() {
         record.message = Some(redact(&message).into_owned());
     }
+}
+
+/// What a test's error is the fault of: the infrastructure when anything
+/// in its chain is an error of the container engine (a port it could not
+/// publish among them), of the packet filter or of a node's network, or a
+/// port or memory the machine could not give; the product otherwise (an
+/// assertion, an answer the test did not accept).
+fn category_of_error(error: &anyhow::Error) -> FailureCategory {
+    if error.chain().any(is_infrastructure) {
+        FailureCategory::Infrastructure
+    } else {
+        FailureCategory::Product
+    }
+}
+
+/// Whether one error of a chain is the infrastructure's.
+fn is_infrastructure(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use crate::engine::containers::{CommandError, EngineError, NetnsError, PacketFilterError};
+    if let Some(failed) = cause.downcast_ref::<crate::tracker::InjectFailed>() {
+        let mut inner: Option<&(dyn std::error::Error + 'static)> = Some(failed.cause());
+        while let Some(e) = inner {
+            if is_infrastructure(e) {
+                return true;
+            }
+            inner = e.source();
+        }
+        return false;
+    }
+    cause.is::<EngineError>()
+        || cause.is::<CommandError>()
+        || cause.is::<PacketFilterError>()
+        || cause.is::<NetnsError>()
+        || cause.downcast_ref::<std::io::Error>().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::AddrInUse
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::OutOfMemory
+            )
+        })
+}
+
+/// Under `[suite] retry = "infrastructure"`, a retry (nextest's attempt 2
+/// and up) of a test whose attempt before it failed for anything but the
+/// infrastructure does not run the test again: it fails as that attempt
+/// did, saying why, so that no product bug passes on a retry. An attempt
+/// before it that left no record (its process died) was the
+/// infrastructure's, and is retried.
+fn not_retried(def: &TestDef, run: &crate::engine::run::Run, attempt: u32) -> Option<Body> {
+    if attempt < 2 {
+        return None;
+    }
+    let policy = crate::globals::config().ok()?.suite.retry;
+    if policy != RetryPolicy::Infrastructure {
+        return None;
+    }
+    let name = def.full_name();
+    let records = crate::engine::report::read_records(&run.results_dir).ok()?;
+    let before = records.iter().find(|r| {
+        r.run_id == run.id && r.binary == run.binary && r.name == name && r.attempt == attempt - 1
+    })?;
+    let category = before.category()?;
+    if category == FailureCategory::Infrastructure {
+        return None;
+    }
+    let why = before
+        .message
+        .as_deref()
+        .and_then(|m| m.lines().next())
+        .unwrap_or("failed");
+    Some(Body::NotRetried {
+        kind: before.failure_kind.unwrap_or(FailureKind::Error),
+        message: format!(
+            "not retried: attempt {} failed in the `{category}` category, and [suite] retry = \
+             \"infrastructure\" reruns only what the infrastructure failed; attempt {}: {why}",
+            attempt - 1,
+            attempt - 1
+        ),
+        category,
+    })
 }

@@ -42,15 +42,20 @@ impl Tracker {
         inner.track_fault(run, &name, &fault)?;
         inner.hand_over_pod_lock();
         let started = std::time::Instant::now();
-        let injected = fault::inject(cluster, &fault)
-            .await
-            .map_err(|e| crate::engine::errors::error_chain(&e));
+        let injected = fault::inject(cluster, &fault).await.map_err(|cause| {
+            let message = crate::engine::errors::error_chain(&cause);
+            InjectFailed { message, cause }
+        });
         crate::engine::trace::step::record(
             crate::engine::trace::EntryKind::Fault,
             started,
             format!("inject: {}", fault.describe()),
             injected.is_ok(),
-            injected.as_ref().err().cloned().unwrap_or_default(),
+            injected
+                .as_ref()
+                .err()
+                .map(|e| e.message.clone())
+                .unwrap_or_default(),
         );
         match injected {
             Ok(()) => {
@@ -64,10 +69,8 @@ impl Tracker {
                 Ok(())
             }
             Err(e) => {
-                inner.journal(Event::Failed, FAULT_KIND, &name, Some(e.clone()));
-                Err(anyhow::anyhow!(
-                    "{e} (what was done of it is undone at the end of the test)"
-                ))
+                inner.journal(Event::Failed, FAULT_KIND, &name, Some(e.message.clone()));
+                Err(anyhow::Error::new(e))
             }
         }
     }
@@ -105,6 +108,34 @@ impl Tracker {
         *lock(&self.inner.pod_lock) = None;
     }
 }
+
+/// A fault that could not be injected. Its message tells its chain once;
+/// its cause is kept, not as its `source` (which would tell the chain a
+/// second time), for whoever asks whose fault it was.
+#[derive(Debug)]
+pub(crate) struct InjectFailed {
+    message: String,
+    cause: fault::FaultError,
+}
+
+impl InjectFailed {
+    /// Why the injection failed.
+    pub(crate) fn cause(&self) -> &fault::FaultError {
+        &self.cause
+    }
+}
+
+impl std::fmt::Display for InjectFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (what was done of it is undone at the end of the test)",
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for InjectFailed {}
 
 /// A fault of the test, as its record and its undo need it.
 pub(super) struct FaultEntry {

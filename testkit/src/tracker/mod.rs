@@ -19,6 +19,8 @@ use crate::reaper;
 
 mod faults;
 
+pub(crate) use faults::InjectFailed;
+
 /// Resources journaled by this process and not yet settled (verified gone,
 /// kept or forgotten). The signal handler tells the reaper it is done only
 /// when this is zero.

@@ -342,45 +342,9 @@ fn properties(node: roxmltree::Node) -> BTreeMap<String, String> {
 /// The pinned junitparser, the JUnit reader of Python's CI tools.
 const JUNITPARSER: &str = "junitparser==3.2.0";
 
-/// A Python with [`JUNITPARSER`]: a venv under the target dir, made from
-/// PyPI where it is missing (saying so), unless `TESTKIT_INSTALL=never`,
-/// which fails naming the command. A reader that is never run checks
-/// nothing, so it is never skipped.
+/// A Python with [`JUNITPARSER`] (see [`test_support::python_with`]).
 fn junitparser_python() -> std::path::PathBuf {
-    let venv = test_support::target_dir().join("junitparser-venv");
-    let python = venv.join("bin/python3");
-    let ready = |python: &Path| {
-        std::process::Command::new(python)
-            .args(["-c", "import junitparser"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ready(&python) {
-        return python;
-    }
-    let install = format!(
-        "python3 -m venv {dir} && {dir}/bin/pip install {JUNITPARSER}",
-        dir = venv.display()
-    );
-    assert!(
-        std::env::var("TESTKIT_INSTALL").as_deref() != Ok("never"),
-        "junitparser is not installed and TESTKIT_INSTALL=never: run `{install}`"
-    );
-    eprintln!("note: installing {JUNITPARSER} for the JUnit cross-check: {install}");
-    let made = std::process::Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success())
-        && std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", JUNITPARSER])
-            .status()
-            .is_ok_and(|s| s.success());
-    assert!(
-        made && ready(&python),
-        "could not install junitparser: run `{install}`"
-    );
-    python
+    test_support::python_with("junitparser-venv", JUNITPARSER, "junitparser")
 }
 
 /// Reads the file with Python's junitparser, and checks its counts.

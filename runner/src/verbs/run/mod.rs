@@ -12,6 +12,7 @@
 mod phases;
 mod plan;
 mod pod;
+mod select;
 mod signal;
 mod suite;
 mod watch;
@@ -23,7 +24,7 @@ use clap::Args;
 use crate::errors::ExpectedError;
 use phases::Run;
 pub(crate) use plan::default_results_root;
-use plan::Plan;
+use plan::{Plan, Planned};
 pub(crate) use suite::Engine;
 pub(crate) use watch::{watchdog, WatchArgs};
 
@@ -67,6 +68,17 @@ pub(crate) struct RunArgs {
     /// of a run whose runner is gone is taken over, saying so.
     #[arg(long, value_name = "ID")]
     run_id: Option<String>,
+    /// Rerun only the tests that failed, were killed or never ran in the
+    /// latest run of this suite (the latest results folder under the
+    /// default results root whose run was of this suite). With nothing to
+    /// rerun, it says so and exits 0 without starting the pod.
+    #[arg(long, conflicts_with = "from")]
+    last_failed: bool,
+    /// Rerun only the tests that failed, were killed or never ran in the
+    /// latest run of the results folder DIR: a run's, a CI artifact's, or
+    /// one `testkit-runner merge` wrote (read from its junit.xml).
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
     /// Show the test engine's output instead of keeping it in the results
     /// folder (`tests.log`; under nextest each failed test's output is kept
     /// once, capped at 1 MiB, in `tests.events.jsonl`).
@@ -88,7 +100,13 @@ pub(crate) async fn run(
 ) -> Result<(), ExpectedError> {
     // Everything that can be wrong with the arguments is found before
     // anything starts.
-    let plan = Plan::from_args(args, settings)?;
+    let plan = match Plan::from_args(args, settings)? {
+        Planned::Run(plan) => plan,
+        Planned::NothingToRerun(why) => {
+            println!("{why}");
+            return Ok(());
+        }
+    };
     let mut run = Run::begin(&plan)?;
     let pod = run.up().await;
     let healthy = run.health(&pod).await;

@@ -118,6 +118,24 @@ impl<'a> Run<'a> {
                 plan.claim.dir().display()
             );
         }
+        // A rerun says what it reruns before anything starts, and every
+        // report of the run says it again with how those tests came out.
+        if let Some(rerun) = &plan.rerun {
+            match rerun.tests.len() {
+                0 => println!("rerunning every test: {} ran none", rerun.source()),
+                n => println!(
+                    "rerunning {n} tests that failed, were killed or never ran in {}",
+                    rerun.source()
+                ),
+            }
+            rerun.write(&plan.results_dir).map_err(|e| {
+                ExpectedError::bad_args(format_args!(
+                    "cannot write {} in {}: {e}",
+                    crate::rerun::FILE,
+                    plan.results_dir.display()
+                ))
+            })?;
+        }
         let interrupt = Interrupt::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
@@ -143,7 +161,13 @@ impl<'a> Run<'a> {
         })
     }
 
-    fn decide(&mut self, r: PhaseResult) {
+    fn decide(&mut self, mut r: PhaseResult) {
+        // A verdict changed after it was made keeps its category in step.
+        r.category = match (r.verdict, r.category) {
+            (Verdict::Fail, None) => Some(crate::verdict::phase_category(r.phase)),
+            (Verdict::Fail, category) => category,
+            _ => None,
+        };
         // On a terminal, each verdict as it is decided; elsewhere the
         // summary at the end says it all.
         if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
@@ -523,9 +547,15 @@ impl<'a> Run<'a> {
             show_output: plan.show_output,
             secrets_dir: &self.secrets_dir,
             flaky: plan.config.suite.flaky,
+            retries: plan.config.suite.retries,
         };
         let mut outcome = suite::run_tests(&spec, &mut self.interrupt).await;
         self.end_left_running(&mut outcome.result).await;
+        // The tests phase is whose fault its failed tests are, the first
+        // category in triage order (the product's before the others).
+        if let Some(category) = outcome.failures.iter().map(|f| f.category).min() {
+            outcome.result.category = Some(category);
+        }
         self.decide(outcome.result.clone());
         self.pod_gone();
         Some(outcome)
@@ -784,7 +814,16 @@ impl<'a> Run<'a> {
         self.log.finish(verdict, code);
 
         let plan = self.plan;
+        let rerun_line = plan.rerun.as_ref().map(|rerun| {
+            let records: Vec<_> = testkit_engine::report::read_records(&plan.results_dir)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.run_id == plan.run_id)
+                .collect();
+            rerun.line(&records)
+        });
         let summary = |code: u8| RunSummary {
+            rerun: rerun_line.as_deref(),
             suite: &plan.suite_dir,
             run_id: &plan.run_id,
             results_dir: &plan.results_dir,
@@ -802,7 +841,15 @@ impl<'a> Run<'a> {
             took: self.started.elapsed(),
             flaky: plan.config.suite.flaky,
         };
-        let outputs = write_outputs(&mut self.log, plan, result, code, &summary);
+        let outputs = write_outputs(
+            &mut self.log,
+            plan,
+            result,
+            code,
+            &summary,
+            &self.phases,
+            rerun_line.as_deref(),
+        );
         if let Some(markdown) = &outputs.markdown {
             crate::summary::to_github_step_summary(markdown);
         }
@@ -883,6 +930,8 @@ fn write_outputs<'s>(
     result: Result<(), ExpectedError>,
     code: u8,
     summary: &dyn Fn(u8) -> RunSummary<'s>,
+    phases: &[PhaseResult],
+    rerun: Option<&str>,
 ) -> Outputs {
     let md = plan.results_dir.join("summary.md");
     let write_md = |code: u8| {
@@ -898,6 +947,22 @@ fn write_outputs<'s>(
     let report = crate::html::write_for_run(&plan.results_dir, &plan.suite_dir, &plan.run_id)
         .map_err(|e| unwritten.push(e.to_string()))
         .ok();
+    // What other tools read: the tests as CTRF, the timeline as a trace.
+    let records: Vec<_> = testkit_engine::report::read_records(&plan.results_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.run_id == plan.run_id)
+        .collect();
+    let dir = &plan.results_dir;
+    if let Err(e) = crate::ctrf::write(dir, &plan.run_id, &records, rerun) {
+        unwritten.push(format!("{}: {e}", dir.join(crate::ctrf::FILE).display()));
+    }
+    if let Err(e) = crate::timeline::write(dir, &plan.run_id, phases, &records) {
+        unwritten.push(format!(
+            "{}: {e}",
+            dir.join(crate::timeline::FILE).display()
+        ));
+    }
     let (mut result, mut code) = (result, code);
     if !unwritten.is_empty() {
         result = Err(ExpectedError::Run(RunFailure::Incomplete));

@@ -15,6 +15,14 @@ use super::suite::Engine;
 use super::RunArgs;
 use crate::errors::ExpectedError;
 
+/// What `testkit-runner run` will do.
+pub(super) enum Planned {
+    /// Run.
+    Run(Box<Plan>),
+    /// Nothing: a rerun found nothing to rerun; what to say.
+    NothingToRerun(String),
+}
+
 /// A validated `testkit-runner run`.
 pub(super) struct Plan {
     pub(super) suite_dir: PathBuf,
@@ -40,10 +48,13 @@ pub(super) struct Plan {
     pub(super) claim: testkit_engine::run::RunClaim,
     /// The runner's settings, read once in `main` and validated.
     pub(super) settings: Settings,
+    /// What a rerun (`--last-failed`, `--from`) reruns, its run id this
+    /// run's.
+    pub(super) rerun: Option<crate::rerun::Rerun>,
 }
 
 impl Plan {
-    pub(super) fn from_args(args: RunArgs, settings: Settings) -> Result<Plan, ExpectedError> {
+    pub(super) fn from_args(args: RunArgs, settings: Settings) -> Result<Planned, ExpectedError> {
         let suite_dir = suite_dir(&args.suite)?;
         check_environment(&settings)?;
         let config = SuiteConfig::load(&suite_dir).map_err(ExpectedError::bad_args)?;
@@ -73,6 +84,16 @@ impl Plan {
                 "--keep applies to a pod the runner starts, not to --handle-json",
             ));
         }
+        // After every other argument is checked, before the run id is
+        // claimed and its folder made: nothing to rerun leaves nothing
+        // behind.
+        let (rerun, filters) = match rerun_selection(&args, &suite_dir, &settings)? {
+            Rerunning::No => (None, args.filters.clone()),
+            Rerunning::Nothing(why) => return Ok(Planned::NothingToRerun(why)),
+            Rerunning::Yes { rerun, filter } => {
+                (Some(rerun), with_rerun_filter(&args.filters, filter))
+            }
+        };
         let run_id = run_id(args.run_id)?;
         let results_dir = results_dir(args.results, &run_id, &settings)?;
         check_handed_on(
@@ -104,13 +125,17 @@ impl Plan {
                 testkit_engine::run::runner_file(&results_dir, &run_id).display()
             ))
         })?;
-        Ok(Plan {
+        let rerun = rerun.map(|rerun| crate::rerun::Rerun {
+            run_id: run_id.clone(),
+            ..rerun
+        });
+        Ok(Planned::Run(Box::new(Plan {
             suite_dir,
             config,
             kinds,
             engine: args.runner,
             archive,
-            filters: args.filters,
+            filters,
             partition,
             caller_handle,
             keep: args.keep,
@@ -121,7 +146,69 @@ impl Plan {
             extra: args.extra,
             claim,
             settings,
-        })
+            rerun,
+        })))
+    }
+}
+
+/// Whether a run reruns the failures of another, and which.
+enum Rerunning {
+    No,
+    Nothing(String),
+    Yes {
+        rerun: crate::rerun::Rerun,
+        /// The filter expression that selects them; none to rerun every
+        /// test.
+        filter: Option<String>,
+    },
+}
+
+/// `--last-failed` or `--from DIR`: the tests to rerun. They need
+/// nextest, whose filter expressions select them.
+fn rerun_selection(
+    args: &RunArgs,
+    suite_dir: &Path,
+    settings: &Settings,
+) -> Result<Rerunning, ExpectedError> {
+    use super::select::{select, Origin, Selected};
+    let root = default_results_root(settings);
+    let from = match (&args.from, args.last_failed) {
+        (Some(dir), _) => Origin::Folder(dir),
+        (None, true) => Origin::LastOf {
+            suite_dir,
+            root: &root,
+        },
+        (None, false) => return Ok(Rerunning::No),
+    };
+    if args.runner == Engine::CargoTest {
+        return Err(ExpectedError::bad_args(
+            "--last-failed and --from need nextest, whose filter expressions select the tests              to rerun: drop `--runner cargo-test`",
+        ));
+    }
+    Ok(match select(from)? {
+        Selected::Nothing(why) => Rerunning::Nothing(why),
+        Selected::Every { rerun } => Rerunning::Yes {
+            rerun,
+            filter: None,
+        },
+        Selected::Tests { rerun, filter } => Rerunning::Yes {
+            rerun,
+            filter: Some(filter),
+        },
+    })
+}
+
+/// The run's filter expressions with a rerun's: the tests to rerun among
+/// those the given expressions select (nextest takes the union of several
+/// `-E`, so they become one).
+fn with_rerun_filter(given: &[String], rerun: Option<String>) -> Vec<String> {
+    match (given, rerun) {
+        (_, None) => given.to_vec(),
+        ([], Some(rerun)) => vec![rerun],
+        (given, Some(rerun)) => {
+            let given: Vec<String> = given.iter().map(|g| format!("({g})")).collect();
+            vec![format!("({}) & ({rerun})", given.join(" | "))]
+        }
     }
 }
 
@@ -454,6 +541,20 @@ mod unit {
             "{stdout}"
         );
         assert!(!String::from_utf8_lossy(&out.stderr).contains("installing"));
+    }
+
+    #[test]
+    fn a_rerun_selects_its_tests_among_those_the_runs_own_filters_select() {
+        let rerun = Some("(binary(=a) & test(=a::x))".to_owned());
+        assert_eq!(with_rerun_filter(&[], None), Vec::<String>::new());
+        assert_eq!(
+            with_rerun_filter(&[], rerun.clone()),
+            ["(binary(=a) & test(=a::x))"]
+        );
+        assert_eq!(
+            with_rerun_filter(&["binary(a)".into(), "test(y)".into()], rerun),
+            ["((binary(a)) | (test(y))) & ((binary(=a) & test(=a::x)))"]
+        );
     }
 
     #[test]

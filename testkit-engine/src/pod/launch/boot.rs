@@ -494,6 +494,18 @@ impl BootWatch {
         for line in self.out.lines().into_iter().chain(self.err.lines()) {
             self.last_seen = crate::redact(&line).into_owned();
         }
+        // The engine names a taken port lines before its last one.
+        if spec.container.is_some() {
+            let said = std::fs::read_to_string(&self.err.path).unwrap_or_default();
+            if let Some(mut taken) = crate::containers::port_taken(&said) {
+                taken.said = crate::redact(&taken.said).into_owned();
+                return Some(LaunchError::PortTaken {
+                    status: status.to_string(),
+                    taken,
+                    logs: spec.logs_dir.clone(),
+                });
+            }
+        }
         Some(LaunchError::ExitedEarly {
             status: status.to_string(),
             last_seen: self.last_seen.clone(),

@@ -249,6 +249,17 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
+    /// A container pod's engine could not publish its port: something
+    /// else holds it.
+    #[error("the pod's container did not start ({status}): {taken}; logs kept in {}", logs.display())]
+    PortTaken {
+        /// How the engine's `run` exited.
+        status: String,
+        /// The port, and what the engine said of it.
+        taken: crate::containers::PortTaken,
+        /// The logs folder.
+        logs: PathBuf,
+    },
     /// It was silent too long, or booted too long.
     #[error("the pod was not up after {waited:?} ({which}); last seen: {last_seen}; logs kept in {}", logs.display())]
     Timeout {

@@ -348,6 +348,15 @@ pub(super) fn start(spec: &TestsSpec<'_>) -> Result<tokio::process::Child, Tests
                 cmd.env("NEXTEST_SUCCESS_OUTPUT", "never");
             }
             cmd.args(selection_args(spec));
+            // `[suite] retries`, unless the run's own arguments say.
+            let given = spec
+                .extra
+                .iter()
+                .take_while(|a| *a != "--")
+                .any(|a| a == "--retries" || a.starts_with("--retries="));
+            if spec.retries > 0 && !given {
+                cmd.args(["--retries", &spec.retries.to_string()]);
+            }
         }
         Engine::CargoTest => {
             cmd.args(["test", "--workspace", "--no-fail-fast"]);
@@ -626,6 +635,7 @@ mod unit {
             env: vec![("TESTKIT_RUN_ID".to_owned(), "r".into())],
             show_output: false,
             flaky: testkit_engine::config::FlakyPolicy::Pass,
+            retries: 0,
         };
         let cmd = base_command(&spec);
         let envs: Vec<_> = cmd.as_std().get_envs().collect();

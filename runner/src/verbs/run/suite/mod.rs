@@ -28,7 +28,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use testkit_engine::config::FlakyPolicy;
-use testkit_engine::report::{KnownIssues, Summary, TestRecord};
+use testkit_engine::report::{KnownIssues, Summary};
 
 use super::signal::Interrupt;
 use crate::verdict::{PhaseResult, Verdict};
@@ -59,6 +59,9 @@ pub(crate) struct TestsSpec<'a> {
     pub(crate) secrets_dir: &'a Path,
     /// `[suite] flaky`: whether a test that passed on a retry fails the run.
     pub(crate) flaky: FlakyPolicy,
+    /// `[suite] retries`: nextest's `--retries`, unless the run's own
+    /// arguments give one.
+    pub(crate) retries: u32,
 }
 
 /// What the tests phase found.
@@ -68,7 +71,7 @@ pub(crate) struct TestsOutcome {
     pub(crate) incomplete: bool,
     pub(crate) summary: Option<Summary>,
     /// `binary::name` and the first line of why, for every failed test.
-    pub(crate) failures: Vec<(String, String)>,
+    pub(crate) failures: Vec<crate::summary::FailedTest>,
     /// The suite's test binaries, as nextest listed them: what sweeps the
     /// suite's Rust resource kinds.
     pub(crate) binaries: Vec<std::path::PathBuf>,
@@ -376,26 +379,9 @@ fn outcome(
         result: PhaseResult::new("tests", verdict, evidence, started.elapsed()),
         incomplete: !unfinished.is_empty(),
         summary: Some(summary),
-        failures: failures(records),
+        failures: crate::summary::FailedTest::of(records),
         binaries: Vec::new(),
     }
-}
-
-/// Each failing test, `binary::name`, with the first line of its message.
-fn failures(records: &[TestRecord]) -> Vec<(String, String)> {
-    records
-        .iter()
-        .filter(|r| r.outcome.fails())
-        .map(|r| {
-            let why = r
-                .message
-                .as_deref()
-                .and_then(|m| m.lines().next())
-                .unwrap_or("failed")
-                .to_owned();
-            (format!("{}::{}", r.binary, r.name), why)
-        })
-        .collect()
 }
 
 /// The engine that ran the tests, as the evidence names it.

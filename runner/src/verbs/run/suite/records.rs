@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use testkit_engine::config::FlakyPolicy;
-use testkit_engine::report::{self, FailureKind, Outcome, ResourceState, TestRecord};
+use testkit_engine::report::{
+    self, FailureCategory, FailureKind, Outcome, ResourceState, TestRecord,
+};
 use testkit_engine::resource::JournalEntry;
 
 use crate::killed::journaled;
@@ -96,6 +98,8 @@ pub(super) fn complete(
                          after it was written; see tests.log"
                     ),
                 );
+                // Not the product's word: testkit's records disagree.
+                r.categorize(FailureCategory::Testkit);
             }
         }
     }
@@ -223,6 +227,7 @@ fn exited_unrecorded(spec: &TestsSpec<'_>, t: &Listed) -> TestRecord {
          passes always writes its record; see tests.log"
             .to_owned(),
     );
+    record.categorize(FailureCategory::Infrastructure);
     record
 }
 
@@ -256,7 +261,11 @@ fn synthesize(spec: &TestsSpec<'_>, t: &Listed, interrupted: bool) -> TestRecord
     };
     let mut record = TestRecord::new(spec.run_id, &t.binary, &t.name);
     match (outcome, message) {
-        (Outcome::Failed, Some(message)) => record.fail(FailureKind::Error, message),
+        (Outcome::Failed, Some(message)) => {
+            // Its process died under it, or never reported.
+            record.fail(FailureKind::Error, message);
+            record.categorize(FailureCategory::Infrastructure);
+        }
         (outcome, _) => record.outcome = outcome,
     }
     record.skip_reason = skip;
@@ -312,6 +321,7 @@ fn interrupted_record(spec: &TestsSpec<'_>, t: &Listed, journal: &[JournalEntry]
         FailureKind::Error,
         format!("interrupted: the run was interrupted while the test ran{seen}; {known}"),
     );
+    record.categorize(FailureCategory::Infrastructure);
     record.resources = resources;
     record.cleanup = cleanup;
     stamp(&mut record, t);

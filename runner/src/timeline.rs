@@ -1,0 +1,247 @@
+//! `timeline.trace.json`: the run's timeline as a Chrome trace (the JSON
+//! Trace Event Format that `chrome://tracing`, ui.perfetto.dev and
+//! speedscope open): the run and its phases, each test and its earlier
+//! attempts, the pod lock each held, the resources each created, and the
+//! faults injected into the pod's nodes.
+//!
+//! The format: an object whose `traceEvents` are complete events
+//! (`"ph": "X"`, a `dur`), begin/end pairs (`B`, `E`) and instants (`i`),
+//! each with a `pid` and a `tid`, timestamps (`ts`) in microseconds from
+//! the run's first event; `M` events name the processes and threads. Here
+//! a process is a part of the run (`run`, `tests`, `resources`, `faults`)
+//! and a thread a lane of it (a test, a node).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use testkit_engine::report::TestRecord;
+use testkit_engine::resource::JournalEntry;
+
+use crate::verdict::PhaseResult;
+
+/// The file in a results folder.
+pub(crate) const FILE: &str = "timeline.trace.json";
+
+const RUN: u32 = 1;
+const TESTS: u32 = 2;
+const RESOURCES: u32 = 3;
+const FAULTS: u32 = 4;
+
+/// The events of a trace, and the time they are measured from.
+struct Events {
+    t0_ms: u64,
+    events: Vec<Value>,
+}
+
+impl Events {
+    /// µs since the trace's start.
+    fn ts(&self, ms: u64) -> u64 {
+        ms.saturating_sub(self.t0_ms) * 1000
+    }
+
+    fn name_process(&mut self, pid: u32, name: &str) {
+        self.events.push(json!({
+            "ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+            "args": { "name": name },
+        }));
+    }
+
+    fn name_thread(&mut self, pid: u32, tid: usize, name: &str) {
+        self.events.push(json!({
+            "ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+            "args": { "name": name },
+        }));
+    }
+
+    /// A complete event from `from_ms` to `to_ms`.
+    fn span(&mut self, at: (u32, usize), cat: &str, name: &str, ms: (u64, u64), args: Value) {
+        let (pid, tid) = at;
+        let (from, to) = ms;
+        self.events.push(json!({
+            "ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+            "ts": self.ts(from), "dur": to.saturating_sub(from) * 1000, "args": args,
+        }));
+    }
+
+    fn instant(&mut self, at: (u32, usize), cat: &str, name: &str, ms: u64, args: Value) {
+        let (pid, tid) = at;
+        self.events.push(json!({
+            "ph": "i", "s": "t", "cat": cat, "name": name, "pid": pid, "tid": tid,
+            "ts": self.ts(ms), "args": args,
+        }));
+    }
+}
+
+/// The trace of a run: its `phases` as `verdict.jsonl` has them, its
+/// `records` and its `journal`.
+pub(crate) fn trace(
+    run_id: &str,
+    phases: &[PhaseResult],
+    records: &[TestRecord],
+    journal: &[JournalEntry],
+) -> Value {
+    let ran: Vec<&TestRecord> = {
+        let mut ran: Vec<&TestRecord> = records.iter().filter(|r| r.started_at_ms > 0).collect();
+        ran.sort_by_key(|r| (r.started_at_ms, r.name.clone()));
+        ran
+    };
+    let starts = phases
+        .iter()
+        .map(|p| p.at.saturating_sub(p.duration_ms))
+        .chain(ran.iter().map(|r| r.started_at_ms))
+        .chain(
+            ran.iter()
+                .flat_map(|r| r.attempts.iter().map(|a| a.started_at_ms)),
+        )
+        .filter(|ms| *ms > 0);
+    let t0_ms = starts.min().unwrap_or(0);
+    let end_ms = phases
+        .iter()
+        .map(|p| p.at)
+        .chain(ran.iter().map(|r| r.started_at_ms + r.duration_ms))
+        .max()
+        .unwrap_or(t0_ms);
+    let mut e = Events {
+        t0_ms,
+        events: Vec::new(),
+    };
+    e.name_process(RUN, &format!("run {run_id}"));
+    e.name_thread(RUN, 0, "phases");
+    e.events.push(json!({
+        "ph": "B", "cat": "run", "name": format!("run {run_id}"), "pid": RUN, "tid": 0,
+        "ts": e.ts(t0_ms),
+    }));
+    for p in phases {
+        e.span(
+            (RUN, 0),
+            "phase",
+            p.phase,
+            (p.at.saturating_sub(p.duration_ms), p.at),
+            json!({
+                "verdict": p.verdict.word(),
+                "category": p.category.map(|c| c.as_str()),
+                "evidence": p.evidence,
+            }),
+        );
+    }
+    e.events.push(json!({
+        "ph": "E", "cat": "run", "name": format!("run {run_id}"), "pid": RUN, "tid": 0,
+        "ts": e.ts(end_ms),
+    }));
+
+    e.name_process(TESTS, "tests");
+    e.name_process(RESOURCES, "resources");
+    let mut nodes: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, r) in ran.iter().enumerate() {
+        let tid = i + 1;
+        let name = format!("{}::{}", r.binary, r.name);
+        e.name_thread(TESTS, tid, &name);
+        for a in r.attempts.iter().filter(|a| a.started_at_ms > 0) {
+            e.span(
+                (TESTS, tid),
+                "attempt",
+                &format!("{} (attempt {})", r.name, a.attempt),
+                (a.started_at_ms, a.started_at_ms + a.duration_ms),
+                json!({ "outcome": a.outcome.as_str() }),
+            );
+        }
+        e.span(
+            (TESTS, tid),
+            "test",
+            &r.name,
+            (r.started_at_ms, r.started_at_ms + r.duration_ms),
+            json!({
+                "outcome": r.outcome.as_str(),
+                "category": r.category().map(|c| c.as_str()),
+                "binary": r.binary,
+                "attempt": r.attempt,
+            }),
+        );
+        if let Some(lock) = &r.lock {
+            e.span(
+                (TESTS, tid),
+                "lock",
+                &format!("pod lock ({})", lock.mode.as_str()),
+                (lock.acquired_at_ms, lock.released_at_ms),
+                json!({ "wait_ms": lock.wait_ms }),
+            );
+        }
+        resources(&mut e, tid, &name, r, journal);
+        for f in &r.faults {
+            let next = nodes.len() + 1;
+            let lane = *nodes.entry(f.node.as_str()).or_insert(next);
+            let args = json!({ "test": name, "state": f.state.as_str(), "problem": f.problem });
+            match f.undone_at_ms {
+                Some(undone) => e.span(
+                    (FAULTS, lane),
+                    "fault",
+                    &f.fault,
+                    (f.injected_at_ms, undone),
+                    args,
+                ),
+                None => e.instant((FAULTS, lane), "fault", &f.fault, f.injected_at_ms, args),
+            }
+        }
+    }
+    if !nodes.is_empty() {
+        e.name_process(FAULTS, "faults");
+        for (node, lane) in &nodes {
+            e.name_thread(FAULTS, *lane, node);
+        }
+    }
+    json!({
+        "traceEvents": e.events,
+        "displayTimeUnit": "ms",
+        "otherData": { "run_id": run_id, "start_ms": t0_ms },
+    })
+}
+
+/// Each resource of the test `r` from its first journal entry to its last,
+/// on a lane of `resources` beside the test's.
+fn resources(e: &mut Events, tid: usize, test: &str, r: &TestRecord, journal: &[JournalEntry]) {
+    let mut spans: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+    for entry in journal
+        .iter()
+        .filter(|j| j.run == r.run_id && j.test == r.name && !j.name.is_empty())
+        // A fault is journaled too: it has a lane of its own.
+        .filter(|j| j.kind != testkit_engine::pod::fault::JOURNAL_KIND)
+    {
+        let span = spans
+            .entry((entry.kind.as_str(), entry.name.as_str()))
+            .or_insert((entry.time, entry.time));
+        span.0 = span.0.min(entry.time);
+        span.1 = span.1.max(entry.time);
+    }
+    if spans.is_empty() {
+        return;
+    }
+    e.name_thread(RESOURCES, tid, test);
+    for ((kind, name), ms) in spans {
+        let state = r
+            .resources
+            .iter()
+            .find(|res| res.kind == kind && res.name == name)
+            .map(|res| res.state.as_str());
+        e.span(
+            (RESOURCES, tid),
+            "resource",
+            &format!("{kind} {name}"),
+            ms,
+            json!({ "state": state }),
+        );
+    }
+}
+
+/// Writes `<results>/timeline.trace.json`.
+pub(crate) fn write(
+    results_dir: &Path,
+    run_id: &str,
+    phases: &[PhaseResult],
+    records: &[TestRecord],
+) -> std::io::Result<()> {
+    let journal = testkit_engine::resource::read_journal(results_dir);
+    let text = serde_json::to_string(&trace(run_id, phases, records, &journal))
+        .map_err(std::io::Error::other)?;
+    std::fs::write(results_dir.join(FILE), text)
+}
