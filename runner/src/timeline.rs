@@ -245,3 +245,88 @@ pub(crate) fn write(
         .map_err(std::io::Error::other)?;
     std::fs::write(results_dir.join(FILE), text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::Verdict;
+    use testkit_engine::report::{FaultRecord, FaultState, LockMode, LockRecord};
+    use testkit_engine::resource::Event;
+
+    fn at(time: u64, event: Event, kind: &str, name: &str) -> JournalEntry {
+        let mut e = JournalEntry::new(event, kind, name, "r1", "t::faulty", None);
+        e.time = time;
+        e
+    }
+
+    /// A test's lock, resources and faults land where the format puts
+    /// them: µs from the run's first event, a fault never undone as an
+    /// instant, the fault's own journal entries not taken for a resource.
+    #[test]
+    fn locks_resources_and_faults_are_on_their_lanes_in_microseconds() {
+        let mut phase = PhaseResult::new("up", Verdict::Pass, "up", std::time::Duration::ZERO);
+        phase.at = 1_000;
+        phase.duration_ms = 500;
+        let mut r = TestRecord::new("r1", "t", "t::faulty");
+        r.started_at_ms = 2_000;
+        r.duration_ms = 1_000;
+        r.lock = Some(LockRecord::new(LockMode::Exclusive, 2_100, 2_900, 100));
+        let mut undone = FaultRecord::injected("worker-1", "pause worker-1".into());
+        undone.injected_at_ms = 2_200;
+        undone.undone_at_ms = Some(2_400);
+        undone.state = FaultState::Undone;
+        let mut held = FaultRecord::injected("worker-2", "stop worker-2".into());
+        held.injected_at_ms = 2_500;
+        r.faults = vec![undone, held];
+        let journal = [
+            at(2_300, Event::Pending, "sandbox", "ct-a"),
+            at(2_350, Event::Created, "sandbox", "ct-a"),
+            at(2_800, Event::Verified, "sandbox", "ct-a"),
+            at(
+                2_200,
+                Event::Pending,
+                testkit_engine::pod::fault::JOURNAL_KIND,
+                "fault-01",
+            ),
+        ];
+        let trace = trace("r1", &[phase], &[r], &journal);
+        let events = trace["traceEvents"].as_array().unwrap();
+        let find = |cat: &str, name: &str| {
+            events
+                .iter()
+                .find(|e| e["cat"] == cat && e["name"] == name)
+                .unwrap_or_else(|| panic!("no {cat} {name} in {trace}"))
+        };
+        assert_eq!(trace["otherData"]["start_ms"], 500);
+        let test = find("test", "t::faulty");
+        assert_eq!(
+            (test["ts"].as_u64(), test["dur"].as_u64()),
+            (Some(1_500_000), Some(1_000_000))
+        );
+        let lock = find("lock", "pod lock (exclusive)");
+        assert_eq!(lock["ts"], 1_600_000);
+        let resource = find("resource", "sandbox ct-a");
+        assert_eq!(
+            (resource["ts"].as_u64(), resource["dur"].as_u64()),
+            (Some(1_800_000), Some(500_000))
+        );
+        assert_eq!(resource["pid"], RESOURCES);
+        assert!(!events
+            .iter()
+            .any(|e| e["cat"] == "resource" && e["name"].as_str().unwrap().starts_with("fault")));
+        let pause = find("fault", "pause worker-1");
+        assert_eq!(
+            (pause["ph"].as_str(), pause["dur"].as_u64()),
+            (Some("X"), Some(200_000))
+        );
+        let stop = find("fault", "stop worker-2");
+        assert_eq!(
+            (stop["ph"].as_str(), stop["s"].as_str()),
+            (Some("i"), Some("t"))
+        );
+        assert_ne!(pause["tid"], stop["tid"], "a lane per node");
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker-2"));
+    }
+}
