@@ -182,7 +182,8 @@ fn rerun_selection(
     };
     if args.runner == Engine::CargoTest {
         return Err(ExpectedError::bad_args(
-            "--last-failed and --from need nextest, whose filter expressions select the tests              to rerun: drop `--runner cargo-test`",
+            "--last-failed and --from need nextest, whose filter expressions select the tests \
+             to rerun: drop `--runner cargo-test`",
         ));
     }
     Ok(match select(from)? {
