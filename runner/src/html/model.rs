@@ -27,6 +27,10 @@ pub(super) struct PhaseLine {
     /// The run the line is of (absent in files of older runners).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) run_id: Option<String>,
+    /// Whose fault a failed phase is (absent when it did not fail, and in
+    /// files of older runners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) category: Option<String>,
 }
 
 impl PhaseLine {

@@ -315,11 +315,12 @@ impl Page<'_> {
                         }
                     } @else {
                         table class="phases" {
-                            tr { th { "phase" } th { "verdict" } th { "evidence" } th { "time" } }
+                            tr { th { "phase" } th { "verdict" } th { "category" } th { "evidence" } th { "time" } }
                             @for p in part.phases.iter().filter(|p| p.phase != "run") {
                                 tr class={ "phase " (Text(&p.verdict)) } data-phase=(Text(&p.phase)) {
                                     td { (Text(&p.phase)) }
                                     td class="v" { (Text(&p.verdict)) }
+                                    td class="category" { (Text(p.category.as_deref().unwrap_or(""))) }
                                     td { (Text(&p.evidence)) }
                                     td { (ms(p.duration_ms)) }
                                 }
@@ -1338,6 +1339,7 @@ mod unit {
             at: t0,
             exit_code: None,
             run_id: None,
+            category: None,
         };
         let summary = Summary::from_records(&records, None);
         let parts = [Part {

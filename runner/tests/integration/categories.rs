@@ -198,6 +198,11 @@ fn each_failure_has_its_category_and_only_the_infrastructures_is_retried() {
         .expect("a testkit group");
     assert!(product_at < testkit_at);
     assert!(html.contains("data-category=\"testkit\""));
+    // Its phases table gives the failed tests phase its category.
+    assert!(
+        html.contains("data-phase=\"tests\"><td>tests</td><td class=\"v\">fail</td><td class=\"category\">product</td>"),
+        "the tests phase's category is on the page"
+    );
 
     // CTRF: the category is a label and a tag.
     let ctrf: serde_json::Value =
