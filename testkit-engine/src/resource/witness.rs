@@ -602,7 +602,7 @@ mod tests {
     /// when the body carries the handle's password).
     #[test]
     fn a_witness_gets_secret_fields_in_its_env_and_a_post_body() {
-        let (sandboxd, config, handle) = sandboxd(&[]);
+        let (_sandboxd, config, handle) = sandboxd(&[]);
         let ours = "ct-wit3-abcdef-01";
         let cli = witnesses(&format!(
             r#"
@@ -703,7 +703,7 @@ mod tests {
 
     #[test]
     fn a_witness_that_does_not_finish_in_time_could_not_look() {
-        let (sandboxd, config, handle) = sandboxd(&[]);
+        let (_sandboxd, config, handle) = sandboxd(&[]);
         let slow = witnesses(
             "[witnesses.slow]\nwhat = \"disks\"\ncommand = [\"sleep\", \"5\"]\ntimeout = \"200ms\"\n",
         );

@@ -18,6 +18,7 @@ use crate::log::Log;
 use crate::reaper;
 
 mod faults;
+pub(crate) use faults::HeldFaults;
 
 /// Resources journaled by this process and not yet settled (verified gone,
 /// kept or forgotten). The signal handler tells the reaper it is done only
