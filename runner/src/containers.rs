@@ -97,8 +97,9 @@ pub(crate) enum PodMode {
 }
 
 /// The mode `--pod` asked for, or else the suite's own: a container for a
-/// pod of several nodes (which only containers can be), a process
-/// otherwise; and the mode's mistakes, found with the run's other arguments.
+/// pod of several nodes (which only containers can be) or for a suite whose
+/// only pod is `[pod.container]` (no `[pod] command`), a process otherwise;
+/// and the mode's mistakes, found with the run's other arguments.
 pub(crate) fn check_mode(
     mode: Option<PodMode>,
     config: &SuiteConfig,
@@ -108,7 +109,7 @@ pub(crate) fn check_mode(
         .container
         .as_ref()
         .is_some_and(|c| !c.nodes.is_empty());
-    let mode = mode.unwrap_or(if nodes {
+    let mode = mode.unwrap_or(if config.pod.container_by_default() {
         PodMode::Container
     } else {
         PodMode::Process
@@ -844,6 +845,32 @@ pub(crate) fn keep_note(
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// A suite whose only pod is `[pod.container]` runs it as a container
+    /// when `--pod` says nothing: it used to start the default `sandboxd`
+    /// as a process and wait two minutes for "/health answered 401". A
+    /// suite that writes `[pod] command` keeps its process by default.
+    #[test]
+    fn a_suite_whose_only_pod_is_a_container_runs_it_by_default() {
+        let parse = |text: &str| SuiteConfig::parse(text, Path::new("/s/testkit.toml")).unwrap();
+        let container = "[pod]\nready = \"health\"\nhealth_path = \"/health\"\n\
+                         [pod.container]\nimage = \"kv:1\"\nport = 2379\n";
+        assert_eq!(
+            check_mode(None, &parse(container)).unwrap(),
+            PodMode::Container
+        );
+        let both = format!("{container}\n").replace(
+            "[pod.container]",
+            "command = [\"kv\", \"--listen\", \"{listen}\"]\n[pod.container]",
+        );
+        assert_eq!(check_mode(None, &parse(&both)).unwrap(), PodMode::Process);
+        assert_eq!(
+            check_mode(Some(PodMode::Process), &parse(container)).unwrap(),
+            PodMode::Process,
+            "--pod process still asks for the process"
+        );
+        assert_eq!(check_mode(None, &parse("")).unwrap(), PodMode::Process);
+    }
 
     #[test]
     fn the_context_hash_follows_content_and_mode_not_timestamps() {

@@ -36,6 +36,7 @@
 
 mod binary;
 mod deb;
+pub mod http;
 pub mod layers;
 mod python;
 mod server;

@@ -252,6 +252,29 @@ impl<'a> Values<'a> {
 /// names: no `[pod] fields` entry may be named so.
 pub const FILLED_FIELDS: &[&str] = &["name", "base_url", "port", "capabilities", "health"];
 
+/// The names no `[pod] fields` entry may take: the handle fields testkit
+/// fills ([`FILLED_FIELDS`]), `cluster` (a pod of nodes' description,
+/// which testkit writes into the handle it makes), and the placeholders
+/// testkit fills beside the handle's fields, which a field of the same
+/// name would hide. `port_<name>` (a `[pod] ports` entry) is reserved too.
+pub const RESERVED_FIELDS: &[&str] = &[
+    "name",
+    "base_url",
+    "port",
+    "capabilities",
+    "health",
+    "cluster",
+    "home",
+    "listen",
+    "random",
+    "node",
+    "run",
+    "prefix",
+    "id",
+    "session_cookie",
+    "credential",
+];
+
 /// Whether a byte may stand in a placeholder's name.
 fn is_name_byte(b: u8) -> bool {
     b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'
@@ -325,9 +348,13 @@ impl Filter {
     }
 }
 
-/// A placeholder found in a template: its key and its filters' text.
+/// A placeholder found in a template: its key (or the literal text it
+/// filters) and its filters' text.
 struct Placeholder<'t> {
     key: &'t str,
+    /// `{'/ns/{prefix}'|base64}`: literal text, its own placeholders filled
+    /// as they are, then filtered as a whole; `key` is empty.
+    literal: Option<&'t str>,
     /// `|base64|json`, or empty.
     filters: &'t str,
 }
@@ -335,7 +362,10 @@ struct Placeholder<'t> {
 impl Placeholder<'_> {
     /// The key and its filters, as the template writes them inside braces.
     fn written(&self) -> String {
-        format!("{}{}", self.key, self.filters)
+        match self.literal {
+            Some(text) => format!("'{text}'{}", self.filters),
+            None => format!("{}{}", self.key, self.filters),
+        }
     }
 
     fn filters(&self) -> Result<Vec<Filter>, FilterProblem> {
@@ -408,16 +438,17 @@ fn next_placeholder(text: &str) -> Option<(&str, Placeholder<'_>, &str)> {
     let mut from = 0;
     while let Some(open) = text[from..].find('{').map(|i| from + i) {
         let after = &text[open + 1..];
+        if let Some((placeholder, rest)) = literal_placeholder(after) {
+            return Some((&text[..open], placeholder, rest));
+        }
         let len = after.bytes().take_while(|b| is_name_byte(*b)).count();
-        let filters = after[len..]
-            .bytes()
-            .take_while(|b| *b == b'|' || b.is_ascii_lowercase() || b.is_ascii_digit())
-            .count();
+        let filters = filters_len(&after[len..]);
         let end = len + filters;
         let well_formed = filters == 0 || after[len..end].starts_with('|');
         if len > 0 && well_formed && after.as_bytes().get(end) == Some(&b'}') {
             let placeholder = Placeholder {
                 key: &after[..len],
+                literal: None,
                 filters: &after[len..end],
             };
             return Some((&text[..open], placeholder, &after[end + 1..]));
@@ -425,6 +456,33 @@ fn next_placeholder(text: &str) -> Option<(&str, Placeholder<'_>, &str)> {
         from = open + 1;
     }
     None
+}
+
+/// The length of the filters' text (`|base64|json`) at the start of `text`.
+fn filters_len(text: &str) -> usize {
+    text.bytes()
+        .take_while(|b| *b == b'|' || b.is_ascii_lowercase() || b.is_ascii_digit())
+        .count()
+}
+
+/// `'TEXT'|filter…}` after an opening brace: literal text (no `'` in it)
+/// with at least one filter, and what follows the closing brace. Filters
+/// apply to literal text too, for what a service wants encoded whole: a
+/// key range under a namespace, `{'/ns/{prefix}'|base64}`.
+fn literal_placeholder(after: &str) -> Option<(Placeholder<'_>, &str)> {
+    let inner = after.strip_prefix('\'')?;
+    let close = inner.find('\'')?;
+    let tail = &inner[close + 1..];
+    let filters = filters_len(tail);
+    if filters == 0 || !tail.starts_with('|') || tail.as_bytes().get(filters) != Some(&b'}') {
+        return None;
+    }
+    let placeholder = Placeholder {
+        key: "",
+        literal: Some(&inner[..close]),
+        filters: &tail[..filters],
+    };
+    Some((placeholder, &tail[filters + 1..]))
 }
 
 /// A JSON pointer with one `*` over an array, split at it: the array and
@@ -445,7 +503,10 @@ pub fn placeholders(text: &str) -> Vec<&str> {
     let mut found = Vec::new();
     let mut rest = text;
     while let Some((_, placeholder, after)) = next_placeholder(rest) {
-        found.push(placeholder.key);
+        match placeholder.literal {
+            Some(literal) => found.extend(placeholders(literal)),
+            None => found.push(placeholder.key),
+        }
         rest = after;
     }
     found
@@ -462,6 +523,9 @@ pub(crate) fn check_filters(text: &str) -> Result<(), TemplateError> {
                 text: text.to_owned(),
                 problem,
             })?;
+        if let Some(literal) = placeholder.literal {
+            check_filters(literal)?;
+        }
         rest = after;
     }
     Ok(())
@@ -479,7 +543,11 @@ pub fn fill(
     while let Some((before, placeholder, after)) = next_placeholder(rest) {
         out.push_str(before);
         let key = placeholder.key;
-        match values.get(key) {
+        let literal = match placeholder.literal {
+            Some(literal) => Some(fill(literal, values, verbatim)?),
+            None => None,
+        };
+        match literal.as_deref().or_else(|| values.get(key)) {
             Some(value) => out.push_str(&placeholder.render(value, escape).map_err(|problem| {
                 TemplateError::Filter {
                     text: text.to_owned(),
@@ -498,6 +566,16 @@ pub fn fill(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The `Content-Type` of a body a template made: JSON when it starts as
+/// JSON does, a form otherwise (`q=…`, as query endpoints take it).
+pub fn body_content_type(body: &str) -> &'static str {
+    if body.trim_start().starts_with(['{', '[']) {
+        "application/json"
+    } else {
+        "application/x-www-form-urlencoded"
+    }
 }
 
 /// Leaves a value as it is: for environment variables and command lines.
@@ -527,6 +605,30 @@ pub fn json_escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Filters apply to literal text, its own placeholders filled first:
+    /// a key range under a namespace is encoded whole.
+    #[test]
+    fn filters_apply_to_literal_text_with_its_placeholders() {
+        let v = Values::new().with("prefix", "ct-r-");
+        let filled = fill(
+            r#"{"key": "{'/ns/{prefix}'|base64}", "end": "{'/ns/{prefix}'|next|base64}", "all": "{'/'|base64url}"}"#,
+            &v,
+            json_escape,
+        )
+        .unwrap();
+        assert_eq!(
+            filled,
+            r#"{"key": "L25zL2N0LXIt", "end": "L25zL2N0LXIu", "all": "Lw"}"#
+        );
+        assert_eq!(placeholders("{'/ns/{prefix}'|base64}"), ["prefix"]);
+        // Without a filter, quotes in braces are text.
+        assert_eq!(fill("{'a'}", &v, verbatim).unwrap(), "{'a'}");
+        let e = fill("{'/ns/{nope}'|base64}", &v, verbatim).unwrap_err();
+        assert!(e.to_string().contains("`{nope}`"), "{e}");
+        let e = check_filters("{'x'|base65}").unwrap_err();
+        assert!(e.to_string().contains("`|base65` is not a filter"), "{e}");
+    }
 
     #[test]
     fn placeholders_are_filled_and_braces_of_json_are_text() {

@@ -111,6 +111,7 @@ impl Wait {
         let mut last: Option<String> = None;
         let mut last_change = start;
         let mut polls: u64 = 0;
+        let pending = crate::trace::pending::begin_wait(what);
         loop {
             polls += 1;
             // A poll that hangs must not outlive the ceiling either.
@@ -131,6 +132,7 @@ impl Wait {
                 Err(_) => "the last poll did not answer before the ceiling".to_owned(),
             };
             if last.as_deref() != Some(observation.as_str()) {
+                pending.saw(&observation);
                 on_change(&observation);
                 last = Some(observation);
                 last_change = Instant::now();

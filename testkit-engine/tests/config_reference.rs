@@ -24,6 +24,7 @@ fn documented() -> BTreeMap<String, BTreeSet<String>> {
             let name = heading.trim().trim_matches('`');
             table = Some(match name {
                 "Top level" => String::new(),
+                "[pod] bootstrap" => "pod.bootstrap".to_owned(),
                 "gone_if" | "names" => format!("resources.<kind>.{name}"),
                 _ => name
                     .trim_start_matches('[')
@@ -56,6 +57,7 @@ fn accepted(table: &str) -> BTreeSet<String> {
         "pod.container.mounts" => "[pod.container]\nmounts = [{ zz_not_a_key = 1 }]\n".to_owned(),
         "pod.container.nodes.<name>" => "[pod.container.nodes.n]\nzz_not_a_key = 1\n".to_owned(),
         "pod.vm.fields.<name>" => "[pod.vm.fields.n]\nzz_not_a_key = 1\n".to_owned(),
+        "pod.bootstrap" => "[pod]\nbootstrap = [{ zz_not_a_key = 1 }]\n".to_owned(),
         _ => format!("[{table}]\nzz_not_a_key = 1\n"),
     };
     let path = Path::new("/suite/testkit.toml");
@@ -93,6 +95,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "pod.container.nodes.<name>",
         "pod.vm",
         "pod.vm.fields.<name>",
+        "pod.bootstrap",
         "auth",
         "auth.login",
         "capabilities",

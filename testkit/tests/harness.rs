@@ -81,6 +81,14 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
     let (results, run_id) = run_cargo_test("cargotest");
     let records = check_records(results.path(), &run_id, &fx.expected, BINARIES);
     check_histories(&records);
+    // A test that timed out says what it was waiting on: its hang report.
+    let hung = records["basic::times_out"].message.as_deref().unwrap();
+    assert!(
+        hung.contains("when its time ran out it had been in its body for ")
+            && hung.contains("\n    waiting for the flag to be set for ")
+            && hung.contains("; last saw: flag=unset"),
+        "{hung}"
+    );
     // No test process builds JUnit, not even a binary's one process under
     // `cargo test`: it is built on demand, as `testkit-runner report` does.
     assert!(

@@ -66,7 +66,8 @@ pub(crate) struct UpArgs {
     /// (`[pod.container]`); a machine (`vm`) ends with the runner that
     /// booted it, so `pod up` refuses it.
     /// Default: a container for a pod of several nodes
-    /// (`[pod.container.nodes]`), else a process.
+    /// (`[pod.container.nodes]`) or a suite with `[pod.container]` and no
+    /// `[pod] command`, else a process.
     #[arg(long, value_enum, value_name = "KIND")]
     pod: Option<crate::containers::PodMode>,
 }
@@ -215,7 +216,7 @@ async fn up(args: UpArgs, pods: &Path, settings: &Settings) -> Result<(), Expect
                 "testkit-runner: pod up: auth check failed: {}",
                 testkit_engine::error_chain(&problem)
             );
-            return match launched.stop(Duration::from_secs(10)).await {
+            return match launched.stop(config.pod.stop_grace).await {
                 Ok(_) => Err(ExpectedError::ChecksReported),
                 Err(e) => Err(ExpectedError::CheckFailed(format!(
                     "pod up: stopping it failed too: {e}"
@@ -227,7 +228,7 @@ async fn up(args: UpArgs, pods: &Path, settings: &Settings) -> Result<(), Expect
     let handle_path = match record_up_pod(&staging, &dir, &launched, &config) {
         Ok(p) => p,
         Err(e) => {
-            let _ = launched.stop(Duration::from_secs(10)).await;
+            let _ = launched.stop(config.pod.stop_grace).await;
             return Err(ExpectedError::Incomplete(format!(
                 "pod up: failed to record pod {name} under {}: {e}; stopping it",
                 pods.display()

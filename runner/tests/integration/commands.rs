@@ -195,6 +195,38 @@ fn check_names_every_problem_of_a_suite_without_building_it() {
     assert!(ran.stderr.contains("is not a directory"), "{}", ran.stderr);
 }
 
+/// `check` refuses a `[pod] fields` entry named as testkit names what it
+/// writes into the handle: a field `cluster` of a pod of nodes used to be
+/// accepted, then failed the boot with "the pod printed an unusable
+/// handle". Every reserved name is refused, naming it and the others.
+#[test]
+fn check_refuses_reserved_pod_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    for reserved in testkit_engine::template::RESERVED_FIELDS
+        .iter()
+        .copied()
+        .chain(["port_peer"])
+    {
+        std::fs::write(
+            dir.path().join("testkit.toml"),
+            format!(
+                "[pod]\nready = \"health\"\nfields = {{ token = \"{{random}}\", {reserved} = \"x\" }}\n"
+            ),
+        )
+        .unwrap();
+        let ran = Ran::from(runner().arg("check").arg(dir.path()).output().unwrap());
+        assert_eq!(ran.code, 1, "{reserved}: {}{}", ran.stdout, ran.stderr);
+        assert!(
+            ran.stdout.contains("`pod.fields` has")
+                && ran.stdout.contains(&format!("{reserved:?}"))
+                && ran.stdout.contains("cluster")
+                && ran.stdout.contains("rename the field"),
+            "{reserved}: {}",
+            ran.stdout
+        );
+    }
+}
+
 /// `new DIR` makes a suite that checks clean and runs green at once,
 /// against the default pod and, with `--pod-command`, against a service
 /// that prints no handle; a folder that is not empty is refused.

@@ -316,6 +316,38 @@ fn a_container_that_exits_mid_run_is_a_crash_with_its_exit_code() {
     assert!(labelled("testkit.run", &run_id).is_empty());
 }
 
+/// A suite whose only pod is `[pod.container]` (no `[pod] command`) runs
+/// it as a container when the run does not say `--pod`: it used to start
+/// the default sandboxd as a process instead. `[pod] stop_grace` is the
+/// grace of its down.
+#[test]
+fn a_suite_whose_only_pod_is_a_container_runs_it_without_being_told() {
+    let suite = container_fixture(SERVE);
+    let toml = suite.path().join("testkit.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let with_grace = text.replacen("[suite]\n", "[pod]\nstop_grace = \"3s\"\n\n[suite]\n", 1);
+    std::fs::write(&toml, with_grace).unwrap();
+    let pods = tempfile::tempdir().unwrap();
+    let run_id = fresh_run_id("bydefault");
+    let _guard = EngineGuard(run_id.clone());
+    let ran = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["run", "--run-id", &run_id])
+            .arg(suite.path())
+            .args(["-E", "test(create_two)"])
+            .output()
+            .unwrap(),
+    );
+    let (up, evidence) = ran.verdict("up");
+    assert_eq!(up, "pass", "{evidence}\n{}{}", ran.stdout, ran.stderr);
+    assert!(evidence.contains("container"), "{evidence}");
+    assert_eq!(ran.code, 0, "{}{}", ran.stdout, ran.stderr);
+    let (down, why) = ran.verdict("down");
+    assert_eq!(down, "pass", "{why}");
+    assert!(labelled("testkit.run", &run_id).is_empty());
+}
+
 /// A container that someone else stops mid-run (`docker stop`) is named as
 /// a stop from outside the run, not as a crash.
 #[test]

@@ -22,6 +22,17 @@ pub struct CapabilitiesSection {
 }
 
 impl CapabilitiesSection {
+    /// None: no endpoint, nothing declared. A suite that writes its own
+    /// `[auth]` but no `[capabilities]` has these: its service is not
+    /// `sandboxd`, whose endpoint it would otherwise be asked.
+    pub fn none() -> CapabilitiesSection {
+        CapabilitiesSection {
+            request: None,
+            pointer: default_capabilities_pointer(),
+            list: Vec::new(),
+        }
+    }
+
     /// `sandboxd`'s: `GET /api/capabilities`, `/capabilities`.
     pub fn sandboxd() -> CapabilitiesSection {
         CapabilitiesSection {

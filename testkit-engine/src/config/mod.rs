@@ -71,6 +71,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod auth;
+mod bootstrap;
 mod capabilities;
 mod cli;
 mod container;
@@ -79,10 +80,11 @@ mod suite;
 mod vm;
 mod witness;
 pub use auth::{AuthSection, LoginSection, SendAs};
+pub use bootstrap::BootstrapStep;
 pub use capabilities::CapabilitiesSection;
 pub use cli::CliSection;
 pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
-pub use pod::{PodSection, Ready};
+pub use pod::{PodSection, Ready, DEFAULT_STOP_GRACE};
 pub use suite::{
     FlakyPolicy, RetryPolicy, SuiteSection, UnknownFlakyPolicy, UnknownRetryPolicy, MAX_RETRIES,
 };
@@ -223,24 +225,43 @@ impl SuiteConfig {
             parse_error(e.to_string().trim_end().to_owned())
         };
         let deserializer = toml::Deserializer::parse(text).map_err(syntax)?;
-        let config: SuiteConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let key = e.path().to_string();
-            let inner = e.into_inner();
-            if key.is_empty() || key == "." {
-                return syntax(inner);
-            }
-            let line = inner
-                .span()
-                .map(|span| {
-                    let line = text[..span.start.min(text.len())].lines().count().max(1);
-                    format!(" (line {line})")
-                })
-                .unwrap_or_default();
-            let problem = serde_problem(inner.message().trim_end());
-            parse_error(format!("`{key}` {problem}{line}"))
-        })?;
+        let mut config: SuiteConfig =
+            serde_path_to_error::deserialize(deserializer).map_err(|e| {
+                let key = e.path().to_string();
+                let inner = e.into_inner();
+                if key.is_empty() || key == "." {
+                    return syntax(inner);
+                }
+                let line = inner
+                    .span()
+                    .map(|span| {
+                        let line = text[..span.start.min(text.len())].lines().count().max(1);
+                        format!(" (line {line})")
+                    })
+                    .unwrap_or_default();
+                let problem = serde_problem(inner.message().trim_end());
+                parse_error(format!("`{key}` {problem}{line}"))
+            })?;
+        config.defaults_of_what_is_written(text);
         config.validate(path)?;
         Ok(config)
+    }
+
+    /// The defaults that depend on what else the file wrote: a suite that
+    /// says how its service authenticates (`[auth]`) but not what it can
+    /// do has no capabilities, rather than `sandboxd`'s endpoint asked of a
+    /// service that is not `sandboxd`; and whether `[pod] command` was
+    /// written ([`PodSection::container_by_default`]). The text has
+    /// parsed already, so a table that does not parse here cannot happen.
+    fn defaults_of_what_is_written(&mut self, text: &str) {
+        let Ok(table) = text.parse::<toml::Table>() else {
+            return;
+        };
+        let pod = table.get("pod").and_then(toml::Value::as_table);
+        self.pod.command_written = pod.is_some_and(|p| p.contains_key("command"));
+        if table.contains_key("auth") && !table.contains_key("capabilities") {
+            self.capabilities = CapabilitiesSection::none();
+        }
     }
 
     /// Every section's own check, in file order; the first problem is the
@@ -299,12 +320,16 @@ type Problem = (&'static str, String);
 /// A handle field's name under `key`: a placeholder name, none of `filled`
 /// (which testkit fills itself).
 fn field_name(key: &'static str, name: &str, filled: &[&str]) -> Result<(), Problem> {
-    if filled.contains(&name) || !crate::template::is_placeholder_name(name) {
+    if filled.contains(&name)
+        || name.starts_with("port_")
+        || !crate::template::is_placeholder_name(name)
+    {
         return Err((
             key,
             format!(
-                "has {name:?}: expected names of a-z, 0-9 and `_` other than {} \
-                 (testkit fills those)",
+                "has {name:?}: expected names of a-z, 0-9 and `_` other than {} and \
+                 `port_<name>` (testkit fills those, or writes them into the handle): \
+                 rename the field",
                 filled.join(", ")
             ),
         ));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ContainerSection, Problem, VmSection};
+use super::{BootstrapStep, ContainerSection, Problem, VmSection};
 
 /// When a started pod counts as up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -67,13 +67,14 @@ pub struct PodSection {
     /// wherever it would appear.
     #[serde(default)]
     pub public_fields: Vec<String>,
-    /// Commands run once the pod is up (its health answered), before the
+    /// Steps run once the pod is up (its health answered), before the
     /// auth check and the tests, against the running pod: what a service
     /// can only do while it runs (enable auth, create its first admin).
-    /// Placeholders as in `setup`, and the handle's fields; the
-    /// environment as the pod's, and `TESTKIT_BASE_URL`. Each must succeed.
+    /// Each a command (placeholders as in `setup`, and the handle's fields;
+    /// the environment as the pod's, and `TESTKIT_BASE_URL`), given text on
+    /// its stdin or not, or an HTTP request to the pod. Each must succeed.
     #[serde(default)]
-    pub bootstrap: Vec<Vec<String>>,
+    pub bootstrap: Vec<BootstrapStep>,
     /// Environment of the pod and of its setup commands, with the same
     /// placeholders as `command`: how a secret field (`{password}`) reaches
     /// them without standing on a command line, where `ps` shows it.
@@ -92,6 +93,14 @@ pub struct PodSection {
     /// run --pod vm`).
     #[serde(default)]
     pub vm: Option<VmSection>,
+    /// How long the pod has to stop once asked (SIGTERM to its processes,
+    /// `docker stop` to its containers) before what still runs is killed.
+    #[serde(default = "default_stop_grace", with = "super::humantime_serde_compat")]
+    pub stop_grace: Duration,
+    /// Whether the file wrote `command`: without it, a suite whose pod is
+    /// `[pod.container]` runs that container, not `sandboxd`.
+    #[serde(skip)]
+    pub(super) command_written: bool,
 }
 
 impl Default for PodSection {
@@ -113,11 +122,23 @@ impl Default for PodSection {
             ports: Vec::new(),
             container: None,
             vm: None,
+            stop_grace: default_stop_grace(),
+            command_written: false,
         }
     }
 }
 
 impl PodSection {
+    /// Whether a run that does not say `--pod` starts `[pod.container]`: a
+    /// pod of several nodes always (only containers can be one), and a
+    /// container pod whose suite wrote no `[pod] command` (the process
+    /// would be the default, `sandboxd`, which is not the suite's service).
+    pub fn container_by_default(&self) -> bool {
+        self.container
+            .as_ref()
+            .is_some_and(|c| !c.nodes.is_empty() || !self.command_written)
+    }
+
     /// A pod of several nodes prints no one handle: testkit makes it, of
     /// `fields` (a credential every node is given, as `{random}`).
     pub(super) fn validate_nodes_handle(&self) -> Result<(), Problem> {
@@ -155,7 +176,9 @@ impl PodSection {
         self.validate_env_names()?;
         self.validate_fields()?;
         commands_not_empty("pod.setup", &self.setup)?;
-        commands_not_empty("pod.bootstrap", &self.bootstrap)?;
+        for step in &self.bootstrap {
+            step.validate()?;
+        }
         Ok(())
     }
 
@@ -209,7 +232,7 @@ impl PodSection {
 
     fn validate_fields(&self) -> Result<(), Problem> {
         for key in self.fields.keys() {
-            super::field_name("pod.fields", key, crate::template::FILLED_FIELDS)?;
+            super::field_name("pod.fields", key, crate::template::RESERVED_FIELDS)?;
         }
         if !self.fields.is_empty() && self.ready != Ready::Health {
             return Err((
@@ -248,4 +271,9 @@ fn default_inactivity() -> Duration {
 }
 fn default_ceiling() -> Duration {
     Duration::from_secs(120)
+}
+/// The stop grace when `[pod] stop_grace` says none.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+fn default_stop_grace() -> Duration {
+    DEFAULT_STOP_GRACE
 }

@@ -146,7 +146,7 @@ impl VmSection {
         }
         for (name, field) in &self.fields {
             // The pod's name may come from the guest; the rest testkit fills.
-            let filled: Vec<&str> = crate::template::FILLED_FIELDS
+            let filled: Vec<&str> = crate::template::RESERVED_FIELDS
                 .iter()
                 .copied()
                 .filter(|f| *f != "name")

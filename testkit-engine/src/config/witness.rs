@@ -14,8 +14,24 @@
 //! Placeholders: `{run}`, `{prefix}` (`<name_prefix>-<run id>-`, as for
 //! resource kinds), `{home}` (the pod's HOME, when the runner started the
 //! pod as a process on this machine) and the handle's public fields
-//! (`{name}`, `{base_url}`, `{port}`, `[pod] public_fields`).
+//! (`{name}`, `{base_url}`, `{port}`, `[pod] public_fields`). A command's
+//! `env` and a request's `body`, which no other process of the machine
+//! sees, take every handle field, its secrets too:
+//!
+//! ```toml
+//! [witnesses.keys]
+//! what = "stored keys"
+//! command = ["kvctl", "keys", "--prefix", "{prefix}"]
+//! env = { KV_PASSWORD = "{password}" }      # a secret, off the command line
+//!
+//! [witnesses.rows]
+//! what = "rows"
+//! request = "POST /query"
+//! body = '''{"q": "SELECT name FROM t WHERE run = '{run}'", "auth": "{password}"}'''
+//! names = "/rows/*/name"
+//! ```
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -46,6 +62,15 @@ pub struct WitnessSection {
     /// names in its answer (`"/items/*/name"`).
     #[serde(default)]
     pub names: Option<String>,
+    /// With `command`: its environment, each a template of every
+    /// placeholder and every handle field, secrets too (an environment is
+    /// not shown by `ps`, as a command line is).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// With `request`: its body (JSON unless it starts otherwise), a
+    /// template of every placeholder and every handle field, secrets too.
+    #[serde(default)]
+    pub body: Option<String>,
     /// How long running the command, or the request, may take.
     #[serde(default = "default_timeout", with = "super::humantime_serde_compat")]
     pub timeout: Duration,
@@ -128,8 +153,30 @@ impl WitnessSection {
                     .to_owned(),
             ));
         }
+        if self.body.is_some() {
+            return Err((
+                Some("body"),
+                "is set, but the witness is a `command`: `body` is a `request`'s; give the \
+                 command what it needs in `env`"
+                    .to_owned(),
+            ));
+        }
         for arg in command {
             check_placeholders("command", arg, public)?;
+        }
+        for (key, value) in &self.env {
+            let valid = !key.is_empty()
+                && !key.starts_with(|c: char| c.is_ascii_digit())
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err((
+                    Some("env"),
+                    format!(
+                        "has {key:?}: expected environment variable names of A-Z, a-z, 0-9 and `_`"
+                    ),
+                ));
+            }
+            crate::template::check_filters(value).map_err(|p| (Some("env"), p.to_string()))?;
         }
         Ok(())
     }
@@ -138,6 +185,17 @@ impl WitnessSection {
         crate::template::RequestTemplate::parse(request)
             .map_err(|p| (Some("request"), p.to_string()))?;
         check_placeholders("request", request, public)?;
+        if !self.env.is_empty() {
+            return Err((
+                Some("env"),
+                "is set, but the witness is a `request`: `env` is a `command`'s; give the \
+                 request what it needs in `body`"
+                    .to_owned(),
+            ));
+        }
+        if let Some(body) = &self.body {
+            crate::template::check_filters(body).map_err(|p| (Some("body"), p.to_string()))?;
+        }
         let names = self.names.as_deref().unwrap_or_default();
         if names.is_empty() {
             return Err((
@@ -177,7 +235,8 @@ fn check_placeholders(
                 format!(
                     "uses `{{{placeholder}}}`, which a witness does not know: use {}, or \
                      a handle field listed in `[pod] public_fields` (a secret never goes \
-                     on a witness's command line or into its output)",
+                     on a witness's command line or into its output: give it to a command \
+                     in `env`, to a request in `body`)",
                     WITNESS_PLACEHOLDERS
                         .iter()
                         .map(|p| format!("`{{{p}}}`"))

@@ -188,6 +188,56 @@ impl ClusterInfo {
         }
     }
 
+    /// Each node's state as the engine has it (`running`, `paused`,
+    /// `exited (code 137)`) and its last `tail` lines of output, for a
+    /// hang report: one paragraph a node, what could not be read said.
+    pub async fn describe_nodes(&self, tail: usize) -> Vec<String> {
+        let engine = self.engine();
+        let mut said = Vec::new();
+        for name in self.nodes.keys() {
+            let id = match self.container_of(name).await {
+                Ok(id) => id,
+                Err(e) => {
+                    said.push(format!("node {name}: {}", crate::errors::error_chain(&e)));
+                    continue;
+                }
+            };
+            let state = match engine.inspect_containers(std::slice::from_ref(&id)).await {
+                Ok(found) => match found.first() {
+                    Some(c) if c.state.paused => "paused".to_owned(),
+                    Some(c) if !c.state.running => {
+                        format!("{} (code {})", c.state.status, c.state.exit_code)
+                    }
+                    Some(c) => c.state.status.clone(),
+                    None => "gone".to_owned(),
+                },
+                Err(e) => format!("unknown ({})", crate::errors::error_chain(&e)),
+            };
+            let logs = match engine.logs(&id, Some(tail)).await {
+                Ok(logs) => {
+                    let mut lines: Vec<&str> =
+                        logs.stdout.lines().chain(logs.stderr.lines()).collect();
+                    // Each line starts with its timestamp: in order, both streams.
+                    lines.sort_unstable();
+                    let from = lines.len().saturating_sub(tail);
+                    lines[from..]
+                        .iter()
+                        .map(|l| format!("    {}", crate::redact(l)))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }
+                Err(e) => format!(
+                    "    (its output could not be read: {})",
+                    crate::errors::error_chain(&e)
+                ),
+            };
+            said.push(format!(
+                "node {name}: {state}; its last {tail} lines:\n{logs}"
+            ));
+        }
+        said
+    }
+
     /// Waits until every node answers its health check, until `deadline`;
     /// the first that does not is the error.
     pub async fn wait_healthy(&self, deadline: Instant) -> Result<(), ClusterError> {
@@ -297,4 +347,170 @@ pub(super) fn describe(
         reach: spec.reach.clone(),
         nodes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    const IMAGE: &str = "testkit-tests-busybox:1";
+
+    fn docker(args: &[&str]) -> std::process::Output {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// A tiny image of the tests' own (static busybox), as the runner's
+    /// tests build it.
+    fn busybox() {
+        let have = Command::new("docker")
+            .args(["image", "inspect", IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if have {
+            return;
+        }
+        let ctx = tempfile::tempdir().unwrap();
+        std::fs::copy("/usr/bin/busybox", ctx.path().join("busybox"))
+            .expect("a static busybox at /usr/bin/busybox (apt-get install busybox-static)");
+        std::fs::write(
+            ctx.path().join("Dockerfile"),
+            "FROM scratch\nCOPY busybox /bin/busybox\n",
+        )
+        .unwrap();
+        let context = ctx.path().to_str().unwrap();
+        docker(&[
+            "build",
+            "-q",
+            "--label",
+            "testkit.owner=testkit-tests",
+            "-t",
+            IMAGE,
+            context,
+        ]);
+    }
+
+    /// Removes the pod's containers by label, whatever the test did.
+    struct Remove(String);
+
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let label = format!("{POD_LABEL}={}", self.0);
+            let listed = Command::new("docker")
+                .args(["ps", "-aq", "--filter", &format!("label={label}")])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            for id in listed.split_whitespace() {
+                let _ = Command::new("docker").args(["rm", "-f", id]).output();
+            }
+        }
+    }
+
+    /// A hang report's nodes: a paused node says `paused`, an exited one
+    /// its code, each with its last lines, in order.
+    #[test]
+    fn nodes_are_described_with_their_state_and_last_lines() {
+        busybox();
+        let pod_id = format!("hang-{}", crate::ids::random_id(8));
+        let _remove = Remove(pod_id.clone());
+        for (node, script) in [
+            (
+                "n1",
+                "for i in 1 2 3 4 5; do echo line $i; done; sleep 0.5; echo to-stderr >&2; sleep 600",
+            ),
+            ("n2", "echo bye; exit 3"),
+        ] {
+            docker(&[
+                "run",
+                "-d",
+                "--label",
+                "testkit.owner=testkit-tests",
+                "--label",
+                &format!("{POD_LABEL}={pod_id}"),
+                "--label",
+                &format!("{NODE_LABEL}={node}"),
+                IMAGE,
+                "/bin/busybox",
+                "sh",
+                "-c",
+                script,
+            ]);
+        }
+        let info = ClusterInfo {
+            pod_id: pod_id.clone(),
+            network: String::new(),
+            docker: PathBuf::from("docker"),
+            port: 8080,
+            entry: "n1".to_owned(),
+            reach: Vec::new(),
+            nodes: ["n1", "n2"]
+                .map(|n| {
+                    (
+                        n.to_owned(),
+                        NodeInfo {
+                            base_url: "http://127.0.0.1:9".to_owned(),
+                            health_path: "/health".to_owned(),
+                        },
+                    )
+                })
+                .into(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Both have printed (n2 has exited) before n1 is frozen. The engine
+        // stamps each stream as it reads it: printed apart in time, the
+        // two streams sort as they were printed.
+        let printed = || {
+            let said = rt.block_on(info.describe_nodes(3));
+            said[0].contains("to-stderr") && said[1].contains("exited")
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !printed() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the nodes never printed: {:?}",
+                rt.block_on(info.describe_nodes(3))
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let n1 = Command::new("docker")
+            .args([
+                "ps",
+                "-q",
+                "--filter",
+                &format!("label={NODE_LABEL}=n1"),
+                "--filter",
+                &format!("label={POD_LABEL}={pod_id}"),
+            ])
+            .output()
+            .unwrap();
+        let n1 = String::from_utf8_lossy(&n1.stdout).trim().to_owned();
+        docker(&["pause", &n1]);
+        let said = rt.block_on(info.describe_nodes(3));
+        docker(&["unpause", &n1]);
+        assert!(
+            said[0].starts_with("node n1: paused; its last 3 lines:\n"),
+            "{said:?}"
+        );
+        let lines: Vec<&str> = said[0]
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().split_once(' ').unwrap().1)
+            .collect();
+        assert_eq!(lines, ["line 4", "line 5", "to-stderr"], "{said:?}");
+        assert!(
+            said[1].starts_with("node n2: exited (code 3); its last 3 lines:\n"),
+            "{said:?}"
+        );
+        assert!(said[1].ends_with(" bye"), "{said:?}");
+    }
 }

@@ -430,15 +430,10 @@ fn login_request(
         .request(request.method().clone(), &url)
         .headers(headers);
     if let Some(body) = body {
-        let json = body.trim_start().starts_with(['{', '[']);
         builder = builder
             .header(
                 reqwest::header::CONTENT_TYPE,
-                if json {
-                    "application/json"
-                } else {
-                    "application/x-www-form-urlencoded"
-                },
+                crate::template::body_content_type(&body),
             )
             .body(body);
     }

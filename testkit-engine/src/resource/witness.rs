@@ -97,6 +97,18 @@ impl<'a> WitnessSite<'a> {
         self
     }
 
+    /// Calls `f` with every placeholder a witness's `env` or `body` may
+    /// use: those of [`Self::with_values`], and every handle field, its
+    /// secrets too.
+    fn with_secret_values<R>(&self, f: impl FnOnce(&Values<'_>) -> R) -> R {
+        let port = self.pod.port().to_string();
+        self.with_values(|public| {
+            let handle = self.pod.handle();
+            let values = handle.values(&port).extend(public.pairs().iter().copied());
+            f(&values)
+        })
+    }
+
     /// Calls `f` with every placeholder a witness may use, filled.
     fn with_values<R>(&self, f: impl FnOnce(&Values<'_>) -> R) -> R {
         let handle = self.pod.handle();
@@ -243,10 +255,11 @@ async fn check_one(witness: &WitnessSection, site: &WitnessSite<'_>) -> WitnessO
         }
     }
     let listed = match (&witness.command, &witness.request) {
-        (Some(command), _) => run_command(command, witness.timeout, site).await,
+        (Some(command), _) => run_command(command, &witness.env, witness.timeout, site).await,
         (None, Some(request)) => {
             let names = witness.names.as_deref().unwrap_or_default();
-            send_request(request, names, witness.timeout, site).await
+            let body = witness.body.as_deref();
+            send_request(request, body, names, witness.timeout, site).await
         }
         (None, None) => Err(LookFailed::Neither),
     };
@@ -317,6 +330,7 @@ enum LookFailed {
 /// Runs the command, its placeholders filled; its stdout's non-empty lines.
 async fn run_command(
     command: &[String],
+    env: &BTreeMap<String, String>,
     timeout: Duration,
     site: &WitnessSite<'_>,
 ) -> Result<Vec<String>, LookFailed> {
@@ -324,6 +338,13 @@ async fn run_command(
         .iter()
         .map(|a| site.with_values(|v| crate::template::fill(a, v, crate::template::verbatim)))
         .collect::<Result<Vec<String>, crate::template::TemplateError>>()?;
+    let env = env
+        .iter()
+        .map(|(k, t)| {
+            site.with_secret_values(|v| crate::template::fill(t, v, crate::template::verbatim))
+                .map(|v| (k.as_str(), v))
+        })
+        .collect::<Result<Vec<(&str, String)>, crate::template::TemplateError>>()?;
     let shown = crate::redact(&args.join(" ")).into_owned();
     let Some((program, rest)) = args.split_first() else {
         return Err(LookFailed::EmptyCommand);
@@ -331,6 +352,7 @@ async fn run_command(
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(rest)
         .envs(site.env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .envs(env.iter().map(|(k, v)| (*k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -358,14 +380,17 @@ async fn run_command(
         .collect())
 }
 
-/// Sends the request with the pod's credential; the names at `names`.
+/// Sends the request, with its body if any, with the pod's credential;
+/// the names at `names`.
 async fn send_request(
     request: &str,
+    body: Option<&str>,
     names: &str,
     timeout: Duration,
     site: &WitnessSite<'_>,
 ) -> Result<Vec<String>, LookFailed> {
-    let template = RequestTemplate::parse(request)?;
+    let template = RequestTemplate::parse(request)?.with_body(body.map(str::to_owned));
+    let body = site.with_secret_values(|v| template.render_body(v))?;
     let (array, field) = crate::template::split_item_pointer(names)
         .ok_or_else(|| LookFailed::NamesPointer(names.to_owned()))?;
     let path = site.with_values(|v| template.render_path(v))?;
@@ -374,7 +399,18 @@ async fn send_request(
     let answer = async {
         let response = site
             .pod
-            .send(|c| c.request(template.method().clone(), &url).timeout(timeout))
+            .send(|c| {
+                let sent = c.request(template.method().clone(), &url).timeout(timeout);
+                match &body {
+                    Some(body) => sent
+                        .header(
+                            reqwest::header::CONTENT_TYPE,
+                            crate::template::body_content_type(body),
+                        )
+                        .body(body.clone()),
+                    None => sent,
+                }
+            })
             .await?;
         let status = response.status();
         Ok::<_, reqwest::Error>((status, response.text().await?))
@@ -441,6 +477,18 @@ mod tests {
             .witnesses
     }
 
+    /// A sandboxd with `args`, the default config, and its handle.
+    fn sandboxd(args: &[&str]) -> (test_support::Sandboxd, SuiteConfig, crate::pod::PodHandle) {
+        let sandboxd = test_support::Sandboxd::start(args);
+        let config = SuiteConfig::default();
+        let handle = crate::pod::PodHandle::parse(
+            sandboxd.handle_json(),
+            &crate::pod::HandlePolicy::from_suite(&config),
+        )
+        .unwrap();
+        (sandboxd, config, handle)
+    }
+
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -454,13 +502,7 @@ mod tests {
     /// not; the product's own listing (a request witness) no longer shows it.
     #[test]
     fn a_witness_names_what_the_product_forgot_and_nothing_of_other_runs() {
-        let sandboxd = test_support::Sandboxd::start(&["--fault", "keep-dirs-on-delete"]);
-        let config = SuiteConfig::default();
-        let handle = crate::pod::PodHandle::parse(
-            sandboxd.handle_json(),
-            &crate::pod::HandlePolicy::from_suite(&config),
-        )
-        .unwrap();
+        let (sandboxd, config, handle) = sandboxd(&["--fault", "keep-dirs-on-delete"]);
         let ours = "ct-wit1-abcdef-01";
         let theirs = ["ct-wit1x-abcdef-01", "disk-of-ct-wit1", "other"];
         let found = witnesses(
@@ -553,15 +595,115 @@ mod tests {
         });
     }
 
+    /// A witness that needs a secret gets it without `jq` reading
+    /// `$TESTKIT_POD_HANDLE`: a command in its `env` (here the product's
+    /// CLI, given the pod's token, lists what the run left), a request in
+    /// its `body` (a `POST` query to a loopback server that answers only
+    /// when the body carries the handle's password).
     #[test]
-    fn a_witness_that_does_not_finish_in_time_could_not_look() {
-        let sandboxd = test_support::Sandboxd::start(&[]);
-        let config = SuiteConfig::default();
+    fn a_witness_gets_secret_fields_in_its_env_and_a_post_body() {
+        let (_sandboxd, config, handle) = sandboxd(&[]);
+        let ours = "ct-wit3-abcdef-01";
+        let cli = witnesses(&format!(
+            r#"
+            [witnesses.cli]
+            what = "sandboxes the CLI lists"
+            command = ["{}", "sandbox", "list", "--prefix", "{{prefix}}"]
+            env = {{ SANDBOXD_URL = "{{base_url}}", SANDBOXD_TOKEN = "{{token}}" }}
+            "#,
+            test_support::sandboxctl_bin().display()
+        ));
+        block_on(async {
+            let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+            let r = pod
+                .client()
+                .post(pod.url("/api/sandboxes"))
+                .json(&serde_json::json!({ "name": ours }))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            let site = WitnessSite::new(&pod, "ct", "wit3");
+            let reports = check_witnesses(&cli, &site).await;
+            // A line of the CLI's table, which names it.
+            let residue = reports[0].residue();
+            assert!(
+                residue.len() == 1 && residue[0].starts_with(ours),
+                "{:?}",
+                reports[0]
+            );
+        });
+
+        // A query service: POST /query with the password in the body.
+        let password = "pw-7f3a9c2e1b";
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            use std::io::Write;
+            let (mut conn, _) = listener.accept().unwrap();
+            let (head, body) = test_support::http::read_request(&mut conn);
+            let text = format!("{head}\r\n\r\n{body}");
+            let answer = if text.starts_with("POST /query ")
+                && text.contains(&format!("\"auth\": \"{password}\""))
+                && text.contains("run = 'wit4'")
+            {
+                "{\"rows\": [{\"name\": \"ct-wit4-abcdef-01\"}, {\"name\": \"other\"}]}"
+            } else {
+                "{\"error\": \"unauthorized\"}"
+            };
+            let status = if answer.contains("rows") {
+                "200 OK"
+            } else {
+                "401 Unauthorized"
+            };
+            write!(
+                conn,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            )
+            .unwrap();
+            text
+        });
+        let config =
+            SuiteConfig::parse("[auth]\nsend = \"none\"\n", Path::new("/s/testkit.toml")).unwrap();
         let handle = crate::pod::PodHandle::parse(
-            sandboxd.handle_json(),
+            &serde_json::json!({
+                "name": "query-svc",
+                "base_url": format!("http://127.0.0.1:{port}"),
+                "port": port,
+                "password": password,
+            })
+            .to_string(),
             &crate::pod::HandlePolicy::from_suite(&config),
         )
         .unwrap();
+        let query = witnesses(
+            r#"
+            [witnesses.rows]
+            what = "rows"
+            request = "POST /query"
+            body = '''{"q": "SELECT name FROM t WHERE run = '{run}'", "auth": "{password}"}'''
+            names = "/rows/*/name"
+            "#,
+        );
+        block_on(async {
+            let pod = crate::pod::connect(handle, &config, None).await.unwrap();
+            let site = WitnessSite::new(&pod, "ct", "wit4");
+            let reports = check_witnesses(&query, &site).await;
+            assert_eq!(
+                reports[0].residue(),
+                ["ct-wit4-abcdef-01"],
+                "{:?}",
+                reports[0]
+            );
+        });
+        let request = server.join().unwrap();
+        assert!(request.contains("application/json"), "{request}");
+    }
+
+    #[test]
+    fn a_witness_that_does_not_finish_in_time_could_not_look() {
+        let (_sandboxd, config, handle) = sandboxd(&[]);
         let slow = witnesses(
             "[witnesses.slow]\nwhat = \"disks\"\ncommand = [\"sleep\", \"5\"]\ntimeout = \"200ms\"\n",
         );

@@ -34,6 +34,9 @@ pub(crate) async fn send(
     defaults: &Arc<HeaderMap>,
     request: reqwest::Request,
 ) -> reqwest::Result<reqwest::Response> {
+    // Pending until the answer's head is in (or the request fails, or is
+    // cancelled): what a hang report names.
+    let _pending = super::pending::begin_request(request.method().as_str(), request.url().as_str());
     let Some(recorder) = super::active::current() else {
         return client.execute(request).await;
     };

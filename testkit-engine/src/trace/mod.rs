@@ -27,6 +27,7 @@
 
 pub mod active;
 pub(crate) mod http;
+pub mod pending;
 #[cfg(test)]
 mod size_tests;
 

@@ -98,7 +98,8 @@ pub(super) fn run_test(
                     use std::os::fd::AsRawFd;
                     cx.resources.set_pod_lock(lock.as_fd().as_raw_fd());
                 }
-                (run_body(def, &mut cx, settings.timeout), Some(lock))
+                let traced = trace.as_ref().map(|r| r.id());
+                (run_body(def, &mut cx, settings.timeout, traced), Some(lock))
             }
             Err(e) => (failed_infrastructure(e.to_string()), None),
         },
@@ -283,18 +284,35 @@ fn check_requires(requires: &[&str], cx: &mut Cx) -> Result<Option<Skip>, String
     Ok(Some(Skip::new(reason)))
 }
 
-fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Body {
+/// Runs the test's body under its timeout; `traced` is its trace's id,
+/// which the hang report of a timeout is about.
+fn run_body(
+    def: &'static TestDef,
+    cx: &mut Cx,
+    default_timeout: Duration,
+    traced: Option<u64>,
+) -> Body {
     let timeout = def
         .options
         .timeout_ms
         .map(Duration::from_millis)
         .unwrap_or(default_timeout);
     let location = format!("{}:{}", def.file, def.line);
+    let held = cx.resources.held_faults();
+    let started = Instant::now();
     panics::in_test(true);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
-        // The timer must be created inside the runtime's context.
-        block_on(async move { tokio::time::timeout(timeout, body).await })
+        // The timer must be created inside the runtime's context. The body
+        // is dropped (its requests and waits cancelled) only once the hang
+        // report has said what it was waiting on.
+        block_on(async move {
+            let mut body = std::pin::pin!(body);
+            match tokio::time::timeout(timeout, body.as_mut()).await {
+                Ok(done) => Ok(done),
+                Err(_) => Err(super::hang::report(started.elapsed(), traced, &held).await),
+            }
+        })
     }));
     panics::in_test(false);
     match result {
@@ -309,10 +327,10 @@ fn run_body(def: &'static TestDef, cx: &mut Cx, default_timeout: Duration) -> Bo
                 category: Some(category_of_error(&error)),
             },
         },
-        Ok(Err(_elapsed)) => Body::Failed {
+        Ok(Err(hang)) => Body::Failed {
             kind: FailureKind::Timeout,
             message: format!(
-                "the test timed out after {} and was cancelled\n  test defined at {location}",
+                "the test timed out after {} and was cancelled\n  test defined at {location}\n{hang}",
                 humantime::format_duration(timeout)
             ),
             category: None,

@@ -4,6 +4,7 @@
 //! ([`lifecycle`]), and hands the records down to reporting when the tests
 //! are done.
 
+mod hang;
 mod lifecycle;
 mod panics;
 mod pod_lock;

@@ -8,6 +8,7 @@
 //! reaper has undone its faults.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::{lock, settled, Inner, Tracked, Tracker, OUTSTANDING, SHUTTING_DOWN, UNFINISHED};
 use crate::engine::pod::fault::{
@@ -101,6 +102,13 @@ impl Tracker {
         *lock(&self.inner.pod_lock) = Some(fd);
     }
 
+    /// What says, at any moment, the faults the test holds: for a hang
+    /// report, taken while the test's body (which borrows the tracker)
+    /// still runs.
+    pub(crate) fn held_faults(&self) -> HeldFaults {
+        HeldFaults(self.inner.clone())
+    }
+
     /// The pod lock is about to be let go: the reaper lets go of its
     /// duplicate first.
     pub(crate) fn forget_pod_lock(&self) {
@@ -136,6 +144,25 @@ impl std::fmt::Display for InjectFailed {
 }
 
 impl std::error::Error for InjectFailed {}
+
+/// The faults a test holds, read while it runs ([`Tracker::held_faults`]).
+pub(crate) struct HeldFaults(Arc<Inner>);
+
+impl HeldFaults {
+    /// Each fault injected and not yet undone: `pause worker-2`.
+    pub(crate) fn now(&self) -> Vec<String> {
+        let live: Vec<String> = lock(&self.0.live)
+            .iter()
+            .filter(|t| t.kind == FAULT_KIND)
+            .map(|t| t.name.clone())
+            .collect();
+        lock(&self.0.faults)
+            .iter()
+            .filter(|f| live.contains(&f.name))
+            .map(|f| f.record.fault.clone())
+            .collect()
+    }
+}
 
 /// A fault of the test, as its record and its undo need it.
 pub(super) struct FaultEntry {

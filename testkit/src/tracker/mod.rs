@@ -18,6 +18,7 @@ use crate::log::Log;
 use crate::reaper;
 
 mod faults;
+pub(crate) use faults::HeldFaults;
 
 pub(crate) use faults::InjectFailed;
 

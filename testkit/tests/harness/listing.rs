@@ -75,7 +75,7 @@ fn list_shows_every_test_and_descriptions_on_stderr() {
     );
     assert!(
         out.stderr
-            .contains("basic::times_out: Sleeps past its timeout and is cancelled."),
+            .contains("basic::times_out: Waits past its timeout and is cancelled."),
         "{}",
         out.describe()
     );

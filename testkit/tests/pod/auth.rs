@@ -84,18 +84,15 @@ fn a_probe_the_service_does_not_have_is_named_with_its_url() {
             && summary.contains("refused means 401 or 403"),
         "{summary}"
     );
-    // A header the service ignores: the capabilities endpoint says so…
+    // A header the service ignores. A suite that writes its own [auth] and
+    // no [capabilities] asks no capabilities endpoint (it used to ask
+    // sandboxd's `/api/capabilities` of any service): connecting asks
+    // nothing, and the auth check says what is wrong…
     let ignored = "[auth]\nsend = \"header\"\nheader = \"X-Token\"\nprobe = \"GET /api/sandboxes\"";
-    let err = connect_error(&rt, &pod.handle, &suite(ignored));
-    assert!(
-        err.contains("[capabilities] GET /api/capabilities") && err.contains("answered 401"),
-        "{err}"
-    );
-    // …and so does the auth check, when capabilities are declared.
-    let config = suite(&format!("{ignored}\n[capabilities]\nlist = [\"exec\"]"));
     let connected = rt
-        .block_on(connect(pod.handle.clone(), &config, None))
+        .block_on(connect(pod.handle.clone(), &suite(ignored), None))
         .unwrap();
+    assert!(connected.capabilities().is_empty());
     let report = rt
         .block_on(check_auth(&connected, Duration::from_secs(10)))
         .unwrap();
@@ -106,6 +103,18 @@ fn a_probe_the_service_does_not_have_is_named_with_its_url() {
             .contains("with the credential answered 401"),
         "{}",
         report.summary()
+    );
+    // …and an endpoint the suite names is asked, and says so too.
+    let asked = format!("{ignored}\n[capabilities]\nrequest = \"GET /api/capabilities\"");
+    let err = connect_error(&rt, &pod.handle, &suite(&asked));
+    assert!(
+        err.contains("[capabilities] GET /api/capabilities") && err.contains("answered 401"),
+        "{err}"
+    );
+    // Without [auth] either, the suite is sandboxd's, and so is the default.
+    assert_eq!(
+        suite("").capabilities.request.as_deref(),
+        Some("GET /api/capabilities")
     );
 }
 

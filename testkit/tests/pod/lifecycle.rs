@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use testkit_engine::config::BootstrapStep;
 use testkit_engine::pod::{check_auth, launch, LaunchError};
 
 use crate::support::*;
@@ -350,12 +351,12 @@ fn bootstrap_runs_against_the_running_pod_and_a_failure_stops_it() {
         ("SANDBOXD_TOKEN".to_owned(), "{token}".to_owned()),
     ]
     .into();
-    spec.bootstrap = vec![vec![
+    spec.bootstrap = vec![BootstrapStep::command(vec![
         sandboxctl().display().to_string(),
         "sandbox".to_owned(),
         "create".to_owned(),
         "made-at-bootstrap".to_owned(),
-    ]];
+    ])];
     let rt = runtime();
     let pod = Guard(Some(rt.block_on(launch(&spec)).unwrap()));
     let handle = &pod.0.as_ref().unwrap().handle;
@@ -378,11 +379,11 @@ fn bootstrap_runs_against_the_running_pod_and_a_failure_stops_it() {
     let parent = tempfile::tempdir().unwrap();
     let mut failing = sandboxd_spec(logs.path(), &[]);
     failing.private_parent = Some(parent.path().to_owned());
-    failing.bootstrap = vec![vec![
+    failing.bootstrap = vec![BootstrapStep::command(vec![
         "/bin/sh".to_owned(),
         "-c".to_owned(),
         "echo refusing to bootstrap; exit 3".to_owned(),
-    ]];
+    ])];
     let err = rt.block_on(launch(&failing)).unwrap_err();
     let message = err.to_string();
     assert!(
@@ -504,4 +505,124 @@ fn the_pod_inherits_only_the_allowlist_not_the_launchers_secrets() {
         Some(launched.handle.port().to_string().as_str()),
         "{seen:#?}"
     );
+}
+
+/// A service that takes its address and data dir from the environment and
+/// rejects flags it does not know: its `[pod] command` uses no
+/// placeholder, its `[pod] env` does, and testkit appends no `--home …
+/// --listen …` to it (it used to, and the service stopped with "flag
+/// provided but not defined").
+#[test]
+fn placeholders_used_only_in_pod_env_count_and_no_flags_are_appended() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut spec = spec(
+        logs.path(),
+        vec![
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            format!(
+                "if [ $# -gt 0 ]; then echo \"flag provided but not defined: $1\" >&2; exit 2; fi; \
+                 exec {} serve --home \"$DATA_DIR\" --listen \"$LISTEN_ADDR\"",
+                sandboxd().display()
+            ),
+            "kv-server".to_owned(),
+        ],
+    );
+    spec.env_templates = [
+        ("DATA_DIR".to_owned(), "{home}".to_owned()),
+        ("LISTEN_ADDR".to_owned(), "{listen}".to_owned()),
+    ]
+    .into();
+    let rt = runtime();
+    let pod = Guard(Some(
+        rt.block_on(launch(&spec)).unwrap_or_else(|e| panic!("{e}")),
+    ));
+    let launched = pod.0.as_ref().unwrap();
+    // It lives where `{home}` said: sandboxd writes its state in its HOME.
+    assert!(
+        std::fs::read_dir(&launched.home).unwrap().next().is_some(),
+        "nothing in the pod's HOME {}",
+        launched.home.display()
+    );
+    let stderr = std::fs::read_to_string(logs.path().join("pod.stderr.log")).unwrap();
+    assert!(!stderr.contains("flag provided"), "{stderr}");
+}
+
+/// `[pod] bootstrap` without `sh -c`: a secret reaches a command on its
+/// stdin (`{ command, stdin }`), and a service's first objects are made by
+/// an HTTP request to it (`{ request, body, headers }`), no `curl`. A
+/// request that answers an error, or a 2xx with something at its `error`
+/// pointer (a service that answers 200 with `{"error": …}`), fails the boot,
+/// naming the request.
+#[test]
+fn bootstrap_takes_stdin_and_http_requests() {
+    let rt = runtime();
+    let logs = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut spec = sandboxd_spec(logs.path(), &[]);
+    let read_to = out.path().join("stdin.txt");
+    // Was: ["sh", "-c", "printf \"$PW\" | tool"]; a tool that reads its
+    // secret from stdin, and nothing on its command line.
+    spec.bootstrap = vec![
+        serde_json::from_value(serde_json::json!({
+            "command": ["/bin/sh", "-c", format!("cat > {}", read_to.display())],
+            "stdin": "{token}\n",
+        }))
+        .unwrap(),
+        // Was: ["sh", "-c", "curl -fsS -X POST … | grep -v error"].
+        serde_json::from_value(serde_json::json!({
+            "request": "POST /api/sandboxes",
+            "body": "{\"name\": \"made-by-request\"}",
+            "headers": { "Authorization": "Bearer {token}" },
+            "error": "/error",
+        }))
+        .unwrap(),
+    ];
+    let pod = Guard(Some(
+        rt.block_on(launch(&spec)).unwrap_or_else(|e| panic!("{e}")),
+    ));
+    let handle = &pod.0.as_ref().unwrap().handle;
+    assert_eq!(
+        std::fs::read_to_string(&read_to).unwrap(),
+        format!("{}\n", handle.token()),
+        "the command's stdin"
+    );
+    let status = rt.block_on(async {
+        reqwest::Client::new()
+            .get(format!(
+                "{}/api/sandboxes/made-by-request",
+                handle.base_url()
+            ))
+            .bearer_auth(handle.token())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200, "the request's sandbox");
+    drop(pod);
+
+    for (step, wanted) in [
+        (
+            serde_json::json!({ "request": "POST /api/sandboxes", "body": "{\"name\": \"x\"}" }),
+            "answered 401",
+        ),
+        (
+            // sandboxd's health answers 200 with `status`: it stands for a
+            // service that answers 200 with an `error` field.
+            serde_json::json!({ "request": "GET /api/health", "error": "/status" }),
+            "answered 200 OK with an error at \"/status\"",
+        ),
+    ] {
+        let logs = tempfile::tempdir().unwrap();
+        let mut failing = sandboxd_spec(logs.path(), &[]);
+        failing.bootstrap = vec![serde_json::from_value(step).unwrap()];
+        let err = rt.block_on(launch(&failing)).unwrap_err().to_string();
+        assert!(
+            err.contains("the pod's bootstrap command") && err.contains(wanted),
+            "{err}"
+        );
+        let log = std::fs::read_to_string(logs.path().join("pod.bootstrap.log")).unwrap();
+        assert!(log.contains("answered"), "{log}");
+    }
 }

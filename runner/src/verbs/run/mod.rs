@@ -60,7 +60,8 @@ pub(crate) struct RunArgs {
     /// as a container of the local Docker Engine (`[pod.container]`), or
     /// installed from its Debian package in a QEMU machine (`[pod.vm]`).
     /// Default: a container for a pod of several nodes
-    /// (`[pod.container.nodes]`), else a process.
+    /// (`[pod.container.nodes]`) or a suite with `[pod.container]` and no
+    /// `[pod] command`, else a process.
     #[arg(long, value_enum, value_name = "KIND")]
     pod: Option<crate::containers::PodMode>,
     /// Use this run id (1-16 of a-z0-9) instead of a fresh one. Refused

@@ -763,7 +763,8 @@ impl<'a> Run<'a> {
                 testkit_engine::redact::register_recorded(&self.secrets_dir);
                 self.pod_gone();
                 let seen = self.watch.take().map(PodWatch::stop).unwrap_or_default();
-                let (mut verdict, mut evidence) = pod::stop(*p).await;
+                let (mut verdict, mut evidence) =
+                    pod::stop(*p, self.plan.config.pod.stop_grace).await;
                 // What the pod's tree held and outlived it (a crashed pod's
                 // sandbox processes, reparented away from its tree).
                 match watch::end_left_behind(&seen).await {

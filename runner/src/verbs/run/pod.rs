@@ -434,11 +434,12 @@ fn what_was_swept(report: &SweepReport, names: &[&str], run_id: &str) -> String 
     }
 }
 
-/// Stops a pod the runner started, and verifies its processes and HOME gone.
-pub(crate) async fn stop(pod: LaunchedPod) -> (Verdict, String) {
+/// Stops a pod the runner started, giving it `grace` (`[pod] stop_grace`)
+/// to stop when asked, and verifies its processes and HOME gone.
+pub(crate) async fn stop(pod: LaunchedPod, grace: Duration) -> (Verdict, String) {
     let name = pod.handle.name().to_owned();
     let pid = pod.pid;
-    match pod.stop(Duration::from_secs(10)).await {
+    match pod.stop(grace).await {
         Ok(r) if r.containers.is_some() => crate::containers::stopped(&name, pid, &r),
         Ok(r) if r.machine.is_some() => crate::machines::stopped(&name, pid, &r),
         Ok(r) => {

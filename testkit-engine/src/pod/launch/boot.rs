@@ -332,12 +332,7 @@ fn pod_args(
             })
             .collect::<Result<_, _>>()?,
     };
-    if container.is_none()
-        && !spec
-            .command
-            .iter()
-            .any(|a| a.contains("{home}") || a.contains("{port}") || a.contains("{listen}"))
-    {
+    if container.is_none() && !places_itself(spec) {
         args.extend([
             "--home".to_owned(),
             site.home.clone(),
@@ -346,6 +341,19 @@ fn pod_args(
         ]);
     }
     Ok(args)
+}
+
+/// Whether `[pod] command` says where the pod lives and listens itself: it
+/// uses `{home}`, `{port}` or `{listen}`, in its arguments or in `[pod]
+/// env` (a service that reads its address from the environment, and
+/// rejects flags it does not know).
+fn places_itself(spec: &LaunchSpec) -> bool {
+    let places = |a: &String| {
+        ["{home}", "{port}", "{listen}"]
+            .iter()
+            .any(|p| a.contains(p))
+    };
+    spec.command.iter().any(places) || spec.env_templates.values().any(places)
 }
 
 /// Cleans up after a pod that did not come up.

@@ -6,6 +6,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::config::BootstrapStep;
+
 use super::spec::{resolve_program, BootObserver, BootStep, LaunchError, LaunchSpec};
 use crate::pod::container;
 use crate::pod::handle::PodHandle;
@@ -62,7 +64,14 @@ pub(super) async fn run_setups(
 ) -> Result<(), LaunchError> {
     if let Some(c) = container {
         for args in &c.setup_args {
-            run_setup(pod.scrubbed(c.engine.command()), args, spec, Step::Setup).await?;
+            run_setup(
+                pod.scrubbed(c.engine.command()),
+                args,
+                None,
+                spec,
+                Step::Setup,
+            )
+            .await?;
         }
         return Ok(());
     }
@@ -79,12 +88,12 @@ pub(super) async fn run_setups(
                     .map_err(|p| LaunchError::Placeholder(format!("pod.setup: {p}")))
             })
             .collect::<Result<_, _>>()?;
-        run_setup(pod.command(&program), &args, spec, Step::Setup).await?;
+        run_setup(pod.command(&program), &args, None, spec, Step::Setup).await?;
     }
     Ok(())
 }
 
-/// Runs the bootstrap commands against the pod that is up.
+/// Runs the bootstrap steps against the pod that is up.
 pub(super) async fn bootstrap_running(
     spec: &LaunchSpec,
     handle: &PodHandle,
@@ -97,7 +106,10 @@ pub(super) async fn bootstrap_running(
     let values = values
         .clone()
         .extend(handle.values(&port_text).pairs().iter().copied());
-    bootstrap(spec, &values, later, &|program: &Path| pod.command(program)).await
+    bootstrap(spec, handle, &values, later, &|program: &Path| {
+        pod.command(program)
+    })
+    .await
 }
 
 /// A command run around the pod's start, each in its own log.
@@ -118,11 +130,12 @@ impl Step {
     }
 }
 
-/// Runs the `[pod] bootstrap` commands against the running pod, in turn,
+/// Runs the `[pod] bootstrap` steps against the running pod, in turn,
 /// with the `[pod] env` entries `later` that only the running pod could
 /// fill (filled, and checked, even when there is no command to give them).
 async fn bootstrap(
     spec: &LaunchSpec,
+    handle: &PodHandle,
     values: &crate::template::Values<'_>,
     later: &[&str],
     pod_command: &dyn Fn(&Path) -> tokio::process::Command,
@@ -136,22 +149,41 @@ async fn bootstrap(
                 .map_err(|p| LaunchError::Placeholder(format!("pod.env.{k}: {p}")))
         })
         .collect::<Result<_, _>>()?;
-    for command in &spec.bootstrap {
-        let with_env = |program: &Path| {
-            let mut cmd = pod_command(program);
-            cmd.envs(env.iter().map(|(k, v)| (k, v)));
-            cmd
-        };
-        run_bootstrap(command, values, spec, &with_env).await?;
+    for step in &spec.bootstrap {
+        match step {
+            BootstrapStep::Command { command, stdin } => {
+                let with_env = |program: &Path| {
+                    let mut cmd = pod_command(program);
+                    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+                    cmd
+                };
+                run_bootstrap(command, stdin.as_deref(), values, spec, &with_env).await?;
+            }
+            BootstrapStep::Request {
+                request,
+                body,
+                headers,
+                error,
+            } => {
+                let request = BootstrapRequest {
+                    request,
+                    body: body.as_deref(),
+                    headers,
+                    error: error.as_deref(),
+                };
+                request.send(spec, handle, values).await?;
+            }
+        }
     }
     Ok(())
 }
 
 /// Runs one `[pod] bootstrap` command against the running pod: its
-/// arguments filled with `values` (the handle's fields among them), in the
-/// pod's environment and `TESTKIT_BASE_URL`.
+/// arguments (and its stdin) filled with `values` (the handle's fields
+/// among them), in the pod's environment and `TESTKIT_BASE_URL`.
 async fn run_bootstrap(
     command: &[String],
+    stdin: Option<&str>,
     values: &crate::template::Values<'_>,
     spec: &LaunchSpec,
     pod_command: &dyn Fn(&Path) -> tokio::process::Command,
@@ -161,18 +193,110 @@ async fn run_bootstrap(
         spec.base_dir.as_deref(),
         spec.target_dir.as_deref(),
     )?;
+    let fill = |a: &str| {
+        crate::template::fill(a, values, crate::template::verbatim)
+            .map_err(|p| LaunchError::Placeholder(format!("pod.bootstrap: {p}")))
+    };
     let args: Vec<String> = command[1..]
         .iter()
-        .map(|a| {
-            crate::template::fill(a, values, crate::template::verbatim)
-                .map_err(|p| LaunchError::Placeholder(format!("pod.bootstrap: {p}")))
-        })
+        .map(|a| fill(a))
         .collect::<Result<_, _>>()?;
+    let stdin = stdin.map(fill).transpose()?;
     let mut cmd = pod_command(&program);
     if let Some(base_url) = values.get("base_url") {
         cmd.env("TESTKIT_BASE_URL", base_url);
     }
-    run_setup(cmd, &args, spec, Step::Bootstrap).await
+    run_setup(cmd, &args, stdin.as_deref(), spec, Step::Bootstrap).await
+}
+
+/// A `[pod] bootstrap` step that is an HTTP request to the running pod.
+struct BootstrapRequest<'a> {
+    request: &'a str,
+    body: Option<&'a str>,
+    headers: &'a std::collections::BTreeMap<String, String>,
+    error: Option<&'a str>,
+}
+
+impl BootstrapRequest<'_> {
+    /// Sends it, without a credential, and fails the boot unless it
+    /// answered 2xx with nothing at its `error` pointer; the answer is
+    /// appended to `pod.bootstrap.log`, redacted.
+    async fn send(
+        &self,
+        spec: &LaunchSpec,
+        handle: &PodHandle,
+        values: &crate::template::Values<'_>,
+    ) -> Result<(), LaunchError> {
+        let placeholder = |p: crate::template::TemplateError| {
+            LaunchError::Placeholder(format!("pod.bootstrap: {p}"))
+        };
+        let template = crate::template::RequestTemplate::parse(self.request)
+            .map_err(placeholder)?
+            .with_body(self.body.map(str::to_owned));
+        let url = format!(
+            "{}{}",
+            handle.base_url(),
+            template.render_path(values).map_err(placeholder)?
+        );
+        let body = template.render_body(values).map_err(placeholder)?;
+        let failed = |status: String, last_seen: String| LaunchError::Setup {
+            step: Step::Bootstrap.name(),
+            command: self.request.to_owned(),
+            status,
+            last_seen: crate::redact(&last_seen).into_owned(),
+            logs: spec.logs_dir.clone(),
+        };
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(spec.ceiling)
+            .build()
+            .map_err(|e| failed("could not be sent".to_owned(), e.to_string()))?;
+        let mut builder = client.request(template.method().clone(), &url);
+        for (name, value) in self.headers {
+            let value = crate::template::fill(value, values, crate::template::verbatim)
+                .map_err(placeholder)?;
+            builder = builder.header(name.as_str(), value);
+        }
+        if let Some(body) = body {
+            builder = builder
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    crate::template::body_content_type(&body),
+                )
+                .body(body);
+        }
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| failed("was not answered".to_owned(), e.to_string()))?;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        let excerpt: String = text.chars().take(300).collect();
+        let log_path = spec
+            .logs_dir
+            .join(format!("pod.{}.log", Step::Bootstrap.name()));
+        let line = format!("{} answered {status}: {excerpt}\n", self.request);
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, crate::redact(&line).as_bytes()));
+        if !status.is_success() {
+            return Err(failed(format!("answered {status}"), excerpt));
+        }
+        if let Some(pointer) = self.error {
+            let found = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.pointer(pointer).filter(|e| !e.is_null()).cloned());
+            if let Some(error) = found {
+                return Err(failed(
+                    format!("answered {status} with an error at {pointer:?} (`error`): {error}"),
+                    excerpt,
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Runs one `[pod] setup` or `bootstrap` command to completion under the boot ceiling, its
@@ -180,6 +304,7 @@ async fn run_bootstrap(
 async fn run_setup(
     mut cmd: tokio::process::Command,
     args: &[String],
+    stdin: Option<&str>,
     spec: &LaunchSpec,
     step: Step,
 ) -> Result<(), LaunchError> {
@@ -208,8 +333,18 @@ async fn run_setup(
         )
         .stderr(log)
         .kill_on_drop(true);
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
     let (mut child, pgid) = process::spawn_in_group(&mut cmd)
         .map_err(io(format!("start the {} command {shown}", step.name())))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // Written whole, then closed: the command reads to its end. A
+        // command that exits without reading it all is judged by its exit.
+        use tokio::io::AsyncWriteExt as _;
+        let _ = pipe.write_all(text.as_bytes()).await;
+        drop(pipe);
+    }
     let start_ticks = process::start_ticks(pgid);
     BootObserver::tell(
         spec.observer.as_ref(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{GuestField, Ready, SuiteConfig, VmSection};
+use crate::config::{BootstrapStep, GuestField, Ready, SuiteConfig, VmSection};
 use crate::machine::{AccelChoice, Image, Machine, MachineError};
 use crate::pod::check::HealthReport;
 use crate::pod::container::{ContainerSpec, ContainerStop};
@@ -41,8 +41,8 @@ pub struct LaunchSpec {
     pub fields: BTreeMap<String, String>,
     /// Commands to run before the pod (`[pod] setup`).
     pub setup: Vec<Vec<String>>,
-    /// Commands to run once the pod is up (`[pod] bootstrap`).
-    pub bootstrap: Vec<Vec<String>>,
+    /// Steps to run once the pod is up (`[pod] bootstrap`).
+    pub bootstrap: Vec<BootstrapStep>,
     /// Environment templates of the pod and its setup (`[pod] env`).
     pub env_templates: BTreeMap<String, String>,
     /// Names of more free ports to reserve (`[pod] ports`).

@@ -27,8 +27,46 @@ pub(super) struct Http {
     pub(super) next_page: Option<String>,
     /// A listing with nothing at `list_names`' array means none.
     pub(super) list_absent_is_empty: bool,
+    /// How the listing's names are encoded (`list_names_decode`).
+    pub(super) list_names_decode: Option<Decode>,
     pub(super) gone: Vec<u16>,
     pub(super) gone_if: Option<GoneIf>,
+}
+
+/// How a listing encodes the names it holds (`list_names_decode`): a
+/// store whose keys are bytes lists them base64-encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decode {
+    /// Standard base64, padded or not.
+    Base64,
+    /// The URL-safe alphabet, padded or not.
+    Base64Url,
+}
+
+impl Decode {
+    /// Every decoding, by the name `list_names_decode` writes.
+    pub(super) const ALL: &'static [(&'static str, Decode)] =
+        &[("base64", Decode::Base64), ("base64url", Decode::Base64Url)];
+
+    fn name(self) -> &'static str {
+        Decode::ALL
+            .iter()
+            .find(|(_, d)| *d == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    /// The name `listed` stands for, or why it does not decode.
+    fn decode(self, listed: &str) -> Result<String, String> {
+        use base64::Engine as _;
+        let unpadded = listed.trim_end_matches('=');
+        let bytes = match self {
+            Decode::Base64 => base64::engine::general_purpose::STANDARD_NO_PAD.decode(unpadded),
+            Decode::Base64Url => base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(unpadded),
+        }
+        .map_err(|e| format!("{listed:?} is not {}: {e}", self.name()))?;
+        String::from_utf8(bytes)
+            .map_err(|_| format!("{listed:?} decodes to bytes that are not UTF-8"))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -176,16 +214,21 @@ impl KindSpec {
                     http.list
                 ))
             })?;
+            let mut strangers = Vec::new();
             for item in http.listed_items(&json)? {
                 let (name, id) = http.listed_resource(item)?;
-                // A listing by prefix may be loose (a `LIKE`, a substring):
-                // keep what really starts with it.
                 if name.starts_with(prefix) {
-                    found.push(ResourceRef {
-                        name: name.to_owned(),
-                        id,
-                    });
+                    found.push(ResourceRef { name, id });
+                } else {
+                    strangers.push(name);
                 }
+            }
+            // A listing without `{prefix}` lists everything: keep the run's.
+            // One asked for the prefix that answers other names was not
+            // understood (names it encodes, a filter looser than a
+            // prefix): said, never dropped, or the sweep is blind.
+            if http.list.uses("prefix") && !strangers.is_empty() {
+                return Err(OpError::Permanent(strange_names(http, prefix, &strangers)));
             }
             token = http.next_page_token(&json);
             if token.is_none() {
@@ -222,16 +265,26 @@ impl Http {
     }
 
     /// The name of a listed item, and its id for a kind with ids.
-    fn listed_resource<'j>(
+    fn listed_resource(
         &self,
-        item: &'j serde_json::Value,
-    ) -> Result<(&'j str, Option<String>), OpError> {
+        item: &serde_json::Value,
+    ) -> Result<(String, Option<String>), OpError> {
         let (_, field) = &self.list_names;
-        let Some(name) = item.pointer(field).and_then(|n| n.as_str()) else {
+        let Some(listed) = item.pointer(field).and_then(|n| n.as_str()) else {
             return Err(OpError::Permanent(format!(
                 "{} answered an item without a string at {field:?} (`list_names`)",
                 self.list
             )));
+        };
+        let name = match self.list_names_decode {
+            None => listed.to_owned(),
+            Some(decode) => decode.decode(listed).map_err(|problem| {
+                OpError::Permanent(format!(
+                    "{} answered a name that does not decode (`list_names_decode = \"{}\"`): {problem}",
+                    self.list,
+                    decode.name()
+                ))
+            })?,
         };
         let id = match &self.list_ids {
             None => None,
@@ -258,6 +311,28 @@ impl Http {
             .filter(|t| !t.is_empty())
             .map(str::to_owned)
     }
+}
+
+/// What a listing asked for `prefix` answered beside it: the names (a
+/// few), and what may be wrong.
+fn strange_names(http: &Http, prefix: &str, strangers: &[String]) -> String {
+    let shown: Vec<String> = strangers.iter().take(5).map(|n| format!("{n:?}")).collect();
+    let more = strangers.len().saturating_sub(shown.len());
+    format!(
+        "{} was asked for the names that start with {prefix:?} (`{{prefix}}`) and answered {} \
+         that do not: {}{}; the sweep cannot tell the run's resources from others. If the \
+         service encodes the names it lists, say how (`list_names_decode`); if its filter is \
+         looser than a prefix, leave `{{prefix}}` out of `list` (then every name is listed, \
+         and those of the run are kept)",
+        http.list,
+        strangers.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// `gone_if.equals` for the resource `r`: each value's placeholders

@@ -33,6 +33,8 @@ struct RawKind {
     #[serde(default)]
     list_names: Option<String>,
     #[serde(default)]
+    list_names_decode: Option<String>,
+    #[serde(default)]
     list_ids: Option<String>,
     #[serde(default)]
     next_page: Option<String>,
@@ -216,9 +218,34 @@ fn parse_http(raw: &RawKind) -> Result<Http, Problem> {
         list_ids,
         next_page: raw.next_page.clone().filter(|p| !p.is_empty()),
         list_absent_is_empty: raw.list_absent_is_empty,
+        list_names_decode: list_names_decode(raw)?,
         gone,
         gone_if: raw.gone_if.clone(),
     })
+}
+
+/// `list_names_decode`: how the listing's names are encoded.
+fn list_names_decode(raw: &RawKind) -> Result<Option<super::http::Decode>, Problem> {
+    let Some(text) = raw.list_names_decode.as_deref() else {
+        return Ok(None);
+    };
+    super::http::Decode::ALL
+        .iter()
+        .find(|(name, _)| *name == text)
+        .map(|(_, d)| Some(*d))
+        .ok_or_else(|| {
+            at(
+                "list_names_decode",
+                format!(
+                    "is {text:?}: expected one of {}",
+                    super::http::Decode::ALL
+                        .iter()
+                        .map(|(n, _)| format!("\"{n}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })
 }
 
 /// `exists`, `delete` and `list`, each required and a request template.

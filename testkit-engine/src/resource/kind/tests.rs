@@ -430,7 +430,7 @@ fn listings_without_a_filter_or_an_array_and_gone_if_with_placeholders() {
         exists = "GET /api/sandboxes/{name}"
         delete = "DELETE /api/sandboxes/{name}"
         list = "GET /api/sandboxes?limit=1000"
-        list_body = '{"prefix": "{prefix|base64}"}'
+        list_body = "{\"under\": \"{'ct-{run}-'|base64}\"}"
         list_names = "/items/*/name"
         gone_if = { pointer = "/name", equals = ["{name}"] }
 
@@ -454,10 +454,10 @@ fn listings_without_a_filter_or_an_array_and_gone_if_with_placeholders() {
     };
     assert_eq!(
         http.list
-            .render_body(&Values::new().with("prefix", "ct-r-"))
+            .render_body(&Values::new().with("run", "r"))
             .unwrap()
             .as_deref(),
-        Some(r#"{"prefix": "Y3Qtci0="}"#)
+        Some(r#"{"under": "Y3Qtci0="}"#)
     );
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -498,6 +498,144 @@ fn listings_without_a_filter_or_an_array_and_gone_if_with_placeholders() {
             assert!(
                 format!("{e:?}").contains("list_absent_is_empty = true"),
                 "{e:?}"
+            );
+        });
+}
+
+/// A key-value store on loopback that keeps keys as bytes: `POST
+/// /kv/range` with `{"key": <base64>, "range_end": <base64>}` answers
+/// `{"kvs": [{"key": <base64>}…]}`, the keys in the range, or every key
+/// when `loose` (a filter the store does not honour). Serves until the
+/// test process ends.
+fn kv_store(keys: &'static [&'static str], loose: bool) -> u16 {
+    use base64::Engine as _;
+    use std::io::Write;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let mut conn = conn.unwrap();
+            let (_, body) = test_support::http::read_request(&mut conn);
+            let asked: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let bound = |k: &str| {
+                asked[k]
+                    .as_str()
+                    .and_then(|v| b64.decode(v).ok())
+                    .unwrap_or_default()
+            };
+            let (from, to) = (bound("key"), bound("range_end"));
+            let kvs: Vec<serde_json::Value> = keys
+                .iter()
+                .filter(|k| loose || (k.as_bytes() >= &from[..] && k.as_bytes() < &to[..]))
+                .map(|k| serde_json::json!({ "key": b64.encode(k) }))
+                .collect();
+            let answer = serde_json::json!({ "kvs": kvs }).to_string();
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    port
+}
+
+/// A store that lists its keys base64-encoded: with `list_names_decode`
+/// the sweep sees the run's key (it used to see none, and said "nothing
+/// left"); without it, or against a store that does not honour the range,
+/// a listing that carried `{prefix}` and answered other names says so,
+/// naming them, instead of dropping them.
+#[test]
+fn listed_names_decode_and_names_a_prefixed_listing_did_not_ask_for_are_reported() {
+    const KEYS: &[&str] = &["ct-lst1-abcdef-01", "ct-other-abcdef-01", "zz"];
+    let kind = |decode: &str| {
+        format!(
+            r#"
+            [resources.key]
+            exists = "POST /kv/range"
+            exists_body = '{{"key": "{{name|base64}}", "range_end": "{{name|next|base64}}"}}'
+            delete = "POST /kv/deleterange"
+            delete_body = '{{"key": "{{name|base64}}"}}'
+            list = "POST /kv/range"
+            list_body = '{{"key": "{{prefix|base64}}", "range_end": "{{prefix|next|base64}}"}}'
+            list_names = "/kvs/*/key"
+            list_absent_is_empty = true
+            {decode}
+            "#
+        )
+    };
+    let config =
+        SuiteConfig::parse("[auth]\nsend = \"none\"\n", Path::new("/s/testkit.toml")).unwrap();
+    let pod_at = |port: u16| {
+        crate::pod::PodHandle::parse(
+            &serde_json::json!({
+                "name": "kv",
+                "base_url": format!("http://127.0.0.1:{port}"),
+                "port": port,
+            })
+            .to_string(),
+            &crate::pod::HandlePolicy::from_suite(&config),
+        )
+        .unwrap()
+    };
+    let decoded = parse(&kind("list_names_decode = \"base64\"")).unwrap();
+    let raw = parse(&kind("")).unwrap();
+    let e = parse(&kind("list_names_decode = \"base65\""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("list_names_decode") && e.contains("\"base64\", \"base64url\""),
+        "{e}"
+    );
+    let exact = kv_store(KEYS, false);
+    let loose = kv_store(KEYS, true);
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pod = crate::pod::connect(pod_at(exact), &config, None)
+                .await
+                .unwrap();
+            let listed = decoded
+                .get("key")
+                .unwrap()
+                .list(&pod, "ct-lst1-")
+                .await
+                .unwrap();
+            let names: Vec<&str> = listed.iter().map(|r| r.name.as_str()).collect();
+            assert_eq!(names, ["ct-lst1-abcdef-01"]);
+
+            let e = raw
+                .get("key")
+                .unwrap()
+                .list(&pod, "ct-lst1-")
+                .await
+                .unwrap_err();
+            let said = e.to_string();
+            assert!(
+                said.contains("answered 1 that do not: \"Y3QtbHN0MS1hYmNkZWYtMDE=\"")
+                    && said.contains("list_names_decode"),
+                "{said}"
+            );
+
+            let pod = crate::pod::connect(pod_at(loose), &config, None)
+                .await
+                .unwrap();
+            let e = decoded
+                .get("key")
+                .unwrap()
+                .list(&pod, "ct-lst1-")
+                .await
+                .unwrap_err();
+            let said = e.to_string();
+            assert!(
+                said.contains("answered 2 that do not")
+                    && said.contains("ct-other-abcdef-01")
+                    && said.contains("leave `{prefix}` out of `list`"),
+                "{said}"
             );
         });
 }

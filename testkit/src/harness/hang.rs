@@ -1,0 +1,134 @@
+//! The hang report: what a test that timed out was waiting on when its
+//! time ran out, said in its failure (its record's message, so JUnit and
+//! `report.html` too) before its body is cancelled.
+//!
+//! - how long it had been in its body;
+//! - each request in flight through the pod's client (method, URL, how
+//!   long) and each wait pending (what for, how long, what it last saw);
+//! - the faults it holds;
+//! - for a pod of several nodes, each node's state (`running`, `paused`,
+//!   `exited`) and its last 20 lines.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::engine::trace::pending;
+use crate::tracker::HeldFaults;
+
+/// How many lines of each node's output the report shows.
+const NODE_LINES: usize = 20;
+
+/// The longest the report may spend asking the engine about the nodes:
+/// the report of a hang must not hang.
+const NODES_WITHIN: Duration = Duration::from_secs(10);
+
+/// What the test whose trace is `trace` (every test of the process when
+/// it has none) was waiting on, `in_body` into its body; indented, to
+/// follow the timeout's first lines.
+pub(super) async fn report(in_body: Duration, trace: Option<u64>, held: &HeldFaults) -> String {
+    // First what is pending now: asking the engine takes a while.
+    let pending = pending::now(trace);
+    let faults = held.now();
+    let mut out = format!(
+        "  when its time ran out it had been in its body for {:.1}s",
+        in_body.as_secs_f64()
+    );
+    if pending.is_empty() {
+        out.push_str(", with no request in flight and no wait pending (it was computing, or awaiting something testkit does not see)");
+    } else {
+        out.push_str(", and was");
+        for p in &pending {
+            let _ = write!(out, "\n    {p}");
+        }
+    }
+    if !faults.is_empty() {
+        let _ = write!(out, "\n  faults held: {}", faults.join(", "));
+    }
+    // The handle, not the pod: connecting could wait on a frozen node.
+    let cluster = crate::globals::pod_handle()
+        .ok()
+        .and_then(|handle| handle.cluster().cloned());
+    if let Some(cluster) = cluster {
+        match tokio::time::timeout(NODES_WITHIN, cluster.describe_nodes(NODE_LINES)).await {
+            Ok(nodes) => {
+                for node in nodes {
+                    let _ = write!(out, "\n  {node}");
+                }
+            }
+            Err(_) => {
+                let _ = write!(
+                    out,
+                    "\n  the nodes' states: the container engine did not answer within {}s",
+                    NODES_WITHIN.as_secs()
+                );
+            }
+        }
+    }
+    crate::redact(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::config::SuiteConfig;
+    use crate::engine::pod::{connect, HandlePolicy, PodHandle};
+    use crate::engine::wait::{Check, Wait};
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+
+    /// Resumes a frozen pod however the test ends, so that its stop (a
+    /// SIGTERM) is handled.
+    struct Thaw(i32);
+
+    impl Drop for Thaw {
+        fn drop(&mut self) {
+            let _ = killpg(Pid::from_raw(self.0), Signal::SIGCONT);
+        }
+    }
+
+    /// A test hangs in a request to a frozen pod (its processes stopped, as
+    /// a paused container's are) and in a wait that keeps seeing the same
+    /// state: the report names the request with its method, URL and how
+    /// long it has been in flight, and the wait with what it last saw.
+    #[test]
+    fn the_report_names_the_request_to_a_frozen_pod_and_the_wait_pending() {
+        let sandboxd = test_support::Sandboxd::start(&[]);
+        let config = SuiteConfig::default();
+        let handle =
+            PodHandle::parse(sandboxd.handle_json(), &HandlePolicy::from_suite(&config)).unwrap();
+        let base = handle.base_url().to_owned();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let tracker = crate::tracker::Tracker::new("hang::t", None, crate::log::Log::default());
+        let report = rt.block_on(async {
+            let pod = connect(handle, &config, None).await.unwrap();
+            killpg(Pid::from_raw(sandboxd.pid()), Signal::SIGSTOP).unwrap();
+            let _thaw = Thaw(sandboxd.pid());
+            let url = pod.url("/api/sandboxes?limit=1");
+            let request = tokio::spawn(async move { pod.client().get(url).send().await });
+            let wait = tokio::spawn(Wait::new().inactivity(Duration::from_secs(3600)).run(
+                "sandbox ct-hang-01 to be ready",
+                || async { Ok(Check::<()>::pending("state=starting")) },
+                |_| {},
+            ));
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let report = report(Duration::from_millis(500), None, &tracker.held_faults()).await;
+            request.abort();
+            wait.abort();
+            report
+        });
+        assert!(
+            report.contains("in its body for 0.5s, and was")
+                && report.contains(&format!(
+                    "\n    request in flight: GET {base}/api/sandboxes?limit=1 for "
+                ))
+                && report.contains("\n    waiting for sandbox ct-hang-01 to be ready for ")
+                && report.contains("; last saw: state=starting"),
+            "{report}"
+        );
+        assert!(!report.contains("faults held"), "{report}");
+    }
+}
