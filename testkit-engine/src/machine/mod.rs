@@ -50,7 +50,9 @@ use std::time::Duration;
 
 mod agent;
 mod boot;
+mod data;
 mod error;
+mod fault;
 mod guard;
 mod image;
 mod qmp;
@@ -59,7 +61,9 @@ pub use agent::GuestOutput;
 pub use boot::{
     Accel, AccelChoice, AccelPolicy, DownReport, Machine, MachineObserver, MachineSpec, MachineStep,
 };
+pub use data::{DATA_DIR, DATA_LABEL};
 pub use error::MachineError;
+pub use fault::{host_time_ns, MachineAccess};
 pub use image::{Image, ImageCache, ImageRecipe, Provenance, DEFAULT_MIRROR};
 
 /// `program` must be on PATH; the error names the package to install.
