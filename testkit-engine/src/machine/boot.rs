@@ -14,10 +14,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::agent::{Agent, GuestOutput};
+use super::agent::{Agent, GuestOutput, QGA_SOCKET};
 use super::guard::Guard;
 use super::image::Image;
-use super::qmp::Qmp;
+use super::qmp::{Qmp, FAULTS_QMP_SOCKET};
 use super::{require, run_bounded, tail, MachineError};
 
 /// The QEMU this module drives.
@@ -44,9 +44,6 @@ const KVM_PROBE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long QEMU gets to exit after `quit` or a powerdown.
 const EXIT_LIMIT: Duration = Duration::from_secs(30);
-
-/// The guest agent's socket, in the run directory.
-pub(super) const QGA_SOCKET: &str = "qga.sock";
 
 /// How long a new connection to the guest agent may take to answer its
 /// sync, once the guest is up.
@@ -540,7 +537,7 @@ async fn boot_guarded(
         .arg("-qmp")
         .arg(format!(
             "unix:{},server=on,wait=off",
-            run_dir.join(super::fault::FAULTS_QMP_SOCKET).display()
+            run_dir.join(FAULTS_QMP_SOCKET).display()
         ))
         .arg("-chardev")
         .arg(format!(

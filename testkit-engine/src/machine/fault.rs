@@ -15,12 +15,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::agent::{Agent, GuestOutput};
-use super::qmp::Qmp;
+use super::agent::{Agent, GuestOutput, QGA_SOCKET};
+use super::qmp::{Qmp, FAULTS_QMP_SOCKET};
 use super::MachineError;
-
-/// The monitor socket kept for faults, in the run directory.
-pub(super) const FAULTS_QMP_SOCKET: &str = "faults.qmp.sock";
 
 /// What a process needs to drive a machine's faults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +84,7 @@ impl MachineAccess {
     /// The guest agent, if it answers within `limit`.
     async fn agent(&self, limit: Duration) -> Result<Agent, MachineError> {
         let deadline = tokio::time::Instant::now() + limit;
-        Agent::connect(&self.run_dir.join(super::boot::QGA_SOCKET), deadline)
+        Agent::connect(&self.run_dir.join(QGA_SOCKET), deadline)
             .await?
             .ok_or_else(|| MachineError::Agent {
                 command: "guest-sync-delimited".to_owned(),

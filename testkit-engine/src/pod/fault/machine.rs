@@ -726,6 +726,9 @@ mod tests {
         ] {
             let fault = plan(&a, MACHINE_NODE, action).unwrap();
             assert_eq!(Fault::from_json(&fault.to_json()).unwrap(), fault);
+            if let FaultAction::Cut { .. } = fault.action {
+                assert_eq!(fault.describe(), "unplug machine's network cable");
+            }
         }
         assert!(plan(&access(true), MACHINE_NODE, FaultAction::FillDisk).is_ok());
     }

@@ -275,6 +275,9 @@ impl Fault {
             FaultAction::Kill => format!("kill {}", self.node),
             FaultAction::Pause => format!("pause {}", self.node),
             FaultAction::Restart => format!("restart {}", self.node),
+            FaultAction::Cut { .. } if self.on_machine() => {
+                format!("unplug {}'s network cable", self.node)
+            }
             FaultAction::Cut { from, tests } => {
                 let mut whom: Vec<String> = if from.is_empty() {
                     vec!["every peer".to_owned()]
@@ -335,6 +338,12 @@ impl Fault {
             self.action,
             FaultAction::Partition { .. } | FaultAction::Link { .. }
         )
+    }
+
+    /// Whether it is a machine pod's: its node is [`MACHINE_NODE`] and its
+    /// container the machine's run directory (a path, never an id).
+    fn on_machine(&self) -> bool {
+        self.node == MACHINE_NODE && self.container.starts_with('/')
     }
 
     /// A fault of a machine pod's guest: what it is done to is the machine
