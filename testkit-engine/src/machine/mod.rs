@@ -32,6 +32,10 @@
 //!   user-mode networking (guest ports forwarded from 127.0.0.1 only, no
 //!   other network), its monitor (QMP: pause, resume, link down,
 //!   powerdown, quit) and the guest agent (exec, files).
+//! - [`MachineAccess`]: how another process (a test's faults, its reaper)
+//!   reaches a booted machine: a second QMP socket kept for it, and the
+//!   guest agent, which [`Machine`] lets go of after each use. A data disk
+//!   ([`MachineSpec::data_disk_mib`]) is mounted at [`DATA_DIR`].
 //! - Cleanup: each boot's and each build's processes run in one process
 //!   group, made (and told to a [`MachineObserver`]) before they start,
 //!   whose guard kills them and removes their files when the owning
