@@ -351,3 +351,229 @@ fn owner_qemu(record: &Path) -> Option<(i32, PathBuf, PathBuf)> {
     let overlay = run_dir.join("overlay.qcow2");
     overlay.is_file().then_some((qemu, overlay, run_dir))
 }
+
+/// Every fault a machine pod takes, on one booted guest (a boot under TCG
+/// costs a minute): each planned, injected and shown to have taken, then
+/// undone and proven undone, each checked here again from outside the
+/// fault code (QEMU's monitor, the guest's kernel, the forwarded port);
+/// two held at once undone together; what a machine cannot carry refused.
+#[test]
+fn each_machine_fault_is_injected_shown_undone_and_proven() {
+    use testkit_engine::machine::{host_time_ns, MachineAccess, DATA_DIR};
+    use testkit_engine::pod::fault::{FaultAction, Link, Reverted, Target, MACHINE_NODE};
+
+    bounded(Duration::from_secs(40 * 60), async {
+        let _turn = TURN.lock().await;
+        let (image, _) = debian_12().await;
+        let out = tempfile::tempdir().unwrap();
+        let mut spec = MachineSpec::new(image);
+        spec.ports = vec![8080];
+        spec.payload = vec![test_support::sandboxd_deb(out.path())];
+        spec.data_disk_mib = Some(64);
+        let booting = Instant::now();
+        let mut machine = Machine::boot(&spec)
+            .await
+            .unwrap_or_else(|e| panic!("boot: {e}"));
+        eprintln!("booted in {:?}", booting.elapsed());
+        assert_eq!(machine.mount_data_disk().await.unwrap(), DATA_DIR);
+        machine
+            .install_payload_debs(Duration::from_secs(600))
+            .await
+            .unwrap_or_else(|e| panic!("dpkg -i: {e}\nconsole: {}", machine.console_tail()));
+        let health = format!(
+            "http://127.0.0.1:{}/api/health",
+            machine.port(8080).unwrap()
+        );
+        let quick = reqwest::Client::builder()
+            .timeout(Duration::from_secs(3))
+            .build()
+            .unwrap();
+        let answers = || async {
+            quick
+                .get(&health)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        };
+        assert!(
+            wait_for(Duration::from_secs(120), answers).await,
+            "no health"
+        );
+        eprintln!("service up {:?} after the boot began", booting.elapsed());
+
+        let access = MachineAccess::new(
+            machine.run_dir().to_owned(),
+            health.clone(),
+            Some(DATA_DIR.into()),
+        );
+        let target = Target::Machine(&access);
+        let guest = |script: &'static str| {
+            let access = access.clone();
+            async move {
+                access
+                    .sh(script, Duration::from_secs(60))
+                    .await
+                    .unwrap_or_else(|e| panic!("{script}: {e}"))
+            }
+        };
+        let ms = Duration::from_millis;
+        let actions = [
+            FaultAction::Pause,
+            FaultAction::Cut {
+                from: Vec::new(),
+                tests: true,
+            },
+            FaultAction::Link {
+                link: Link::delay(ms(400), ms(50)),
+                peer: None,
+            },
+            FaultAction::Link {
+                link: Link::loss(0.3),
+                peer: None,
+            },
+            FaultAction::Link {
+                link: Link::duplicate(0.3),
+                peer: None,
+            },
+            FaultAction::Link {
+                link: Link::reorder(0.25),
+                peer: None,
+            },
+            FaultAction::Link {
+                link: Link::corrupt(0.2),
+                peer: None,
+            },
+            FaultAction::Link {
+                link: Link::rate_kbit(512),
+                peer: None,
+            },
+            FaultAction::Clock {
+                offset_ms: 3_600_000,
+            },
+            FaultAction::Clock {
+                offset_ms: -86_400_000,
+            },
+            FaultAction::FillDisk,
+        ];
+        for action in actions {
+            let fault = target.plan(MACHINE_NODE, action).await.unwrap();
+            let what = fault.describe();
+            let started = Instant::now();
+            target
+                .inject(&fault)
+                .await
+                .unwrap_or_else(|e| panic!("{what}: {}", testkit_engine::errors::error_chain(&e)));
+            let injected = started.elapsed();
+            // Seen from outside the fault code while it is held.
+            match &fault.action {
+                FaultAction::Pause => {
+                    assert_eq!(access.status().await.unwrap(), "paused");
+                    assert!(!answers().await, "a paused guest answered");
+                }
+                FaultAction::Cut { .. } => assert!(!answers().await, "{what}: it answered"),
+                FaultAction::Link { .. } => {
+                    let qdisc = guest("tc qdisc show dev eth0").await;
+                    assert!(qdisc.contains("netem 7e58: root"), "{what}: {qdisc}");
+                }
+                FaultAction::Clock { offset_ms } => {
+                    let off = (access.guest_time_ns().await.unwrap() - host_time_ns()) / 1_000_000;
+                    assert!((off - offset_ms).abs() < 10_000, "{what}: {off} ms off");
+                }
+                FaultAction::FillDisk => {
+                    let avail =
+                        guest("df -B1 --output=avail /var/lib/testkit-data | tail -n 1").await;
+                    let avail: u64 = avail.trim().parse().unwrap();
+                    assert!(avail < 1 << 20, "{what}: {avail} bytes free");
+                }
+                _ => unreachable!(),
+            }
+            let started = Instant::now();
+            let undone = target.undo_all(std::slice::from_ref(&fault)).await;
+            let undo = started.elapsed();
+            match &undone[..] {
+                [Ok(Reverted::Undone)] => {}
+                other => panic!("{what}: undo {other:?}"),
+            }
+            eprintln!("{what}: injected and shown in {injected:?}, undone and proven in {undo:?}");
+            assert!(answers().await, "{what}: no health after the undo");
+            assert_eq!(access.status().await.unwrap(), "running");
+            let qdisc = guest("tc qdisc show dev eth0").await;
+            assert!(!qdisc.contains("netem"), "{what}: {qdisc}");
+            let off = (access.guest_time_ns().await.unwrap() - host_time_ns()) / 1_000_000;
+            assert!(
+                off.abs() < 10_000,
+                "{what}: the clock is {off} ms off after the undo"
+            );
+            assert!(
+                guest("ls -a /var/lib/testkit-data")
+                    .await
+                    .lines()
+                    .all(|l| l != ".testkit-fill"),
+                "{what}: the fill file is left"
+            );
+        }
+
+        // Two held at once: undone together, newest first, both proven.
+        let delay = target
+            .plan(
+                MACHINE_NODE,
+                FaultAction::Link {
+                    link: Link::delay(ms(200), ms(0)),
+                    peer: None,
+                },
+            )
+            .await
+            .unwrap();
+        let pause = target.plan(MACHINE_NODE, FaultAction::Pause).await.unwrap();
+        target.inject(&delay).await.unwrap();
+        target.inject(&pause).await.unwrap();
+        let undone = target.undo_all(&[delay, pause]).await;
+        assert!(
+            undone.iter().all(|u| matches!(u, Ok(Reverted::Undone))),
+            "{undone:?}"
+        );
+        // A fault already undone is found so, and still proven.
+        let pause = target.plan(MACHINE_NODE, FaultAction::Pause).await.unwrap();
+        target.inject(&pause).await.unwrap();
+        access.qmp("cont", None).await.unwrap();
+        let undone = target.undo_all(std::slice::from_ref(&pause)).await;
+        assert!(
+            matches!(undone[..], [Ok(Reverted::AlreadyUndone)]),
+            "{undone:?}"
+        );
+
+        // What a machine cannot undo is refused before anything is done.
+        for action in [FaultAction::Kill, FaultAction::Stop] {
+            let e = target.plan(MACHINE_NODE, action).await.unwrap_err();
+            assert!(e.to_string().contains("use pause"), "{e}");
+        }
+
+        // A restart: the guest boots again (another boot id), its service
+        // answers; the undo proves it, and QEMU is back to ending when the
+        // guest resets on its own.
+        let boot_id = guest("cat /proc/sys/kernel/random/boot_id").await;
+        let restart = target
+            .plan(MACHINE_NODE, FaultAction::Restart)
+            .await
+            .unwrap();
+        let started = Instant::now();
+        target.inject(&restart).await.unwrap_or_else(|e| {
+            panic!(
+                "restart: {}\nconsole: {}",
+                testkit_engine::errors::error_chain(&e),
+                machine.console_tail()
+            )
+        });
+        eprintln!("restart: the guest was back in {:?}", started.elapsed());
+        assert_ne!(guest("cat /proc/sys/kernel/random/boot_id").await, boot_id);
+        let undone = target.undo_all(std::slice::from_ref(&restart)).await;
+        assert!(matches!(undone[..], [Ok(Reverted::Undone)]), "{undone:?}");
+        assert!(answers().await);
+        // The data disk came back with the reboot (it is in the guest's fstab).
+        assert!(guest("mountpoint /var/lib/testkit-data")
+            .await
+            .contains("is a mountpoint"));
+
+        machine.down().await.unwrap();
+    });
+}

@@ -2,6 +2,11 @@
 //! journaled before they are injected, undone at the end of the test
 //! whatever happened (newest first, with its resources), each undo proven,
 //! and undone by the reaper when the test process is killed.
+//!
+//! A pod of several containers (`[pod.container.nodes]`) takes them on its
+//! nodes; a machine pod (`[pod.vm]`, `--pod vm`) on its one node,
+//! `"machine"`, through QEMU's monitor and the guest agent. A fault that
+//! cannot run on the pod is refused, saying where it runs.
 
 use crate::engine::pod::fault::FaultAction;
 pub use crate::engine::pod::fault::{Link, Partition, Runs};
@@ -31,23 +36,30 @@ pub struct Faults<'a> {
 
 impl Faults<'_> {
     /// Stops the node (`docker stop`: SIGTERM, SIGKILL after 5 s); undone
-    /// by starting it again.
+    /// by starting it again. Refused on a machine pod (its QEMU could not
+    /// be started again): [`pause`](Self::pause) or
+    /// [`restart`](Self::restart) it.
     pub async fn stop(&self, node: &str) -> crate::Result {
         self.inject(node, FaultAction::Stop).await
     }
 
-    /// Kills the node (SIGKILL); undone by starting it again.
+    /// Kills the node (SIGKILL); undone by starting it again. Refused on a
+    /// machine pod, as [`stop`](Self::stop) is.
     pub async fn kill(&self, node: &str) -> crate::Result {
         self.inject(node, FaultAction::Kill).await
     }
 
-    /// Freezes the node (`docker pause`): its connections stay open and
-    /// nothing answers; undone by thawing it.
+    /// Freezes the node (`docker pause`; on a machine pod QMP `stop`, shown
+    /// by `query-status`): its connections stay open and nothing answers;
+    /// undone by thawing it (`cont`).
     pub async fn pause(&self, node: &str) -> crate::Result {
         self.inject(node, FaultAction::Pause).await
     }
 
-    /// Restarts the node; its undo proves it back.
+    /// Restarts the node; its undo proves it back. On a machine pod, a reset
+    /// of the guest (QMP `system_reset`): it returns once the guest has
+    /// booted again (its boot id changed, its agent and service answer),
+    /// which takes as long as a boot.
     pub async fn restart(&self, node: &str) -> crate::Result {
         self.inject(node, FaultAction::Restart).await
     }
@@ -65,7 +77,9 @@ impl Faults<'_> {
             .await
     }
 
-    /// Cuts the node off from every peer and from the tests.
+    /// Cuts the node off from every peer and from the tests. On a machine
+    /// pod, its network cable unplugged (QMP `set_link`), shown by the
+    /// forwarded port no longer answering.
     pub async fn isolate(&self, node: &str) -> crate::Result {
         let action = FaultAction::Cut {
             from: Vec::new(),
@@ -103,6 +117,13 @@ impl Faults<'_> {
     /// duplication, reordering, corruption need netem) is refused, saying
     /// where it runs.
     ///
+    /// On a machine pod every kind runs, as a netem queue on the guest's
+    /// interface (`tc qdisc … netem`, by the guest agent), read back from
+    /// the guest's kernel, measured where it can be (a delay by timed
+    /// round trips through the forwarded port, a loss or a duplication by
+    /// netem's counters over datagrams the guest sends, a corruption by the
+    /// guest's TCP retransmissions), and proven gone after the undo.
+    ///
     /// ```no_run
     /// # use testkit::prelude::*;
     /// # async fn t(cx: &mut Cx) -> testkit::Result {
@@ -124,6 +145,30 @@ impl Faults<'_> {
             peer: Some(peer.to_owned()),
         };
         self.inject(node, action).await
+    }
+
+    /// Sets a machine pod's guest clock `by` ahead of the host's (the guest
+    /// agent; the host's clock is never touched), shown within 5 s; undone
+    /// by setting it to the host's, proven within 5 s. At least 10 s: less
+    /// cannot be told from the time a command takes to reach an emulated
+    /// guest. Refused on containers, which share their host's clock.
+    pub async fn clock_forward(&self, node: &str, by: std::time::Duration) -> crate::Result {
+        let offset_ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.inject(node, FaultAction::Clock { offset_ms }).await
+    }
+
+    /// Sets a machine pod's guest clock `by` behind the host's; as
+    /// [`clock_forward`](Self::clock_forward).
+    pub async fn clock_back(&self, node: &str, by: std::time::Duration) -> crate::Result {
+        let offset_ms = -i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.inject(node, FaultAction::Clock { offset_ms }).await
+    }
+
+    /// Fills a machine pod's data disk (`[pod.vm] data_disk_mib`, mounted at
+    /// `/var/lib/testkit-data` in the guest): a file written until no room
+    /// is left, shown by `df`; undone by removing it, proven by room again.
+    pub async fn fill_disk(&self, node: &str) -> crate::Result {
+        self.inject(node, FaultAction::FillDisk).await
     }
 
     /// Undoes every fault of the test now, newest first, proving each: the

@@ -471,16 +471,18 @@ async fn undo_faults(
                 .map_err(|e| crate::engine::errors::error_chain(&e))
         })
         .collect();
-    let cluster = crate::globals::pod_handle().and_then(|handle| {
-        handle.cluster().cloned().ok_or_else(|| {
-            "the pod's handle names no nodes: the fault cannot be undone here".to_owned()
+    let target = crate::globals::pod_handle().and_then(|handle| {
+        fault::Target::of(handle).ok_or_else(|| {
+            "the pod's handle names no nodes and no machine: the fault cannot be undone here"
+                .to_owned()
         })
     });
-    let outcomes: Vec<Result<(Reverted, String), String>> = match &cluster {
+    let outcomes: Vec<Result<(Reverted, String), String>> = match target {
         Err(why) => planned.iter().map(|_| Err(why.clone())).collect(),
-        Ok(cluster) => {
+        Ok(target) => {
             let ok: Vec<Fault> = planned.iter().filter_map(|p| p.clone().ok()).collect();
-            let mut undone = fault::undo_all(cluster, &ok, fault::UNDO_LIMIT)
+            let mut undone = target
+                .undo_all(&ok)
                 .await
                 .into_iter()
                 .zip(ok.iter().map(Fault::describe));

@@ -188,3 +188,114 @@ fn a_machine_run_without_its_section_or_with_keep_is_refused() {
         "a machine pod ends with the runner that booted it",
     );
 }
+
+/// The events the journal of `results` holds for faults, in order.
+fn fault_events(results: &Path) -> Vec<String> {
+    testkit_engine::resource::read_journal(results)
+        .into_iter()
+        .filter(|e| e.kind == "fault")
+        .map(|e| format!("{:?} {}", e.event, e.name).to_lowercase())
+        .collect()
+}
+
+/// A test process SIGKILLed while it holds a netem delay and a pause on a
+/// machine pod: its reaper resumes the guest and removes the queue, and
+/// proves both undone (the guest runs, its agent and its service answer, no
+/// netem queue is left), newest first; both faults were seen held first.
+#[test]
+fn a_killed_test_s_machine_faults_are_undone_by_its_reaper() {
+    let suite = fixture("cluster");
+    // The fixture's container pod is not booted, but its context is read.
+    crate::copy_dir(
+        &crate::workspace().join("suites/conformance/container"),
+        &suite.path().join("container"),
+    );
+    test_support::sandboxd_deb(&suite.path().join("debs"));
+    let toml = suite.path().join("testkit.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(
+        "\n[pod.vm]\ndebs = \"debs\"\nport = 8080\n\
+         fields = { token = { file = \"/etc/sandboxd/token.env\", var = \"SANDBOXD_TOKEN\" } }\n",
+    );
+    std::fs::write(&toml, text).unwrap();
+    let pods = tempfile::tempdir().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let flag = results.path().join("holding.pid");
+    let child = machine_runner()
+        .env("TESTKIT_PODS_DIR", pods.path())
+        .env("FIXTURE_FAULT", "delay,pause")
+        .env("FIXTURE_NODE", "machine")
+        .env("FIXTURE_FLAG", &flag)
+        .args(["run", "--pod", "vm", "--results"])
+        .arg(results.path())
+        .arg(suite.path())
+        .args(["-E", "test(hold_fault)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut running = Running(Some(child));
+    let held = wait_for(Duration::from_secs(900), || {
+        flag.exists()
+            || running
+                .0
+                .as_mut()
+                .is_some_and(|c| c.try_wait().unwrap().is_some())
+    });
+    if !(held && flag.exists()) {
+        let mut child = running.0.take().expect("the runner");
+        let _ = child.kill();
+        let ran = Ran::from(child.wait_with_output().unwrap());
+        panic!(
+            "the test did not hold its faults on the machine (runner exit {}): {}{}",
+            ran.code, ran.stdout, ran.stderr
+        );
+    }
+    // Both held, seen from outside: QEMU's monitor and the guest's kernel.
+    let (_, private_dir) = machine_of(pods.path()).expect("the run's machine pod");
+    let run_dir = overlay_in(&private_dir)
+        .and_then(|o| o.parent().map(Path::to_owned))
+        .expect("the machine's run dir");
+    let access = testkit_engine::machine::MachineAccess::new(run_dir, String::new(), None);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(access.status()).unwrap(), "paused");
+    let pid: i32 = std::fs::read_to_string(&flag)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let killed = Instant::now();
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    let settled = wait_for(Duration::from_secs(300), || {
+        fault_events(results.path())
+            .iter()
+            .filter(|e| e.starts_with("reaped") || e.starts_with("leaked"))
+            .count()
+            == 2
+    });
+    eprintln!(
+        "timing: the reaper settled both faults {:?} after the SIGKILL",
+        killed.elapsed()
+    );
+    let events = fault_events(results.path());
+    assert!(settled, "the reaper settled both faults: {events:?}");
+    assert_eq!(
+        events.iter().filter(|e| e.starts_with("reaped")).count(),
+        2,
+        "both undone and proven by the reaper: {events:?}"
+    );
+    // The run goes on to its teardown: QEMU and the overlay proven gone.
+    let ran = Ran::from(
+        running
+            .0
+            .take()
+            .expect("the runner")
+            .wait_with_output()
+            .unwrap(),
+    );
+    let (verdict, evidence) = ran.verdict("down");
+    assert_eq!(verdict, "pass", "down: {evidence}");
+}

@@ -11,6 +11,7 @@
 //! memory_mib = 1024
 //! cpus = 1
 //! ceiling = "5m"                      # boot, install and first healthy answer, at most
+//! data_disk_mib = 64                  # a blank data disk, mounted at /var/lib/testkit-data
 //! # Handle fields read in the guest once the service answers healthy: a
 //! # `VAR=value` line of a file, a string at a JSON pointer of a JSON file,
 //! # or the whole file (trimmed). `name` names the pod (else testkit does).
@@ -58,7 +59,17 @@ pub struct VmSection {
     /// service's start); the image's build and `prepare` are not counted.
     #[serde(default = "default_ceiling", with = "super::humantime_serde_compat")]
     pub ceiling: Duration,
+    /// A blank ext4 data disk of this many MiB, mounted in the guest at
+    /// `/var/lib/testkit-data` before the packages are installed: where the
+    /// product keeps what a full disk should hit (`cx.faults().fill_disk`).
+    #[serde(default)]
+    pub data_disk_mib: Option<u32>,
 }
+
+/// The sizes a data disk may have, in MiB: ext4 needs a few MiB of its
+/// own, and a fault fills the whole disk, which takes longer the larger
+/// it is.
+const DATA_DISK_MIB: std::ops::RangeInclusive<u32> = 8..=4096;
 
 /// A handle field read in the guest (`[pod.vm.fields]`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -129,6 +140,17 @@ impl VmSection {
                 format!(
                     "{} MiB is too little for Debian with systemd: give at least 256",
                     self.memory_mib
+                ),
+            ));
+        }
+        if let Some(mib) = self.data_disk_mib.filter(|m| !DATA_DISK_MIB.contains(m)) {
+            return Err((
+                "pod.vm.data_disk_mib",
+                format!(
+                    "{mib} MiB: give {} to {} (ext4 needs a few MiB of its own; a full-disk \
+                     fault writes the whole disk)",
+                    DATA_DISK_MIB.start(),
+                    DATA_DISK_MIB.end()
                 ),
             ));
         }
@@ -229,6 +251,14 @@ mod tests {
             (
                 "debs = \"d\"\nport = 1\ncpus = 0",
                 "pod.vm.cpus: 0: give 1 to 16",
+            ),
+            (
+                "debs = \"d\"\nport = 1\ndata_disk_mib = 2",
+                "pod.vm.data_disk_mib: 2 MiB: give 8 to 4096",
+            ),
+            (
+                "debs = \"d\"\nport = 1\ndata_disk_mib = 100000",
+                "pod.vm.data_disk_mib: 100000 MiB: give 8 to 4096",
             ),
             (
                 "debs = \"d\"\nport = 1\nprepare = [[]]",

@@ -21,6 +21,9 @@ use tokio::time::Instant;
 
 use super::MachineError;
 
+/// The guest agent's socket, in a machine's run directory.
+pub(super) const QGA_SOCKET: &str = "qga.sock";
+
 /// How long the agent may take to answer one command.
 const ANSWER_LIMIT: Duration = Duration::from_secs(30);
 

@@ -14,10 +14,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::agent::{Agent, GuestOutput};
+use super::agent::{Agent, GuestOutput, QGA_SOCKET};
 use super::guard::Guard;
 use super::image::Image;
-use super::qmp::Qmp;
+use super::qmp::{Qmp, FAULTS_QMP_SOCKET};
 use super::{require, run_bounded, tail, MachineError};
 
 /// The QEMU this module drives.
@@ -44,6 +44,10 @@ const KVM_PROBE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long QEMU gets to exit after `quit` or a powerdown.
 const EXIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// How long a new connection to the guest agent may take to answer its
+/// sync, once the guest is up.
+const AGENT_CONNECT_LIMIT: Duration = Duration::from_secs(30);
 
 /// The longest a unix socket path may be (108 bytes with the NUL; some
 /// slack for the file names).
@@ -148,6 +152,10 @@ pub struct MachineSpec {
     pub boot_limit: Duration,
     /// Told of what the boot makes, as it makes it.
     pub observer: Option<MachineObserver>,
+    /// A blank ext4 data disk of this many MiB, which the guest sees
+    /// labelled `testkit-data` (see [`Machine::mount_data_disk`]): what a
+    /// disk fault fills.
+    pub data_disk_mib: Option<u32>,
 }
 
 impl MachineSpec {
@@ -164,6 +172,7 @@ impl MachineSpec {
             accel: AccelPolicy::Auto,
             boot_limit: Duration::from_secs(300),
             observer: None,
+            data_disk_mib: None,
         }
     }
 }
@@ -187,7 +196,10 @@ pub struct Machine {
     qemu: tokio::process::Child,
     qemu_pid: i32,
     qmp: Qmp,
-    agent: Agent,
+    /// Held from the boot until its first use is done: the guest agent
+    /// serves one client at a time, and a test's faults need it too (see
+    /// [`Machine::agent`]).
+    agent: Option<Agent>,
     ports: BTreeMap<u16, u16>,
     accel: AccelChoice,
     boot_time: Duration,
@@ -224,7 +236,7 @@ impl Machine {
                 qemu,
                 qemu_pid,
                 qmp,
-                agent,
+                agent: Some(agent),
                 ports,
                 accel,
                 boot_time: started.elapsed(),
@@ -281,17 +293,35 @@ impl Machine {
         stdin: &[u8],
         limit: Duration,
     ) -> Result<GuestOutput, MachineError> {
-        self.agent.exec(argv, stdin, limit).await
+        self.agent().await?.exec(argv, stdin, limit).await
     }
 
     /// Writes a file in the guest.
     pub async fn write_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), MachineError> {
-        self.agent.write_file(path, bytes).await
+        self.agent().await?.write_file(path, bytes).await
     }
 
     /// Reads a file of the guest.
     pub async fn read_file(&mut self, path: &str) -> Result<Vec<u8>, MachineError> {
-        self.agent.read_file(path).await
+        self.agent().await?.read_file(path).await
+    }
+
+    /// The guest agent, for one use: the connection the boot made, else a
+    /// new one. It is let go after the use: QEMU serves the agent's
+    /// channel to one client at a time, and a test process injecting a
+    /// fault ([`super::MachineAccess`]) must find it free.
+    async fn agent(&mut self) -> Result<Agent, MachineError> {
+        if let Some(agent) = self.agent.take() {
+            return Ok(agent);
+        }
+        let socket = self.run_dir.join(QGA_SOCKET);
+        let deadline = tokio::time::Instant::now() + AGENT_CONNECT_LIMIT;
+        Agent::connect(&socket, deadline)
+            .await?
+            .ok_or_else(|| MachineError::Agent {
+                command: "guest-sync-delimited".to_owned(),
+                problem: format!("no answer within {AGENT_CONNECT_LIMIT:?}"),
+            })
     }
 
     /// Mounts the payload disk read-only at `/run/payload` in the guest;
@@ -458,7 +488,7 @@ async fn boot_guarded(
     };
 
     let ports = forwarded_ports(&spec.ports)?;
-    let (qmp_socket, qga_socket) = (run_dir.join("qmp.sock"), run_dir.join("qga.sock"));
+    let (qmp_socket, qga_socket) = (run_dir.join("qmp.sock"), run_dir.join(QGA_SOCKET));
     let mut hostfwd = String::from("user,id=net0,restrict=on");
     for (guest, host) in &ports {
         hostfwd.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-:{guest}"));
@@ -495,9 +525,20 @@ async fn boot_guarded(
     if let Some(disk) = &payload {
         qemu.arg("-drive").arg(drive(disk, "raw", true));
     }
+    if let Some(mib) = spec.data_disk_mib {
+        let disk = super::data::make_disk(guard, run_dir, mib).await?;
+        qemu.arg("-drive").arg(drive(&disk, "raw", false));
+    }
     qemu.args(["-netdev", &hostfwd, "-device", "virtio-net-pci,netdev=net0"])
         .arg("-qmp")
         .arg(format!("unix:{},server=on,wait=off", qmp_socket.display()))
+        // A second monitor, for a test process's faults: this one is held
+        // by this process from the boot to `down`.
+        .arg("-qmp")
+        .arg(format!(
+            "unix:{},server=on,wait=off",
+            run_dir.join(FAULTS_QMP_SOCKET).display()
+        ))
         .arg("-chardev")
         .arg(format!(
             "socket,path={},server=on,wait=off,id=qga0",

@@ -32,6 +32,10 @@
 //!   user-mode networking (guest ports forwarded from 127.0.0.1 only, no
 //!   other network), its monitor (QMP: pause, resume, link down,
 //!   powerdown, quit) and the guest agent (exec, files).
+//! - [`MachineAccess`]: how another process (a test's faults, its reaper)
+//!   reaches a booted machine: a second QMP socket kept for it, and the
+//!   guest agent, which [`Machine`] lets go of after each use. A data disk
+//!   ([`MachineSpec::data_disk_mib`]) is mounted at [`DATA_DIR`].
 //! - Cleanup: each boot's and each build's processes run in one process
 //!   group, made (and told to a [`MachineObserver`]) before they start,
 //!   whose guard kills them and removes their files when the owning
@@ -50,7 +54,9 @@ use std::time::Duration;
 
 mod agent;
 mod boot;
+mod data;
 mod error;
+mod fault;
 mod guard;
 mod image;
 mod qmp;
@@ -59,7 +65,9 @@ pub use agent::GuestOutput;
 pub use boot::{
     Accel, AccelChoice, AccelPolicy, DownReport, Machine, MachineObserver, MachineSpec, MachineStep,
 };
+pub use data::{DATA_DIR, DATA_LABEL};
 pub use error::MachineError;
+pub use fault::{host_time_ns, MachineAccess};
 pub use image::{Image, ImageCache, ImageRecipe, Provenance, DEFAULT_MIRROR};
 
 /// `program` must be on PATH; the error names the package to install.

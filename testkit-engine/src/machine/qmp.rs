@@ -13,6 +13,10 @@ use tokio::net::UnixStream;
 
 use super::MachineError;
 
+/// The second monitor socket, in a machine's run directory: kept for a
+/// test process's faults, while the booting process holds the first.
+pub(super) const FAULTS_QMP_SOCKET: &str = "faults.qmp.sock";
+
 /// How long QEMU may take to answer a command.
 const ANSWER_LIMIT: Duration = Duration::from_secs(30);
 

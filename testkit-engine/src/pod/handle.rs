@@ -65,7 +65,10 @@ impl HandlePolicy {
 /// and the token); any other string field is an extra (`user`,
 /// `password`, a second endpoint…).
 fn is_known_field(key: &str) -> bool {
-    key == "token" || key == "cluster" || crate::template::FILLED_FIELDS.contains(&key)
+    key == "token"
+        || key == "cluster"
+        || key == "machine"
+        || crate::template::FILLED_FIELDS.contains(&key)
 }
 
 /// A handle that cannot be used: which field, and what is wrong with it.
@@ -111,6 +114,8 @@ pub struct PodHandle {
     extras: BTreeMap<String, (String, bool)>,
     /// The nodes of a pod of several.
     cluster: Option<super::cluster::ClusterInfo>,
+    /// How a machine pod's faults reach its QEMU and its guest.
+    machine: Option<crate::machine::MachineAccess>,
 }
 
 impl PodHandle {
@@ -142,6 +147,7 @@ impl PodHandle {
         let capabilities = capabilities_field(obj)?;
         let health = health_field(obj)?;
         let cluster = cluster_field(obj, policy)?;
+        let machine = machine_field(obj)?;
         Ok(PodHandle {
             name,
             scheme: url.scheme,
@@ -153,6 +159,7 @@ impl PodHandle {
             health,
             extras,
             cluster,
+            machine,
         })
     }
 
@@ -160,6 +167,17 @@ impl PodHandle {
     pub(crate) fn with_cluster(mut self, cluster: super::cluster::ClusterInfo) -> PodHandle {
         self.cluster = Some(cluster);
         self
+    }
+
+    /// The same handle, of a machine pod reached by `access`.
+    pub(crate) fn with_machine(mut self, access: crate::machine::MachineAccess) -> PodHandle {
+        self.machine = Some(access);
+        self
+    }
+
+    /// How to reach a machine pod's QEMU and guest, when it is one.
+    pub fn machine(&self) -> Option<&crate::machine::MachineAccess> {
+        self.machine.as_ref()
     }
 
     /// The nodes, when the pod is made of several.
@@ -270,6 +288,12 @@ impl PodHandle {
             obj.insert(
                 "cluster".into(),
                 serde_json::to_value(c).expect("plain data"),
+            );
+        }
+        if let Some(m) = &self.machine {
+            obj.insert(
+                "machine".into(),
+                serde_json::to_value(m).expect("plain data"),
             );
         }
         Value::Object(obj).to_string()
@@ -491,6 +515,28 @@ fn cluster_field(
         ));
     }
     Ok(Some(info))
+}
+
+/// `machine`, when given: how a machine pod's faults reach it, its run
+/// directory an absolute path.
+fn machine_field(
+    obj: &Map<String, Value>,
+) -> Result<Option<crate::machine::MachineAccess>, HandleError> {
+    let Some(value) = obj.get("machine").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let access: crate::machine::MachineAccess = serde_json::from_value(value.clone())
+        .map_err(|e| HandleError::field("machine", format!("is not a machine's access: {e}")))?;
+    if !access.run_dir.is_absolute() {
+        return Err(HandleError::field(
+            "machine",
+            format!(
+                "run_dir {} is not an absolute path",
+                access.run_dir.display()
+            ),
+        ));
+    }
+    Ok(Some(access))
 }
 
 /// `capabilities`, when given: an array of non-empty strings without

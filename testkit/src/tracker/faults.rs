@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::{lock, settled, Inner, Tracked, Tracker, OUTSTANDING, SHUTTING_DOWN, UNFINISHED};
 use crate::engine::pod::fault::{
-    self, Fault, FaultAction, Reverted, JOURNAL_KIND as FAULT_KIND, UNDO_LIMIT,
+    self, Fault, FaultAction, Reverted, Target, JOURNAL_KIND as FAULT_KIND,
 };
 use crate::engine::pod::Pod;
 use crate::engine::report::{FaultRecord, FaultState};
@@ -30,20 +30,20 @@ impl Tracker {
         action: FaultAction,
     ) -> crate::Result {
         let inner = &self.inner;
-        let cluster = pod.cluster()?;
+        let target = Target::of(pod.handle()).ok_or_else(|| anyhow::anyhow!(NO_TARGET))?;
         if SHUTTING_DOWN.load(Ordering::SeqCst) {
             anyhow::bail!(
                 "refusing to inject a fault into `{node}`: the test process is shutting down"
             );
         }
-        let fault = fault::plan(cluster, node, action).await?;
+        let fault = target.plan(node, action).await?;
         let n = inner.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let name = format!("{FAULT_KIND}-{n:02}-{}-{node}", fault.verb());
         crate::reaper::ensure_spawned(run);
         inner.track_fault(run, &name, &fault)?;
         inner.hand_over_pod_lock();
         let started = std::time::Instant::now();
-        let injected = fault::inject(cluster, &fault).await.map_err(|cause| {
+        let injected = target.inject(&fault).await.map_err(|cause| {
             let message = crate::engine::errors::error_chain(&cause);
             InjectFailed { message, cause }
         });
@@ -164,6 +164,11 @@ impl HeldFaults {
     }
 }
 
+/// Why a pod takes no faults.
+const NO_TARGET: &str = "the pod takes no faults: it is one process or container; faults need \
+                         a pod of several nodes ([pod.container.nodes]) or a machine pod \
+                         ([pod.vm], `--pod vm`)";
+
 /// A fault of the test, as its record and its undo need it.
 pub(super) struct FaultEntry {
     /// Its journal name.
@@ -258,14 +263,15 @@ impl Inner {
                     .map_err(|e| crate::engine::errors::error_chain(&e))
             })
             .collect();
-        let cluster = crate::globals::pod()
+        let target = crate::globals::pod()
             .map_err(|e| format!("no pod to undo it in: {e}"))
-            .and_then(|pod| pod.cluster().map_err(|e| e.to_string()));
-        let outcomes: Vec<Result<Reverted, String>> = match cluster {
+            .and_then(|pod| Target::of(pod.handle()).ok_or_else(|| NO_TARGET.to_owned()));
+        let outcomes: Vec<Result<Reverted, String>> = match target {
             Err(why) => planned.iter().map(|_| Err(why.clone())).collect(),
-            Ok(cluster) => {
+            Ok(target) => {
                 let ok: Vec<Fault> = planned.iter().filter_map(|p| p.clone().ok()).collect();
-                let mut undone = fault::undo_all(cluster, &ok, UNDO_LIMIT)
+                let mut undone = target
+                    .undo_all(&ok)
                     .await
                     .into_iter()
                     .map(|o| o.map_err(|e| crate::engine::errors::error_chain(&e)));

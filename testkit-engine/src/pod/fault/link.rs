@@ -14,6 +14,10 @@
 //! if its host's kernel does: they are refused on containers, never made
 //! weaker, and run where a guest kernel of its own carries the node's
 //! packets ([`Runs::MachinesOnly`]).
+//!
+//! On a machine pod every kind is one `netem` queue at the root of the
+//! guest's interface ([`Link::netem_args`]), put there by the guest agent
+//! (`tc qdisc replace … netem …`) and removed by its handle.
 
 use serde::{Deserialize, Serialize};
 
@@ -205,12 +209,87 @@ impl Link {
                 "{} needs the kernel's netem queue (sch_netem) on the node's path, and a \
                  container's packets pass through its host's kernel, which testkit shapes \
                  only with iptables and a token bucket (tbf) — a {} made with those would \
-                 be silently weaker than asked. It runs {}: give the test a machine pod \
-                 ([pod.vm]), or use a loss or a rate here",
+                 be silently weaker than asked. It runs {}: run the suite on its machine \
+                 pod (`[pod.vm]` in testkit.toml, `testkit-runner run SUITE --pod vm`) and \
+                 degrade its node `machine`, or use a loss or a rate here",
                 self.describe(),
                 self.word(),
                 self.runs().describe()
             )),
+        }
+    }
+}
+
+/// The handle of the netem queue a link fault puts at the root of a machine
+/// pod guest's interface: the undo removes that queue and no other.
+pub(super) const NETEM_HANDLE: &str = "7e58:";
+
+/// The delay netem needs to reorder (it sends the packets it reorders at
+/// once and holds the others this long).
+pub(super) const REORDER_DELAY_MS: u64 = 10;
+
+/// The longest delay (and jitter) asked of a machine's link, in ms: more
+/// makes every exchange with the guest time out rather than slow down.
+pub(super) const MAX_DELAY_MS: u64 = 10_000;
+
+impl Link {
+    /// Why it cannot run on a machine pod's guest, when its amount is out
+    /// of range (every kind runs there, with netem).
+    pub(super) fn refused_on_machines(&self) -> Option<String> {
+        let probability = |ppm: u32, what: &str| {
+            (ppm == 0 || ppm > 1_000_000).then(|| {
+                format!(
+                    "{what} must be a probability above 0 and at most 1 (got {})",
+                    if ppm == u32::MAX {
+                        "no probability".to_owned()
+                    } else {
+                        percent(ppm)
+                    }
+                )
+            })
+        };
+        match self {
+            Link::Loss { ppm } => probability(*ppm, "a loss"),
+            Link::Duplicate { ppm } => probability(*ppm, "a duplication"),
+            Link::Reorder { ppm } => probability(*ppm, "a reordering"),
+            Link::Corrupt { ppm } => probability(*ppm, "a corruption"),
+            Link::Rate { kbit } if !RATE_KBIT.contains(kbit) => Some(format!(
+                "a rate must be from {} to {} kbit/s (got {kbit})",
+                RATE_KBIT.start(),
+                RATE_KBIT.end()
+            )),
+            Link::Delay { ms, .. } if *ms == 0 || *ms > MAX_DELAY_MS => Some(format!(
+                "a delay must be from 1 ms to {MAX_DELAY_MS} ms (got {ms} ms)"
+            )),
+            Link::Delay { ms, jitter_ms } if jitter_ms > ms => Some(format!(
+                "a jitter ({jitter_ms} ms) larger than its delay ({ms} ms) would ask for \
+                 negative delays: give at most the delay"
+            )),
+            _ => None,
+        }
+    }
+
+    /// The arguments of `tc qdisc … netem` that make it.
+    pub(super) fn netem_args(&self) -> Vec<String> {
+        let p = |ppm: &u32| format!("{}%", f64::from(*ppm) / 1e4);
+        match self {
+            Link::Loss { ppm } => vec!["loss".into(), p(ppm)],
+            Link::Rate { kbit } => vec!["rate".into(), format!("{kbit}kbit")],
+            Link::Delay { ms, jitter_ms } => {
+                let mut args = vec!["delay".into(), format!("{ms}ms")];
+                if *jitter_ms > 0 {
+                    args.push(format!("{jitter_ms}ms"));
+                }
+                args
+            }
+            Link::Duplicate { ppm } => vec!["duplicate".into(), p(ppm)],
+            Link::Reorder { ppm } => vec![
+                "delay".into(),
+                format!("{REORDER_DELAY_MS}ms"),
+                "reorder".into(),
+                p(ppm),
+            ],
+            Link::Corrupt { ppm } => vec!["corrupt".into(), p(ppm)],
         }
     }
 }

@@ -27,6 +27,7 @@
 //! the namespace the node has then.
 
 mod link;
+mod machine;
 mod partition;
 
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::{wait_node_healthy, ClusterError, ClusterInfo};
 use crate::containers::{EngineError, Netns, NetnsError, PacketFilterError};
 pub use link::{Link, Runs, Shaping};
+pub use machine::{CLOCK_SLACK, MACHINE_NODE, MACHINE_UNDO_LIMIT};
 pub use partition::{Partition, ShapeError};
 
 /// The kind a fault is journaled as, beside a test's resources: one stack
@@ -162,6 +164,17 @@ pub enum FaultError {
         /// What.
         what: String,
     },
+    /// The fault cannot run on this kind of pod.
+    #[error("refusing to {fault}: {why}")]
+    Refused {
+        /// The fault, in words.
+        fault: String,
+        /// Why, and what runs instead.
+        why: String,
+    },
+    /// Something asked of a machine pod's QEMU or guest failed.
+    #[error(transparent)]
+    Machine(#[from] crate::machine::MachineError),
     /// A journal line is not a fault of [`Fault::to_json`].
     #[error("not a journaled fault")]
     NotJournaled(#[source] serde_json::Error),
@@ -215,6 +228,16 @@ pub enum FaultAction {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer: Option<String>,
     },
+    /// The node's clock set `offset_ms` ahead (behind, when negative) of
+    /// the host's; undone by setting it to the host's. A machine pod's
+    /// guest only: a container shares its host's clock.
+    Clock {
+        /// How far from the host's clock, in milliseconds.
+        offset_ms: i64,
+    },
+    /// The node's data disk filled: nothing more can be written to it;
+    /// undone by freeing what the fault wrote.
+    FillDisk,
 }
 
 /// A planned or injected fault: what was (or is to be) done, precisely
@@ -252,6 +275,9 @@ impl Fault {
             FaultAction::Kill => format!("kill {}", self.node),
             FaultAction::Pause => format!("pause {}", self.node),
             FaultAction::Restart => format!("restart {}", self.node),
+            FaultAction::Cut { .. } if self.on_machine() => {
+                format!("unplug {}'s network cable", self.node)
+            }
             FaultAction::Cut { from, tests } => {
                 let mut whom: Vec<String> = if from.is_empty() {
                     vec!["every peer".to_owned()]
@@ -279,6 +305,13 @@ impl Fault {
                 ),
                 None => format!("{} on {}", link.describe(), self.node),
             },
+            FaultAction::Clock { offset_ms } => format!(
+                "jump {}'s clock {} by {}",
+                self.node,
+                if *offset_ms < 0 { "back" } else { "forward" },
+                humantime::format_duration(Duration::from_millis(offset_ms.unsigned_abs()))
+            ),
+            FaultAction::FillDisk => format!("fill {}'s data disk", self.node),
         }
     }
 
@@ -293,6 +326,8 @@ impl Fault {
             FaultAction::Cut { .. } => "cut",
             FaultAction::Partition { .. } => "partition",
             FaultAction::Link { link, .. } => link.word(),
+            FaultAction::Clock { .. } => "clock",
+            FaultAction::FillDisk => "fill-disk",
         }
     }
 
@@ -305,6 +340,25 @@ impl Fault {
         )
     }
 
+    /// Whether it is a machine pod's: its node is [`MACHINE_NODE`] and its
+    /// container the machine's run directory (a path, never an id).
+    fn on_machine(&self) -> bool {
+        self.node == MACHINE_NODE && self.container.starts_with('/')
+    }
+
+    /// A fault of a machine pod's guest: what it is done to is the machine
+    /// whose run directory is `run_dir`.
+    fn of_machine(node: &str, action: FaultAction, run_dir: &str) -> Fault {
+        Fault {
+            node: node.to_owned(),
+            action,
+            container: run_dir.to_owned(),
+            rules: Vec::new(),
+            node_rules: Vec::new(),
+            shaping: None,
+        }
+    }
+
     /// The fault as one line of JSON, for the journal.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("plain data")
@@ -313,6 +367,55 @@ impl Fault {
     /// A fault from [`Fault::to_json`].
     pub fn from_json(text: &str) -> Result<Fault, FaultError> {
         serde_json::from_str(text).map_err(FaultError::NotJournaled)
+    }
+}
+
+/// Where a test's faults go: the nodes of a pod of several, or a machine
+/// pod's guest.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Target<'a> {
+    /// A pod of several containers (`[pod.container.nodes]`).
+    Cluster(&'a ClusterInfo),
+    /// A machine pod (`[pod.vm]`), one node: [`MACHINE_NODE`].
+    Machine(&'a crate::machine::MachineAccess),
+}
+
+impl Target<'_> {
+    /// The target of a pod's handle: its machine, or its nodes; `None` for
+    /// a pod of one process or container, which takes no faults.
+    pub fn of(handle: &super::handle::PodHandle) -> Option<Target<'_>> {
+        match (handle.machine(), handle.cluster()) {
+            (Some(m), _) => Some(Target::Machine(m)),
+            (None, Some(c)) => Some(Target::Cluster(c)),
+            (None, None) => None,
+        }
+    }
+
+    /// Plans `action` on `node` ([`plan`] on a cluster).
+    pub async fn plan(self, node: &str, action: FaultAction) -> Result<Fault, FaultError> {
+        match self {
+            Target::Cluster(c) => plan(c, node, action).await,
+            Target::Machine(m) => machine::plan(m, node, action),
+        }
+    }
+
+    /// Injects a planned fault and shows it took ([`inject`] on a cluster).
+    pub async fn inject(self, fault: &Fault) -> Result<(), FaultError> {
+        match self {
+            Target::Cluster(c) => inject(c, fault).await,
+            Target::Machine(m) => machine::inject(m, fault).await,
+        }
+    }
+
+    /// Undoes the faults of one test, oldest first in `faults`, and proves
+    /// them ([`undo_all`] on a cluster, within [`UNDO_LIMIT`]; on a machine
+    /// within [`MACHINE_UNDO_LIMIT`], which a reset's boot needs).
+    pub async fn undo_all(self, faults: &[Fault]) -> Vec<Result<Reverted, FaultError>> {
+        match self {
+            Target::Cluster(c) => undo_all(c, faults, UNDO_LIMIT).await,
+            Target::Machine(m) => machine::undo_all(m, faults, MACHINE_UNDO_LIMIT).await,
+        }
     }
 }
 
@@ -328,6 +431,14 @@ pub async fn plan(
             return plan_partition(cluster, partition).await
         }
         FaultAction::Link { link, peer } => return plan_link(cluster, node, link, peer).await,
+        FaultAction::Clock { .. } | FaultAction::FillDisk => {
+            return Err(FaultError::Refused {
+                fault: Fault::of_machine(node, action, "").describe(),
+                why: "a container shares its host's clock, and has no data disk of its own: \
+                      this fault runs on machine pods ([pod.vm])"
+                    .to_owned(),
+            })
+        }
         _ => {}
     }
     cluster.node(node)?;
@@ -517,6 +628,12 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
                         .limit_rate(&s.interface, &s.handle, s.kbit, s.burst)
                         .await?;
                 }
+            }
+            FaultAction::Clock { .. } | FaultAction::FillDisk => {
+                return Err(FaultError::Refused {
+                    fault: fault.describe(),
+                    why: "it runs on machine pods only".to_owned(),
+                })
             }
         }
         Ok(())

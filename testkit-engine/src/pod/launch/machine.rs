@@ -38,6 +38,7 @@ pub(super) async fn boot(
     machine_spec.payload = m.debs.clone();
     machine_spec.run_parent = Some(private_dir.clone());
     machine_spec.boot_limit = m.ceiling;
+    machine_spec.data_disk_mib = m.data_disk_mib;
     let observer = spec.observer.clone();
     machine_spec.observer = Some(MachineObserver::new(move |step| {
         let step = match step {
@@ -100,6 +101,18 @@ async fn up(
     machine: &mut Machine,
     started: Instant,
 ) -> Result<(PodHandle, HealthReport), LaunchError> {
+    // Before the packages: their maintainer scripts may set up the
+    // product's data there.
+    let data_dir = match m.data_disk_mib {
+        Some(_) => Some(
+            machine
+                .mount_data_disk()
+                .await
+                .map_err(failed(spec, "mount its data disk"))?
+                .to_owned(),
+        ),
+        None => None,
+    };
     let left = m.ceiling.saturating_sub(started.elapsed());
     let installed = machine
         .install_payload_debs(left)
@@ -117,7 +130,12 @@ async fn up(
     let health = wait_healthy(spec, &base_url, started, m.ceiling).await?;
     // Once it answers: what a service writes at its first start is there.
     let fields = read_fields(machine, &m.fields).await?;
-    let handle = super::spec::handle_of_fields(spec, port, &fields)?;
+    let access = crate::machine::MachineAccess::new(
+        machine.run_dir().to_owned(),
+        format!("{base_url}{}", spec.health_path),
+        data_dir,
+    );
+    let handle = super::spec::handle_of_fields(spec, port, &fields)?.with_machine(access);
     Ok((handle, health))
 }
 

@@ -179,6 +179,8 @@ pub struct MachineLaunch {
     pub fields: BTreeMap<String, GuestField>,
     /// The longest boot, from QEMU's start to the first healthy answer.
     pub ceiling: Duration,
+    /// The size of its data disk, in MiB, when it has one.
+    pub data_disk_mib: Option<u32>,
 }
 
 impl MachineLaunch {
@@ -198,6 +200,7 @@ impl MachineLaunch {
             cpus: section.cpus,
             fields: section.fields.clone(),
             ceiling: section.ceiling,
+            data_disk_mib: section.data_disk_mib,
         }
     }
 }
