@@ -551,7 +551,7 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
 async fn rules_in_place(rules: &[Rule]) -> Result<(), FaultError> {
     let filter = PacketFilter::on_host()?;
     for rule in rules {
-        if !filter.holds(rule).await {
+        if !filter.holds(rule).await? {
             return Err(FaultError::NotMeasured {
                 fault: "the partition".to_owned(),
                 measured: format!("its rule `{}` is not in the packet filter", rule.describe()),
@@ -862,7 +862,7 @@ async fn link_gone(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErro
     if !fault.node_rules.is_empty() {
         let filter = PacketFilter::in_namespace_of(pid)?;
         for rule in &fault.node_rules {
-            if filter.holds(rule).await {
+            if filter.holds(rule).await? {
                 return Err(FaultError::StillThere {
                     what: format!(
                         "the rule `{}` in {}'s namespace",
