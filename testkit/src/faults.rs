@@ -126,6 +126,29 @@ impl Faults<'_> {
         self.inject(node, action).await
     }
 
+    /// Fills the node's data disk (`[pod.container.nodes.NAME] disk`, a
+    /// bounded tmpfs of its own): a file written into it until no byte is
+    /// left, shown to have taken (nothing free, a write fails with
+    /// ENOSPC). Undone by removing the file, proven by a write that fits
+    /// again. A node with no disk declared is refused, saying how to
+    /// declare one; a node restarted while its disk is held full (a
+    /// restart empties it) fails the undo, naming the restart.
+    ///
+    /// ```no_run
+    /// # use testkit::prelude::*;
+    /// # async fn t(cx: &mut Cx) -> testkit::Result {
+    /// cx.faults().fill_disk("worker-1").await?;
+    /// // ... writes to worker-1 must fail cleanly, reads must go on ...
+    /// # Ok(()) }
+    /// ```
+    pub async fn fill_disk(&self, node: &str) -> crate::Result {
+        let action = FaultAction::FillDisk {
+            target: String::new(),
+            file: String::new(),
+        };
+        self.inject(node, action).await
+    }
+
     /// Undoes every fault of the test now, newest first, proving each: the
     /// node healthy, its peers reaching it. A fault that cannot be undone
     /// fails the test however it ends.

@@ -81,7 +81,9 @@ mod witness;
 pub use auth::{AuthSection, LoginSection, SendAs};
 pub use capabilities::CapabilitiesSection;
 pub use cli::CliSection;
-pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
+pub use container::{
+    BuildSection, ContainerSection, DiskSection, MountSection, NodeSection, MAX_DISK_MIB,
+};
 pub use pod::{PodSection, Ready};
 pub use suite::{FlakyPolicy, SuiteSection, UnknownFlakyPolicy};
 pub use vm::{GuestField, VmSection};
