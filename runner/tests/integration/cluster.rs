@@ -172,20 +172,6 @@ impl ClusterPod {
         (free, fillers)
     }
 
-    /// The inode of `node`'s network namespace.
-    fn netns_inode(&self, node: &str) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        let pid = docker(&[
-            "inspect",
-            "--format",
-            "{{.State.Pid}}",
-            &self.container(node),
-        ]);
-        std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            .unwrap_or_else(|e| panic!("{node}'s namespace (pid {pid}): {e}"))
-            .ino()
-    }
-
     /// `running paused` of `node`'s container.
     fn state(&self, node: &str) -> String {
         docker(&[

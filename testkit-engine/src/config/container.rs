@@ -460,6 +460,18 @@ mod tests {
                 "image = \"x\"\nport = 80\nsetup = [[]]",
                 "pod.container.setup",
             ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"data\", size_mib = 8 }",
+                "`pod.container.nodes.*.disk` of `a` has target \"data\": expected an absolute path",
+            ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"/d\", size_mib = 0 }",
+                "size_mib = 0: expected 1 to 1024",
+            ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"/d\", size_mib = 4096 }",
+                "size_mib = 4096: expected 1 to 1024",
+            ),
         ];
         for (body, expected) in cases {
             let e = parse(&format!("[pod.container]\n{body}"))
