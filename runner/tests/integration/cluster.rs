@@ -1218,5 +1218,16 @@ fn the_register_check_passes_and_catches_a_gateway_that_serves_stale_reads() {
             "the conflict named: {message}"
         );
         assert_eq!(ran.code, 1, "{}", ran.stdout);
+        // report.html draws the failing part as lanes, the conflict marked
+        // (when the search named one).
+        let page = std::fs::read_to_string(ran.results().join("report.html")).unwrap();
+        assert!(
+            page.contains("<figure class=\"history-lanes\">"),
+            "the lanes are in report.html"
+        );
+        assert!(
+            page.contains(" conflict\"") || !message.contains("cannot come next"),
+            "the conflict is marked in report.html"
+        );
     }
 }

@@ -427,6 +427,21 @@ mod tests {
         assert_eq!(container.setup, [["svc", "init"]]);
     }
 
+    /// A pod of several nodes writes its nodes under the handle's
+    /// `cluster`: a field of that name would be read as that, and the pod
+    /// boot fail with "not a cluster's description". `check` refuses it.
+    #[test]
+    fn a_field_named_cluster_is_refused_naming_why() {
+        let e = parse(
+            "[pod]\nready = \"health\"\nfields = { cluster = \"{random}\" }\n\
+             [pod.container]\nimage = \"x\"\nport = 80\nentry = \"a\"\n\
+             [pod.container.nodes.a]\ncommand = [\"s\"]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("pod.fields") && e.contains("\"cluster\""), "{e}");
+    }
+
     #[test]
     fn each_mistake_names_its_key_and_the_fix() {
         let cases = [

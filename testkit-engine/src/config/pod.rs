@@ -208,8 +208,15 @@ impl PodSection {
     }
 
     fn validate_fields(&self) -> Result<(), Problem> {
+        // `cluster` is where a pod of several nodes describes them in its
+        // handle: a field of that name would be read as that description.
+        let taken: Vec<&str> = crate::template::FILLED_FIELDS
+            .iter()
+            .copied()
+            .chain(["cluster"])
+            .collect();
         for key in self.fields.keys() {
-            super::field_name("pod.fields", key, crate::template::FILLED_FIELDS)?;
+            super::field_name("pod.fields", key, &taken)?;
         }
         if !self.fields.is_empty() && self.ready != Ready::Health {
             return Err((
