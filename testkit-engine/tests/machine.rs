@@ -453,7 +453,10 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
             FaultAction::Clock {
                 offset_ms: -86_400_000,
             },
-            FaultAction::FillDisk,
+            FaultAction::FillDisk {
+                target: String::new(),
+                file: String::new(),
+            },
         ];
         for action in actions {
             let fault = target.plan(MACHINE_NODE, action).await.unwrap();
@@ -479,7 +482,7 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
                     let off = (access.guest_time_ns().await.unwrap() - host_time_ns()) / 1_000_000;
                     assert!((off - offset_ms).abs() < 10_000, "{what}: {off} ms off");
                 }
-                FaultAction::FillDisk => {
+                FaultAction::FillDisk { .. } => {
                     let avail =
                         guest("df -B1 --output=avail /var/lib/testkit-data | tail -n 1").await;
                     let avail: u64 = avail.trim().parse().unwrap();

@@ -103,3 +103,38 @@ fn teardown_removes_the_pods_own_rules_and_leaves_a_longer_comment() {
     assert!(iptables(&args).status.success());
     assert!(!listed(&foreign));
 }
+
+/// A check the packet filter cannot answer (here: the namespace it is to
+/// look in is gone with its process) is an error naming why, never "the
+/// rule is absent": an undo read as proven while its rule stays would be
+/// a false green. iptables' own "no such rule" answer is absent.
+#[test]
+fn a_check_that_fails_is_an_error_and_only_no_such_rule_is_absent() {
+    use testkit_engine::containers::{PacketFilter, Rule};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let comment = format!("testkit.pod=pfcheck{}", std::process::id());
+    let rule = Rule::drop("OUTPUT", None, "192.0.2.78", &comment);
+
+    let host = PacketFilter::on_host().expect("this test needs iptables");
+    assert!(
+        !rt.block_on(host.holds(&rule)).expect("iptables answers"),
+        "a rule never inserted is absent"
+    );
+
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let filter = PacketFilter::in_namespace_of(pid).expect("this test needs nsenter");
+    let checked = rt.block_on(filter.holds(&rule));
+    let why = format!("{:?}", checked);
+    assert!(checked.is_err(), "a failed check read as an answer: {why}");
+    assert!(why.contains("/proc/"), "the error names its cause: {why}");
+    let removed = rt.block_on(filter.remove(&rule));
+    assert!(
+        removed.is_err(),
+        "a remove whose check failed read as nothing to remove: {removed:?}"
+    );
+}

@@ -164,11 +164,30 @@ impl Faults<'_> {
         self.inject(node, FaultAction::Clock { offset_ms }).await
     }
 
-    /// Fills a machine pod's data disk (`[pod.vm] data_disk_mib`, mounted at
-    /// `/var/lib/testkit-data` in the guest): a file written until no room
-    /// is left, shown by `df`; undone by removing it, proven by room again.
+    /// Fills a node's data disk: a file written into it until no byte is
+    /// left, shown to have taken; undone by removing the file, proven by
+    /// room again. On a pod of containers, the node's
+    /// `[pod.container.nodes.NAME] disk` (a bounded tmpfs of its own):
+    /// shown by a write that fails with ENOSPC, proven by a write that fits
+    /// again; a node with no disk declared is refused, saying how to
+    /// declare one; a node restarted while its disk is held full (a restart
+    /// empties it) fails the undo, naming the restart. On a machine pod,
+    /// node `"machine"`, the data disk of `[pod.vm] data_disk_mib`, mounted
+    /// at `/var/lib/testkit-data` in the guest, shown by `df`.
+    ///
+    /// ```no_run
+    /// # use testkit::prelude::*;
+    /// # async fn t(cx: &mut Cx) -> testkit::Result {
+    /// cx.faults().fill_disk("worker-1").await?;
+    /// // ... writes to worker-1 must fail cleanly, reads must go on ...
+    /// # Ok(()) }
+    /// ```
     pub async fn fill_disk(&self, node: &str) -> crate::Result {
-        self.inject(node, FaultAction::FillDisk).await
+        let action = FaultAction::FillDisk {
+            target: String::new(),
+            file: String::new(),
+        };
+        self.inject(node, action).await
     }
 
     /// Undoes every fault of the test now, newest first, proving each: the

@@ -151,7 +151,8 @@ pub mod history {
         Model, NotLinearizable, SetAnomalies, UnknownReason, DEFAULT_BOUND,
     };
     pub use crate::engine::history::{
-        History, HistorySnapshot, Op, Operation, Outcome, PendingOp, Value, FILE_NAME, MAX_OPS,
+        FailedCheck, History, HistorySnapshot, Op, Operation, Outcome, PendingOp, Value, FILE_NAME,
+        MAX_OPS,
     };
 }
 

@@ -507,6 +507,7 @@ impl Page<'_> {
                         pre class="message" { (Text(r.message.as_deref().unwrap_or("(no message)"))) }
                         (resources(part, r))
                         (faults_table(r))
+                        (history_lanes(part, r))
                         (self.screenshots(part, r, &mut shots_left))
                         (super::trace::waterfall(&part.dir, r, &mut frames_left))
                         (log_box(&r.output, logs_left, true))
@@ -947,6 +948,50 @@ fn faults_table(r: &TestRecord) -> Markup {
     }
 }
 
+/// The checks of a failed test's history that found it not linearizable:
+/// each its smallest failing part drawn as lanes, one per client, each
+/// operation a bar from its invocation to its completion (by rank, not to
+/// scale: what matters is which overlap), the conflict marked. The history
+/// is read from the test's own artifacts folder, never from a path a
+/// record names.
+fn history_lanes(part: &Part, r: &TestRecord) -> Markup {
+    use testkit_engine::history::{HistorySnapshot, FILE_NAME};
+    let path = testkit_engine::run::artifacts_dir(&part.dir, &r.binary, &r.name).join(FILE_NAME);
+    let Ok(history) = HistorySnapshot::read(&path) else {
+        return html! {};
+    };
+    html! {
+        @for failed in &history.failed_checks {
+            @let d = &failed.drawing;
+            @let span = d.ops.iter().map(|o| o.end.unwrap_or(o.start) + 1).max().unwrap_or(1) + 1;
+            @let pct = |rank: usize| rank as f64 * 100.0 / span as f64;
+            @let clients: BTreeSet<u32> = d.ops.iter().map(|o| o.client).collect();
+            figure class="history-lanes" {
+                figcaption {
+                    (Text(&failed.what)) ": the smallest part that cannot be linearized"
+                    @if d.not_drawn > 0 { " (" (d.not_drawn) " more operations not drawn)" }
+                }
+                @for client in &clients {
+                    div class="lane" {
+                        span class="client" { "client " (client) }
+                        div class="track" {
+                            @for o in d.ops.iter().filter(|o| o.client == *client) {
+                                @let end = o.end.unwrap_or(span);
+                                div class={ "op " (o.outcome.as_str()) @if o.conflict { " conflict" } }
+                                    style=(format!("left:{:.2}%;width:{:.2}%", pct(o.start), pct(end.saturating_sub(o.start).max(1))))
+                                    title=(Text(&format!("{} {} ({}){}", o.number, o.label, o.outcome.as_str(),
+                                        if o.conflict { ": the conflict, which no legal order can place" } else { "" }))) {
+                                    (o.number) " " (Text(&o.label))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A log, its last bytes while the page's budget for logs lasts.
 fn log_box(output: &str, logs_left: &mut usize, open: bool) -> Markup {
     let (log, cut) = tail(output, LOG_CAP.min(*logs_left));
@@ -1098,6 +1143,84 @@ mod unit {
         .html();
         assert!(html.len() < 4 * 1024 * 1024, "{} bytes", html.len());
         assert_eq!(html.matches("<article class=\"failure\"").count(), 100);
+    }
+
+    /// A failed test whose history a register check found not
+    /// linearizable (a read of 1 after a write of 2 completed) gets that
+    /// part drawn as lanes: one per client, a bar per operation, the
+    /// conflict marked and said so in its tooltip, the labels escaped.
+    #[test]
+    fn a_failed_history_check_is_drawn_as_lanes_with_its_conflict_marked() {
+        use testkit_engine::history::check::{Check, CheckError};
+        use testkit_engine::history::{
+            FailedCheck, HistorySnapshot, Op, Operation, Outcome, Value,
+        };
+        let op = |client, op, invoke_ns, complete_ns, result: Value| Operation {
+            client,
+            op,
+            invoke_ns,
+            complete_ns: Some(complete_ns),
+            outcome: Outcome::Ok,
+            result,
+        };
+        let mut history = HistorySnapshot::new(
+            "faults::register",
+            vec![
+                op(0, Op::write("<x>", 1), 0, 10, Value::Nil),
+                op(1, Op::write("<x>", 2), 20, 30, Value::Nil),
+                op(2, Op::read("<x>"), 40, 50, Value::Int(1)),
+            ],
+        );
+        let Err(CheckError::NotLinearizable(found)) = Check::register().run(&history) else {
+            panic!("a stale read is not linearizable");
+        };
+        history.failed_checks.push(FailedCheck::of(&found));
+        let results = tempfile::tempdir().unwrap();
+        let mut r = TestRecord::new("run1", "faults", "faults::register");
+        r.fail(
+            testkit_engine::report::FailureKind::Error,
+            "register check: not linearizable".to_owned(),
+        );
+        let artifacts = testkit_engine::run::artifacts_dir(results.path(), &r.binary, &r.name);
+        std::fs::create_dir_all(&artifacts).unwrap();
+        history
+            .write(&artifacts.join(testkit_engine::history::FILE_NAME))
+            .unwrap();
+        let records = vec![r];
+        let summary = Summary::from_records(&records, None);
+        let parts = [Part {
+            dir: results.path().to_owned(),
+            run: None,
+            records,
+            phases: Vec::new(),
+            lifetimes: Vec::new(),
+            source: None,
+            seal: crate::seal::SealCheck::Unsealed,
+        }];
+        let html = Page {
+            title: "history",
+            parts: &parts,
+            summary: &summary,
+            out_dir: results.path(),
+        }
+        .html();
+        assert!(html.contains("figure class=\"history-lanes\""), "drawn");
+        for client in 0..3 {
+            assert!(
+                html.contains(&format!("client {client}")),
+                "a lane per client"
+            );
+        }
+        assert_eq!(
+            html.matches("class=\"op ok conflict\"").count(),
+            1,
+            "one conflict"
+        );
+        assert!(html.contains("the conflict, which no legal order can place"));
+        assert!(
+            html.contains("&lt;x&gt;") && !html.contains("read <x>"),
+            "escaped"
+        );
     }
 
     /// The JSON the page's script draws from.

@@ -153,6 +153,25 @@ impl ClusterPod {
         found
     }
 
+    /// The KiB free on `node`'s data disk (`/home/pod`), and how many files
+    /// of a fill are in it, as the node itself sees them.
+    fn disk(&self, node: &str) -> (u64, usize) {
+        let id = self.container(node);
+        let df = docker(&["exec", &id, "df", "-k", "/home/pod"]);
+        let free = df
+            .lines()
+            .nth(1)
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|f| f.parse().ok())
+            .unwrap_or_else(|| panic!("df on {node}: {df}"));
+        let listed = docker(&["exec", &id, "ls", "-a", "/home/pod"]);
+        let fillers = listed
+            .lines()
+            .filter(|l| l.starts_with(".testkit-fill"))
+            .count();
+        (free, fillers)
+    }
+
     /// `running paused` of `node`'s container.
     fn state(&self, node: &str) -> String {
         docker(&[
@@ -286,6 +305,11 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
             "{fault}: the cut's rules are in place"
         );
     }
+    if fault == "fill-disk" {
+        let (free, fillers) = pod.disk("worker-1");
+        assert_eq!(free, 0, "fill-disk: no KiB free on worker-1's disk");
+        assert_eq!(fillers, 1, "fill-disk: the fault's file is there");
+    }
     if matches!(fault, "loss" | "link-loss" | "rate") {
         let inside = pod.in_namespace("worker-1");
         let want = if fault == "rate" {
@@ -323,6 +347,11 @@ fn kill_mid_fault(suite: &Path, pod: &ClusterPod, fault: &str) -> u64 {
     assert!(
         inside.is_empty(),
         "{fault}: nothing is left in worker-1's namespace: {inside:?}"
+    );
+    let (free, fillers) = pod.disk("worker-1");
+    assert!(
+        free > 0 && fillers == 0,
+        "{fault}: worker-1's disk has room ({free} KiB) and no filler ({fillers})"
     );
     let whole = nextest(suite, pod, results.path(), "test(cluster_is_whole)", "")
         .stdout(Stdio::null())
@@ -363,7 +392,7 @@ fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
     let suite = cluster_fixture();
     let pod = ClusterPod::up(suite.path());
     let mut timings = Vec::new();
-    for fault in ["partition", "loss", "link-loss", "rate"] {
+    for fault in ["partition", "loss", "link-loss", "rate", "fill-disk"] {
         let took = kill_mid_fault(suite.path(), &pod, fault);
         timings.push(format!("{fault} {took} ms"));
     }
@@ -427,6 +456,63 @@ fn partitions_and_link_faults_are_undone_and_netem_kinds_refused() {
     );
 }
 
+/// worker-1's data disk filled by a test: the product's write fails with
+/// ENOSPC, and after the heal it fits. A partition bypassed by an ACCEPT
+/// ahead of its rules is not taken, though its rules are listed. A loss
+/// held while worker-1 is restarted behind testkit's back goes with its
+/// old namespace: the undo fails naming the restart, never proving the
+/// lost fault undone.
+#[test]
+fn a_full_disk_a_bypassed_partition_and_a_restart_under_a_link_fault() {
+    let suite = cluster_fixture();
+    let pod = ClusterPod::up(suite.path());
+    // Each part checked whatever the others did: one run shows them all.
+    let mut wrong = Vec::new();
+    let run = |expr: &str, fault: &str| {
+        let results = tempfile::tempdir().unwrap();
+        let out = nextest(suite.path(), &pod, results.path(), expr, fault)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), said)
+    };
+    let (passed, said) = run("test(a_full_disk_fails_the_products_writes)", "disk");
+    if !passed {
+        wrong.push(format!("the full disk was not seen as it should: {said}"));
+    }
+    let (passed, said) = run("test(a_bypassed_partition_is_not_taken)", "bypass");
+    if !passed {
+        wrong.push(format!("a bypassed partition was taken: {said}"));
+    }
+    let (passed, said) = run("test(link_fault_then_restart)", "link-restart");
+    let named = [
+        "`worker-1` was restarted",
+        "loss of 20% on worker-1",
+        "inode",
+    ]
+    .iter()
+    .all(|w| said.contains(w));
+    if let Some(line) = said.lines().find(|l| l.contains("was restarted")) {
+        eprintln!("the restart, named: {}", line.trim());
+    }
+    if passed || !named {
+        wrong.push(format!(
+            "a loss lost with a restart of its node was not a failure naming the restart: {said}"
+        ));
+    }
+    let (free, fillers) = pod.disk("worker-1");
+    if free == 0 || fillers > 0 {
+        wrong.push(format!(
+            "worker-1's disk: {free} KiB free, {fillers} filler"
+        ));
+    }
+    let inside = pod.in_namespace("worker-1");
+    if !inside.is_empty() || !rules_of(&pod.pod_id).is_empty() {
+        wrong.push(format!("left: {inside:?} {:?}", rules_of(&pod.pod_id)));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
+
 /// A fault whose undo fails (its node's container removed behind testkit's
 /// back) fails the test as `fault_not_undone`, naming the node, in the
 /// record and in JUnit.
@@ -464,7 +550,7 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
     let results = tempfile::tempdir().unwrap();
     let flag = results.path().join("holding.pid");
     let mut run = run_filtered(suite.path(), results.path(), "test(hold_fault)")
-        .env("FIXTURE_FAULT", "isolate")
+        .env("FIXTURE_FAULT", "loss-isolate")
         .env("FIXTURE_FLAG", &flag)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -492,6 +578,31 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
         "the run's containers carry their pod's id"
     );
     let before = left_behind("testkit.run", &run_id, Some(&pod_id));
+    // The loss is in worker-1's own namespace, which no rule listing on
+    // the host shows: it must end with the namespace.
+    let worker_1 = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=testkit.pod={pod_id}"),
+        "--filter",
+        "label=testkit.node=worker-1",
+    ]);
+    let netns_pid = docker(&["inspect", "--format", "{{.State.Pid}}", &worker_1]);
+    let netns = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{netns_pid}/ns/net"))
+            .expect("worker-1's namespace")
+            .ino()
+    };
+    let loss = Command::new("nsenter")
+        .args(["-t", &netns_pid, "-n", "--", "iptables", "-w", "-S"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&loss.stdout).contains("statistic"),
+        "the loss is in worker-1's namespace"
+    );
     for kind in ["container", "network", "volume", "rule"] {
         assert!(
             before.iter().any(|o| o.starts_with(kind)),
@@ -521,6 +632,33 @@ fn a_sigkilled_runner_mid_fault_leaves_no_node_network_volume_or_rule() {
         "left 30 s after the runner's SIGKILL: {:?}",
         left_behind("testkit.run", &run_id, Some(&pod_id))
     );
+    let holders = netns_holders(netns);
+    assert!(
+        holders.is_empty(),
+        "worker-1's namespace, with the loss's rules in it, outlived the pod: {holders:?}"
+    );
+}
+
+/// What still holds the network namespace of inode `inode`: a process
+/// in it, or a file the engine keeps it by. None: the namespace, and
+/// every rule and queue in it, is gone.
+fn netns_holders(inode: u64) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let ns = entry.path().join("ns/net");
+        if std::fs::metadata(&ns).is_ok_and(|m| m.ino() == inode) {
+            found.push(ns.display().to_string());
+        }
+    }
+    for dir in ["/var/run/docker/netns", "/run/docker/netns"] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if std::fs::metadata(entry.path()).is_ok_and(|m| m.ino() == inode) {
+                found.push(entry.path().display().to_string());
+            }
+        }
+    }
+    found
 }
 
 /// Worker-2 with a shell as its PID 1: its sandboxd can die of SIGABRT (a
@@ -1080,5 +1218,16 @@ fn the_register_check_passes_and_catches_a_gateway_that_serves_stale_reads() {
             "the conflict named: {message}"
         );
         assert_eq!(ran.code, 1, "{}", ran.stdout);
+        // report.html draws the failing part as lanes, the conflict marked
+        // (when the search named one).
+        let page = std::fs::read_to_string(ran.results().join("report.html")).unwrap();
+        assert!(
+            page.contains("<figure class=\"history-lanes\">"),
+            "the lanes are in report.html"
+        );
+        assert!(
+            page.contains(" conflict\"") || !message.contains("cannot come next"),
+            "the conflict is marked in report.html"
+        );
     }
 }

@@ -98,6 +98,56 @@ pub struct NodeSection {
     /// Its unauthenticated health path, else `[pod] health_path`.
     #[serde(default)]
     pub health_path: Option<String>,
+    /// A data disk of its own, of a bounded size, that
+    /// `cx.faults().fill_disk(node)` fills.
+    #[serde(default)]
+    pub disk: Option<DiskSection>,
+}
+
+/// The largest data disk a node may have, in MiB: a fill writes it whole,
+/// and a tmpfs is held in the host's memory.
+pub const MAX_DISK_MIB: u64 = 1024;
+
+/// `[pod.container.nodes.NAME] disk`: a node's data directory on a volume
+/// of its own, a tmpfs of `size_mib` (the engine's `local` driver): small,
+/// so a fault fills it in a moment, and bounded, so filling it never fills
+/// the host's disk. Its contents last while the node's container runs: a
+/// stop or a restart of the node empties it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DiskSection {
+    /// Where it appears in the node's container: its data directory.
+    pub target: String,
+    /// Its size in MiB, 1 to 1024.
+    pub size_mib: u64,
+}
+
+impl DiskSection {
+    fn validate(&self, node: &str) -> Result<(), (&'static str, String)> {
+        let key = "pod.container.nodes.*.disk";
+        if !self.target.starts_with('/') || self.target.contains(',') {
+            return Err((
+                key,
+                format!(
+                    "of `{node}` has target {:?}: expected an absolute path in the container, \
+                     without a comma",
+                    self.target
+                ),
+            ));
+        }
+        if !(1..=MAX_DISK_MIB).contains(&self.size_mib) {
+            return Err((
+                key,
+                format!(
+                    "of `{node}` has size_mib = {}: expected 1 to {} (a small tmpfs, held in \
+                     the host's memory)",
+                    self.size_mib, MAX_DISK_MIB
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `[pod.container] build`: an image made from a directory of the suite.
@@ -191,6 +241,9 @@ impl ContainerSection {
                     "pod.container.nodes",
                     format!("has node {name:?} without a command: give it `command`, or give [pod.container] one"),
                 ));
+            }
+            if let Some(disk) = &node.disk {
+                disk.validate(name)?;
             }
             if node
                 .health_path
@@ -374,6 +427,21 @@ mod tests {
         assert_eq!(container.setup, [["svc", "init"]]);
     }
 
+    /// A pod of several nodes writes its nodes under the handle's
+    /// `cluster`: a field of that name would be read as that, and the pod
+    /// boot fail with "not a cluster's description". `check` refuses it.
+    #[test]
+    fn a_field_named_cluster_is_refused_naming_why() {
+        let e = parse(
+            "[pod]\nready = \"health\"\nfields = { cluster = \"{random}\" }\n\
+             [pod.container]\nimage = \"x\"\nport = 80\nentry = \"a\"\n\
+             [pod.container.nodes.a]\ncommand = [\"s\"]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("pod.fields") && e.contains("\"cluster\""), "{e}");
+    }
+
     #[test]
     fn each_mistake_names_its_key_and_the_fix() {
         let cases = [
@@ -406,6 +474,18 @@ mod tests {
             (
                 "image = \"x\"\nport = 80\nsetup = [[]]",
                 "pod.container.setup",
+            ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"data\", size_mib = 8 }",
+                "`pod.container.nodes.*.disk` of `a` has target \"data\": expected an absolute path",
+            ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"/d\", size_mib = 0 }",
+                "size_mib = 0: expected 1 to 1024",
+            ),
+            (
+                "image = \"x\"\nport = 80\nentry = \"a\"\n[pod.container.nodes.a]\ncommand = [\"s\"]\ndisk = { target = \"/d\", size_mib = 4096 }",
+                "size_mib = 4096: expected 1 to 1024",
             ),
         ];
         for (body, expected) in cases {

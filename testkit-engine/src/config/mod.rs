@@ -83,7 +83,9 @@ pub use auth::{AuthSection, LoginSection, SendAs};
 pub use bootstrap::BootstrapStep;
 pub use capabilities::CapabilitiesSection;
 pub use cli::CliSection;
-pub use container::{BuildSection, ContainerSection, MountSection, NodeSection};
+pub use container::{
+    BuildSection, ContainerSection, DiskSection, MountSection, NodeSection, MAX_DISK_MIB,
+};
 pub use pod::{PodSection, Ready, DEFAULT_STOP_GRACE};
 pub use suite::{
     FlakyPolicy, RetryPolicy, SuiteSection, UnknownFlakyPolicy, UnknownRetryPolicy, MAX_RETRIES,

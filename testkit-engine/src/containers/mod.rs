@@ -315,6 +315,40 @@ impl Engine {
             })
     }
 
+    /// Creates the volume `name`, with `labels`: a tmpfs of `size_mib` MiB
+    /// (the `local` driver's), mounted when a container first uses it and
+    /// emptied when the last one stops.
+    pub async fn create_tmpfs_volume(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+        size_mib: u64,
+    ) -> Result<(), EngineError> {
+        let mut args = vec!["volume".to_owned(), "create".to_owned()];
+        args.extend(label_args(labels));
+        let size = format!("o=size={size_mib}m");
+        for opt in [
+            "--driver",
+            "local",
+            "--opt",
+            "type=tmpfs",
+            "--opt",
+            "device=tmpfs",
+            "--opt",
+            &size,
+        ] {
+            args.push(opt.to_owned());
+        }
+        args.push(name.to_owned());
+        self.run(&args)
+            .await
+            .map(drop)
+            .map_err(|source| EngineError::CreateVolume {
+                name: name.to_owned(),
+                source,
+            })
+    }
+
     /// `<kind> create --label … name`: a network or a volume.
     async fn create(
         &self,

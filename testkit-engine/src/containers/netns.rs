@@ -46,6 +46,15 @@ pub enum NetnsError {
         /// The address.
         address: String,
     },
+    /// The namespace could not be looked at (its process gone).
+    #[error("cannot read the network namespace of process {pid}")]
+    Identity {
+        /// Whose namespace.
+        pid: u32,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A socket in the namespace failed.
     #[error("measuring in the network namespace of process {pid}: {source}")]
     Socket {
@@ -81,6 +90,19 @@ impl Netns {
     /// The pid it is reached through.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The namespace's identity: the inode of `/proc/<pid>/ns/net`. A
+    /// container started again (a restart, a stop and a start) has a new
+    /// namespace, and a new inode.
+    pub fn inode(&self) -> Result<u64, NetnsError> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{}/ns/net", self.pid))
+            .map(|m| m.ino())
+            .map_err(|source| NetnsError::Identity {
+                pid: self.pid,
+                source,
+            })
     }
 
     /// Runs `program args` inside the namespace; its stdout.
@@ -229,6 +251,65 @@ impl Netns {
                 let _ = socket.send_to(&i.to_be_bytes(), to);
                 std::thread::sleep(Duration::from_micros(300));
             }
+            Ok(())
+        };
+        self.between(to, address, receive, send).await
+    }
+
+    /// Sends `count` numbered datagrams from this namespace to `to`'s at
+    /// `address`, and counts those that arrived until a short grace after
+    /// the last was sent: how a cut is shown to take (none arrives). The
+    /// receiver waits for the sender to finish, however slow it is to
+    /// start, so a datagram that crosses is never missed for being late.
+    pub async fn datagrams_crossing(
+        &self,
+        to: Netns,
+        address: &str,
+        count: u32,
+    ) -> Result<u32, NetnsError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let sent = Arc::new(AtomicBool::new(false));
+        let sender_done = Arc::clone(&sent);
+        let receive = move |port: Sender<u16>| {
+            let socket = UdpSocket::bind("0.0.0.0:0")?;
+            socket.set_read_timeout(Some(Duration::from_millis(50)))?;
+            let _ = port.send(socket.local_addr()?.port());
+            let mut seen = vec![false; count as usize];
+            let mut buf = [0u8; 64];
+            let mut sent_at: Option<Instant> = None;
+            // A sender that never finishes (its thread failed) ends the
+            // wait too: the caller sees its error.
+            let started = Instant::now();
+            loop {
+                if sent_at.is_none() && sent.load(Ordering::SeqCst) {
+                    sent_at = Some(Instant::now());
+                }
+                if sent_at.is_some_and(|t| t.elapsed() > Duration::from_millis(300))
+                    || started.elapsed() > Duration::from_secs(30)
+                {
+                    break;
+                }
+                if let Ok(n) = socket.recv(&mut buf) {
+                    if n >= 4 {
+                        let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+                        if let Some(s) = seen.get_mut(i) {
+                            *s = true;
+                        }
+                    }
+                }
+            }
+            Ok(seen.iter().filter(|s| **s).count() as u32)
+        };
+        let send = move |to: SocketAddr| {
+            let socket = UdpSocket::bind("0.0.0.0:0")?;
+            for i in 0..count {
+                // A dropped datagram may fail its send (EPERM): it did not
+                // cross, as it should not.
+                let _ = socket.send_to(&i.to_be_bytes(), to);
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            sender_done.store(true, Ordering::SeqCst);
             Ok(())
         };
         self.between(to, address, receive, send).await

@@ -84,6 +84,10 @@ pub struct ContainerState {
     /// the way into its namespaces.
     #[serde(rename = "Pid", default)]
     pub pid: u32,
+    /// When its current run started (RFC 3339, as the engine writes it):
+    /// a restart, or a stop and a start, makes a new one.
+    #[serde(rename = "StartedAt", default)]
+    pub started_at: String,
     /// Its exit code, when it exited.
     #[serde(rename = "ExitCode")]
     pub exit_code: i64,

@@ -125,6 +125,17 @@ pub enum PacketFilterError {
         #[source]
         source: IptablesError,
     },
+    /// Whether a rule is in the filter could not be told: `iptables -C`
+    /// failed other than by saying the rule does not exist (the
+    /// namespace gone, the table locked, no such match module).
+    #[error("cannot tell whether the rule `{}` is there", rule.describe())]
+    Check {
+        /// The rule.
+        rule: Rule,
+        /// Why.
+        #[source]
+        source: IptablesError,
+    },
     /// A rule was still there after every deletion.
     #[error("the rule `{}` is still there after {DELETE_ROUNDS} deletions", rule.describe())]
     StillThere {
@@ -208,16 +219,27 @@ impl PacketFilter {
             })
     }
 
-    /// Whether `rule` is in the filter (`-C`).
-    pub async fn holds(&self, rule: &Rule) -> bool {
-        self.run(&rule.args("-C")).await.is_ok()
+    /// Whether `rule` is in the filter (`-C`). Only iptables' own "does a
+    /// matching rule exist" answer (exit 1) means absent: any other
+    /// failure is an error, never read as a rule gone.
+    pub async fn holds(&self, rule: &Rule) -> Result<bool, PacketFilterError> {
+        match self.run(&rule.args("-C")).await {
+            Ok(_) => Ok(true),
+            Err(IptablesError::Failed { status, stderr, .. }) if says_absent(status, &stderr) => {
+                Ok(false)
+            }
+            Err(source) => Err(PacketFilterError::Check {
+                rule: rule.clone(),
+                source,
+            }),
+        }
     }
 
     /// Deletes `rule` until none like it is left, and proves it gone;
     /// whether there was one.
     pub async fn remove(&self, rule: &Rule) -> Result<bool, PacketFilterError> {
         for round in 0..DELETE_ROUNDS {
-            if self.run(&rule.args("-C")).await.is_err() {
+            if !self.holds(rule).await? {
                 return Ok(round > 0);
             }
             self.run(&rule.args("-D"))
@@ -272,6 +294,13 @@ impl PacketFilter {
             })
         }
     }
+}
+
+/// Whether `iptables -C` failed by saying no such rule is there: its exit
+/// 1 with its own words. `nsenter` also exits 1 when it cannot enter the
+/// namespace, saying something else; that is no answer about the rule.
+fn says_absent(status: std::process::ExitStatus, stderr: &str) -> bool {
+    status.code() == Some(1) && stderr.contains("does a matching rule exist")
 }
 
 /// The end of a rule that drops what it matched, commented `comment`.

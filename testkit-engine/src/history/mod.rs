@@ -301,6 +301,30 @@ pub struct HistorySnapshot {
     /// Operations invoked past the history's cap, not kept.
     #[serde(default)]
     pub dropped: u64,
+    /// The checks of it that found it not linearizable, each with its
+    /// smallest failing part drawn: what a report draws as lanes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<FailedCheck>,
+}
+
+/// A check that found the history wrong, as the report draws it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FailedCheck {
+    /// What failed, in words: `key "x" is not linearizable`.
+    pub what: String,
+    /// The smallest sub-history that cannot be linearized.
+    pub drawing: check::Drawing,
+}
+
+impl FailedCheck {
+    /// What a register check that found `found` leaves for the report.
+    pub fn of(found: &check::NotLinearizable) -> FailedCheck {
+        FailedCheck {
+            what: format!("key {:?} is not linearizable", found.key),
+            drawing: found.drawing.clone(),
+        }
+    }
 }
 
 impl HistorySnapshot {
@@ -312,6 +336,7 @@ impl HistorySnapshot {
             test: test.to_owned(),
             ops,
             dropped: 0,
+            failed_checks: Vec::new(),
         }
     }
 
@@ -344,6 +369,8 @@ struct Inner {
     cap: usize,
     ops: Mutex<Vec<Slot>>,
     dropped: AtomicU64,
+    /// The checks that found it not linearizable, for the record.
+    failed: Mutex<Vec<FailedCheck>>,
 }
 
 /// An operation as it is kept while the history is recorded: `outcome` is
@@ -382,6 +409,7 @@ impl History {
                 cap,
                 ops: Mutex::new(Vec::new()),
                 dropped: AtomicU64::new(0),
+                failed: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -461,6 +489,12 @@ impl History {
             test: self.inner.test.clone(),
             ops,
             dropped: self.inner.dropped.load(Ordering::Relaxed),
+            failed_checks: self
+                .inner
+                .failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 
@@ -469,6 +503,14 @@ impl History {
     pub async fn check(&self, check: check::Check) -> Result<check::Checked, check::CheckError> {
         let snapshot = self.snapshot();
         match tokio::task::spawn_blocking(move || check.run(&snapshot)).await {
+            Ok(Err(check::CheckError::NotLinearizable(found))) => {
+                self.inner
+                    .failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(FailedCheck::of(&found));
+                Err(check::CheckError::NotLinearizable(found))
+            }
             Ok(result) => result,
             Err(e) => Err(check::CheckError::Crashed {
                 checker: "history",

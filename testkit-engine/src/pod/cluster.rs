@@ -136,6 +136,10 @@ pub struct NodeInfo {
     pub base_url: String,
     /// Its unauthenticated health path.
     pub health_path: String,
+    /// Its data directory, on a bounded disk of its own
+    /// (`[pod.container.nodes.NAME] disk`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 impl ClusterInfo {
@@ -334,6 +338,7 @@ pub(super) fn describe(
                     .health_path
                     .clone()
                     .unwrap_or_else(|| health_path.to_owned()),
+                disk: section.disk.as_ref().map(|d| d.target.clone()),
             };
             (name.clone(), info)
         })
@@ -457,6 +462,7 @@ mod tests {
                         NodeInfo {
                             base_url: "http://127.0.0.1:9".to_owned(),
                             health_path: "/health".to_owned(),
+                            disk: None,
                         },
                     )
                 })

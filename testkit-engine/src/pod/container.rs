@@ -318,6 +318,14 @@ pub(super) async fn prepare(
             .collect::<Result<_, _>>()?;
         setup_args.push(setup.args());
     }
+    // Each node's data disk, a volume of its own.
+    for (node, section) in &spec.nodes {
+        if let Some(disk) = &section.disk {
+            engine
+                .create_tmpfs_volume(&disk_volume(&name, node), &base.labels, disk.size_mib)
+                .await?;
+        }
+    }
     let node_run = NodeRun {
         spec,
         base: &base,
@@ -359,6 +367,11 @@ pub(super) async fn prepare(
         network,
         pod_id: record.pod_id,
     })
+}
+
+/// The volume of `node`'s data disk, in the pod `pod_name`.
+fn disk_volume(pod_name: &str, node: &str) -> String {
+    format!("{pod_name}-{node}-disk")
 }
 
 /// `base`, labelled as the `role` of its container: `pod` or `setup`.
@@ -403,6 +416,14 @@ impl NodeRun<'_> {
                 )?);
                 run.labels.insert(NODE_LABEL.to_owned(), n.clone());
                 run.alias = Some(n.clone());
+                if let Some(disk) = &section.disk {
+                    run.mounts.push(Mount {
+                        kind: MountKind::Volume,
+                        source: disk_volume(self.pod_name, n),
+                        target: disk.target.clone(),
+                        read_only: false,
+                    });
+                }
                 run.name = format!("{}-{n}", self.pod_name);
                 self.host_ports[n.as_str()]
             }

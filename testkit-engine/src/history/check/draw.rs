@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
+
 use crate::history::{Operation, Outcome};
 
 /// The most operations a drawing shows; the rest are counted.
@@ -15,7 +17,7 @@ const SPACING: usize = 4;
 
 /// A sub-history, ready to draw: what a report draws as it likes, and
 /// [`Drawing::render`] draws as text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Drawing {
     /// The operations drawn, in order of invocation.
@@ -25,7 +27,7 @@ pub struct Drawing {
 }
 
 /// One operation of a drawing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DrawnOp {
     /// Its number in the drawing, from 1.

@@ -131,7 +131,7 @@ pub(super) fn plan(
                 ));
             }
         }
-        FaultAction::FillDisk => {
+        FaultAction::FillDisk { .. } => {
             if access.data_dir.is_none() {
                 return Err(refused(
                     node,
@@ -254,7 +254,7 @@ pub(super) async fn inject(access: &MachineAccess, fault: &Fault) -> Result<(), 
                 )));
             }
         }
-        FaultAction::FillDisk => {
+        FaultAction::FillDisk { .. } => {
             let dir = data_dir(access)?;
             let fill = format!(
                 "dd if=/dev/zero of={dir}/{FILL_FILE} bs=1M 2>/dev/null; sync; \
@@ -590,7 +590,7 @@ async fn revert(access: &MachineAccess, fault: &Fault) -> Result<Reverted, Fault
             }
             away
         }
-        FaultAction::FillDisk => {
+        FaultAction::FillDisk { .. } => {
             let dir = data_dir(access)?;
             let removed = access
                 .sh(
@@ -637,7 +637,7 @@ async fn prove(access: &MachineAccess, fault: &Fault, deadline: Instant) -> Resu
                 )));
             }
         }
-        FaultAction::FillDisk => {
+        FaultAction::FillDisk { .. } => {
             let dir = data_dir(access)?;
             let avail = access
                 .sh(
@@ -664,6 +664,13 @@ async fn prove(access: &MachineAccess, fault: &Fault, deadline: Instant) -> Resu
 mod tests {
     use super::*;
 
+    fn fill_disk() -> FaultAction {
+        FaultAction::FillDisk {
+            target: String::new(),
+            file: String::new(),
+        }
+    }
+
     fn access(data: bool) -> MachineAccess {
         MachineAccess::new(
             "/tmp/m".into(),
@@ -687,7 +694,7 @@ mod tests {
                 },
                 "isolate(\"machine\")",
             ),
-            ("machine", FaultAction::FillDisk, "data_disk_mib"),
+            ("machine", fill_disk(), "data_disk_mib"),
             ("machine", FaultAction::Clock { offset_ms: 3_000 }, "larger"),
             (
                 "machine",
@@ -730,7 +737,7 @@ mod tests {
                 assert_eq!(fault.describe(), "unplug machine's network cable");
             }
         }
-        assert!(plan(&access(true), MACHINE_NODE, FaultAction::FillDisk).is_ok());
+        assert!(plan(&access(true), MACHINE_NODE, fill_disk()).is_ok());
     }
 
     #[test]

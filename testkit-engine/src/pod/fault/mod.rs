@@ -1,8 +1,8 @@
 //! Faults of a pod of several nodes: a node stopped, killed, frozen,
 //! restarted, or cut off from its peers and from the tests; the nodes
 //! split by a partition's shape ([`Partition`]); a node's links made to
-//! lose packets or limited in rate ([`Link`]); each one undone, and the
-//! undo proven.
+//! lose packets or limited in rate ([`Link`]); a node's data disk filled;
+//! each one undone, and the undo proven.
 //!
 //! A fault is planned before it is injected ([`plan`]): the plan names the
 //! container, and for a cut every packet-filter rule it will add. The
@@ -24,8 +24,16 @@
 //! is the cuts between the pairs its shape keeps apart. A link fault's
 //! rules and queue are in the node's own namespace: they end with its
 //! container (a restart makes a new one), and its undo removes them from
-//! the namespace the node has then.
+//! the namespace the node has then. A fault held in a node's namespace or
+//! on its data disk (a tmpfs, emptied when its container stops) records
+//! the namespace's identity when planned: a node started again while the
+//! fault is held has lost it, and the undo fails saying so rather than
+//! prove a fault undone that was silently gone. The identity is the
+//! namespace's inode and the container's start: the kernel reuses a freed
+//! namespace's inode at once, and a restarted container's new namespace
+//! often has its old one's (seen three restarts in a row here).
 
+mod disk;
 mod link;
 mod machine;
 mod partition;
@@ -110,6 +118,9 @@ pub enum FaultError {
     /// A reach check's task ended without an answer.
     #[error("a reach check did not finish")]
     ReachTask(#[source] tokio::task::JoinError),
+    /// A measurement on a node's disk ended without an answer.
+    #[error("a measurement of a node's disk did not finish")]
+    DiskTask(#[source] tokio::task::JoinError),
     /// A peer does not reach the node after the undo.
     #[error("`{peer}` does not reach `{node}`")]
     Unreachable {
@@ -175,6 +186,44 @@ pub enum FaultError {
     /// Something asked of a machine pod's QEMU or guest failed.
     #[error(transparent)]
     Machine(#[from] crate::machine::MachineError),
+    /// The node's container was started again while a fault held in its
+    /// namespace or on its data disk was in: the fault went with it.
+    #[error(
+        "`{node}` was restarted (or stopped and started) while {fault} was held: {now}, and \
+         the fault went with the run it was injected in (started {}, namespace inode {}); a \
+         link or disk fault does not outlive its node's container run, so undo it before \
+         restarting the node", was.started_at, was.netns
+    )]
+    Restarted {
+        /// The node.
+        node: String,
+        /// The fault, in words.
+        fault: String,
+        /// The run of the node's container the fault was planned in.
+        was: ContainerRun,
+        /// What the node has now.
+        now: String,
+    },
+    /// The node has no data disk to fill.
+    #[error(
+        "`{node}` has no data disk to fill: declare one for it in testkit.toml, \
+         `[pod.container.nodes.{node}] disk = {{ target = \"/data\", size_mib = 16 }}`"
+    )]
+    NoDisk {
+        /// The node.
+        node: String,
+    },
+    /// The node's data disk could not be filled, freed or measured.
+    #[error("{what} {}", dir.display())]
+    Disk {
+        /// What was done.
+        what: &'static str,
+        /// The directory, as this host reaches it.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A journal line is not a fault of [`Fault::to_json`].
     #[error("not a journaled fault")]
     NotJournaled(#[source] serde_json::Error),
@@ -235,9 +284,14 @@ pub enum FaultAction {
         /// How far from the host's clock, in milliseconds.
         offset_ms: i64,
     },
-    /// The node's data disk filled: nothing more can be written to it;
-    /// undone by freeing what the fault wrote.
-    FillDisk,
+    /// The node's data disk filled: `file` written into its data directory
+    /// `target` until no room is left; undone by removing it.
+    FillDisk {
+        /// The data directory in the container.
+        target: String,
+        /// The file that fills it, in `target`.
+        file: String,
+    },
 }
 
 /// A planned or injected fault: what was (or is to be) done, precisely
@@ -260,6 +314,22 @@ pub struct Fault {
     /// The token bucket a rate puts on the node's interface.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shaping: Option<Shaping>,
+    /// For a fault held in the node's namespace or on its data disk: the
+    /// run of its container when planned. Another one at the undo means
+    /// the container was started again, and the fault lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_in: Option<ContainerRun>,
+}
+
+/// One run of a node's container, from a start to its end: what a fault
+/// held in its namespace or on its tmpfs disk lasts as long as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ContainerRun {
+    /// The inode of its network namespace (`/proc/<pid>/ns/net`).
+    pub netns: u64,
+    /// When it started, as the engine says (`State.StartedAt`).
+    pub started_at: String,
 }
 
 pub use super::container::{remove_pod_rules, rule_comment};
@@ -311,7 +381,12 @@ impl Fault {
                 if *offset_ms < 0 { "back" } else { "forward" },
                 humantime::format_duration(Duration::from_millis(offset_ms.unsigned_abs()))
             ),
-            FaultAction::FillDisk => format!("fill {}'s data disk", self.node),
+            FaultAction::FillDisk { target, .. } if target.is_empty() => {
+                format!("fill {}'s data disk", self.node)
+            }
+            FaultAction::FillDisk { target, .. } => {
+                format!("fill {}'s data disk ({target})", self.node)
+            }
         }
     }
 
@@ -327,7 +402,7 @@ impl Fault {
             FaultAction::Partition { .. } => "partition",
             FaultAction::Link { link, .. } => link.word(),
             FaultAction::Clock { .. } => "clock",
-            FaultAction::FillDisk => "fill-disk",
+            FaultAction::FillDisk { .. } => "fill_disk",
         }
     }
 
@@ -336,7 +411,7 @@ impl Fault {
     fn on_container(&self) -> bool {
         !matches!(
             self.action,
-            FaultAction::Partition { .. } | FaultAction::Link { .. }
+            FaultAction::Partition { .. } | FaultAction::Link { .. } | FaultAction::FillDisk { .. }
         )
     }
 
@@ -356,6 +431,7 @@ impl Fault {
             rules: Vec::new(),
             node_rules: Vec::new(),
             shaping: None,
+            held_in: None,
         }
     }
 
@@ -431,14 +507,15 @@ pub async fn plan(
             return plan_partition(cluster, partition).await
         }
         FaultAction::Link { link, peer } => return plan_link(cluster, node, link, peer).await,
-        FaultAction::Clock { .. } | FaultAction::FillDisk => {
+        FaultAction::Clock { .. } => {
             return Err(FaultError::Refused {
                 fault: Fault::of_machine(node, action, "").describe(),
-                why: "a container shares its host's clock, and has no data disk of its own: \
-                      this fault runs on machine pods ([pod.vm])"
+                why: "a container shares its host's clock: this fault runs on machine pods \
+                      ([pod.vm])"
                     .to_owned(),
             })
         }
+        FaultAction::FillDisk { .. } => return plan_fill(cluster, node).await,
         _ => {}
     }
     cluster.node(node)?;
@@ -476,6 +553,7 @@ pub async fn plan(
         rules,
         node_rules: Vec::new(),
         shaping: None,
+        held_in: None,
     })
 }
 
@@ -502,6 +580,7 @@ async fn plan_partition(cluster: &ClusterInfo, shape: Partition) -> Result<Fault
         rules,
         node_rules: Vec::new(),
         shaping: None,
+        held_in: None,
     })
 }
 
@@ -534,6 +613,7 @@ async fn plan_link(
     }
     let container = cluster.container_of(node).await?;
     let own = address(cluster, &container).await?;
+    let held_in = container_run(cluster, node, &container).await?;
     let comment = rule_comment(&cluster.pod_id);
     let (mut node_rules, mut shaping) = (Vec::new(), None);
     match &link {
@@ -560,7 +640,90 @@ async fn plan_link(
         rules: Vec::new(),
         node_rules,
         shaping,
+        held_in: Some(held_in),
     })
+}
+
+/// Plans filling `node`'s data disk: its directory, a file name of the
+/// fault's own, and the namespace it runs in now.
+async fn plan_fill(cluster: &ClusterInfo, node: &str) -> Result<Fault, FaultError> {
+    let target = cluster
+        .node(node)?
+        .disk
+        .clone()
+        .ok_or_else(|| FaultError::NoDisk {
+            node: node.to_owned(),
+        })?;
+    let container = cluster.container_of(node).await?;
+    let held_in = container_run(cluster, node, &container).await?;
+    let file = format!(".testkit-fill-{}", crate::ids::random_id(8));
+    Ok(Fault {
+        node: node.to_owned(),
+        action: FaultAction::FillDisk { target, file },
+        container,
+        rules: Vec::new(),
+        node_rules: Vec::new(),
+        shaping: None,
+        held_in: Some(held_in),
+    })
+}
+
+/// The pid of the node's container, when it runs in the namespace the
+/// fault was planned in; the restart that lost the fault, when not.
+async fn same_run(cluster: &ClusterInfo, fault: &Fault) -> Result<Option<u32>, FaultError> {
+    let state = State::of(cluster, &fault.container).await?;
+    let Some(was) = &fault.held_in else {
+        return Ok(state.pid);
+    };
+    let restarted = |now: String| FaultError::Restarted {
+        node: fault.node.clone(),
+        fault: fault.describe(),
+        was: was.clone(),
+        now,
+    };
+    let Some(pid) = state.pid else {
+        return Err(restarted(format!(
+            "its container is {} and has no namespace now",
+            state.status
+        )));
+    };
+    let netns = Netns::of_pid(pid).inode()?;
+    if netns == was.netns && state.started_at == was.started_at {
+        Ok(Some(pid))
+    } else {
+        Err(restarted(format!(
+            "its container started again at {} (namespace inode {netns})",
+            state.started_at
+        )))
+    }
+}
+
+/// The run of `node`'s container now: it must run.
+async fn container_run(
+    cluster: &ClusterInfo,
+    node: &str,
+    container: &str,
+) -> Result<ContainerRun, FaultError> {
+    let state = State::of(cluster, container).await?;
+    match state.pid {
+        Some(pid) if state.running => Ok(ContainerRun {
+            netns: Netns::of_pid(pid).inode()?,
+            started_at: state.started_at,
+        }),
+        _ => Err(FaultError::NotRunning {
+            node: node.to_owned(),
+            status: state.status,
+        }),
+    }
+}
+
+/// The pid of the fault's node, running in the namespace the fault was
+/// planned in.
+async fn held_pid(cluster: &ClusterInfo, fault: &Fault) -> Result<u32, FaultError> {
+    match same_run(cluster, fault).await? {
+        Some(pid) => Ok(pid),
+        None => running_pid(cluster, &fault.node, &fault.container).await,
+    }
 }
 
 /// The pid of the running container of `node`: the way into its
@@ -618,7 +781,7 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
                     // cannot reach at all would show any loss as taken.
                     baseline(cluster, fault, peer.as_deref()).await?;
                 }
-                let pid = running_pid(cluster, &fault.node, id).await?;
+                let pid = held_pid(cluster, fault).await?;
                 let filter = PacketFilter::in_namespace_of(pid)?;
                 for rule in &fault.node_rules {
                     filter.insert(rule).await?;
@@ -629,11 +792,24 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
                         .await?;
                 }
             }
-            FaultAction::Clock { .. } | FaultAction::FillDisk => {
+            FaultAction::Clock { .. } => {
                 return Err(FaultError::Refused {
                     fault: fault.describe(),
                     why: "it runs on machine pods only".to_owned(),
                 })
+            }
+            FaultAction::FillDisk { target, file } => {
+                let pid = held_pid(cluster, fault).await?;
+                let (dir, filler) = disk::paths(pid, target, file);
+                let largest = crate::config::MAX_DISK_MIB << 20;
+                tokio::task::spawn_blocking(move || disk::fill(&dir, &filler, largest))
+                    .await
+                    .map_err(FaultError::DiskTask)?
+                    .map_err(|source| FaultError::Disk {
+                        what: "cannot fill",
+                        dir: disk::paths(pid, target, file).0,
+                        source,
+                    })?;
             }
         }
         Ok(())
@@ -643,11 +819,15 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
         fault: fault.describe(),
         source: Box::new(source),
     })?;
-    if let FaultAction::Partition { .. } = fault.action {
-        return rules_in_place(&fault.rules).await;
+    if let FaultAction::Partition { apart, .. } = &fault.action {
+        rules_in_place(&fault.rules).await?;
+        return cut_measured(cluster, fault, apart).await;
     }
     if let FaultAction::Link { link, peer } = &fault.action {
         return measure(cluster, fault, link, peer.as_deref()).await;
+    }
+    if let FaultAction::FillDisk { target, file } = &fault.action {
+        return disk_full(cluster, fault, target, file).await;
     }
     let state = State::of(cluster, id).await?;
     let took = match fault.action {
@@ -668,12 +848,89 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
 async fn rules_in_place(rules: &[Rule]) -> Result<(), FaultError> {
     let filter = PacketFilter::on_host()?;
     for rule in rules {
-        if !filter.holds(rule).await {
+        if !filter.holds(rule).await? {
             return Err(FaultError::NotMeasured {
                 fault: "the partition".to_owned(),
                 measured: format!("its rule `{}` is not in the packet filter", rule.describe()),
             });
         }
+    }
+    Ok(())
+}
+
+/// How many datagrams are sent each way across a cut to show it took.
+const CUT_PROBE: u32 = 20;
+
+/// Shows a partition took by a measurement, not by its rules alone:
+/// between each pair it keeps apart, datagrams sent each way from inside
+/// one node's namespace to the other's, none arriving. A pair with a node
+/// that runs no process (another fault stopped it) cannot be measured,
+/// and a node that does not run receives nothing anyway.
+async fn cut_measured(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    apart: &[[String; 2]],
+) -> Result<(), FaultError> {
+    for [a, b] in apart {
+        let (ida, idb) = (
+            cluster.container_of(a).await?,
+            cluster.container_of(b).await?,
+        );
+        let (Some(pa), Some(pb)) = (
+            State::of(cluster, &ida).await?.pid,
+            State::of(cluster, &idb).await?.pid,
+        ) else {
+            continue;
+        };
+        let (na, nb) = (Netns::of_pid(pa), Netns::of_pid(pb));
+        let (addr_a, addr_b) = (address(cluster, &ida).await?, address(cluster, &idb).await?);
+        for (from, to, ns_from, ns_to, at) in [(a, b, na, nb, &addr_b), (b, a, nb, na, &addr_a)] {
+            let crossed = ns_from.datagrams_crossing(ns_to, at, CUT_PROBE).await?;
+            if crossed > 0 {
+                return Err(FaultError::NotMeasured {
+                    fault: fault.describe(),
+                    measured: format!(
+                        "{crossed} of {CUT_PROBE} datagrams from {from} to {to} crossed the cut"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shows a filled disk took: no byte free in the node's data directory,
+/// and a write there fails with ENOSPC.
+async fn disk_full(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    target: &str,
+    file: &str,
+) -> Result<(), FaultError> {
+    let pid = held_pid(cluster, fault).await?;
+    let (dir, _) = disk::paths(pid, target, file);
+    let measured = dir.clone();
+    let (free, fits) = tokio::task::spawn_blocking(move || {
+        Ok::<_, std::io::Error>((
+            disk::free_bytes(&measured)?.0,
+            disk::write_fits(&measured, 4096)?,
+        ))
+    })
+    .await
+    .map_err(FaultError::DiskTask)?
+    .map_err(|source| FaultError::Disk {
+        what: "cannot measure",
+        dir,
+        source,
+    })?;
+    if free > 0 || fits {
+        return Err(FaultError::NotMeasured {
+            fault: fault.describe(),
+            measured: format!(
+                "{free} bytes are free in {target} and a write of 4 KiB {}",
+                if fits { "fits" } else { "does not fit" }
+            ),
+        });
     }
     Ok(())
 }
@@ -832,6 +1089,7 @@ struct State {
     running: bool,
     paused: bool,
     status: String,
+    started_at: String,
     /// Its main process, when it runs one.
     pid: Option<u32>,
 }
@@ -847,12 +1105,14 @@ impl State {
                 running: c.state.running,
                 paused: c.state.paused,
                 status: c.state.status.clone(),
+                started_at: c.state.started_at.clone(),
                 pid: (c.state.pid > 0).then_some(c.state.pid),
             },
             None => State {
                 running: false,
                 paused: false,
                 status: "unknown".to_owned(),
+                started_at: String::new(),
                 pid: None,
             },
         })
@@ -924,8 +1184,19 @@ async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, FaultE
         }
     }
     if !fault.on_container() {
-        if let FaultAction::Link { .. } = fault.action {
-            found |= revert_link(cluster, fault).await?;
+        match &fault.action {
+            FaultAction::Link { .. } => found |= revert_link(cluster, fault).await?,
+            FaultAction::FillDisk { target, file } => {
+                if let Some(pid) = same_run(cluster, fault).await? {
+                    let (dir, filler) = disk::paths(pid, target, file);
+                    found |= disk::free(&filler).map_err(|source| FaultError::Disk {
+                        what: "cannot free",
+                        dir,
+                        source,
+                    })?;
+                }
+            }
+            _ => {}
         }
         return Ok(if found {
             Reverted::Undone
@@ -952,7 +1223,7 @@ async fn revert(cluster: &ClusterInfo, fault: &Fault) -> Result<Reverted, FaultE
 /// it is now; whether any was there. A container that runs no process has
 /// no namespace, and nothing of the fault left.
 async fn revert_link(cluster: &ClusterInfo, fault: &Fault) -> Result<bool, FaultError> {
-    let Some(pid) = State::of(cluster, &fault.container).await?.pid else {
+    let Some(pid) = same_run(cluster, fault).await? else {
         return Ok(false);
     };
     let mut found = false;
@@ -973,13 +1244,13 @@ async fn revert_link(cluster: &ClusterInfo, fault: &Fault) -> Result<bool, Fault
 /// Nothing of a link fault is left in the node's namespace: none of its
 /// rules, no queue of its handle.
 async fn link_gone(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultError> {
-    let Some(pid) = State::of(cluster, &fault.container).await?.pid else {
+    let Some(pid) = same_run(cluster, fault).await? else {
         return Ok(());
     };
     if !fault.node_rules.is_empty() {
         let filter = PacketFilter::in_namespace_of(pid)?;
         for rule in &fault.node_rules {
-            if filter.holds(rule).await {
+            if filter.holds(rule).await? {
                 return Err(FaultError::StillThere {
                     what: format!(
                         "the rule `{}` in {}'s namespace",
@@ -1004,12 +1275,54 @@ async fn link_gone(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErro
     Ok(())
 }
 
+/// Nothing of a filled disk is left: its file gone, and a write of 64 KiB
+/// fits in the data directory again.
+async fn disk_freed(
+    cluster: &ClusterInfo,
+    fault: &Fault,
+    target: &str,
+    file: &str,
+) -> Result<(), FaultError> {
+    let Some(pid) = same_run(cluster, fault).await? else {
+        return Ok(());
+    };
+    let (dir, filler) = disk::paths(pid, target, file);
+    if filler.exists() {
+        return Err(FaultError::StillThere {
+            what: format!("the file {file} filling {}'s {target}", fault.node),
+        });
+    }
+    let measured = dir.clone();
+    let room = tokio::task::spawn_blocking(move || disk::room_back(&measured))
+        .await
+        .map_err(FaultError::DiskTask)?
+        .map_err(|source| FaultError::Disk {
+            what: "cannot write into",
+            dir,
+            source,
+        })?;
+    if !room {
+        return Err(FaultError::NotBack {
+            status: format!("out of room in {target} (a write of 64 KiB fails)"),
+        });
+    }
+    Ok(())
+}
+
 /// Proves a reverted fault undone before `deadline`: its container runs
 /// unfrozen, the node answers its health check, every peer reaches it. A
 /// partition's proof is every node's; a link fault's, first, that nothing
 /// of it is left in the node's namespace.
 async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Result<(), FaultError> {
     if let FaultAction::Partition { .. } = fault.action {
+        let filter = PacketFilter::on_host()?;
+        for rule in &fault.rules {
+            if filter.holds(rule).await? {
+                return Err(FaultError::StillThere {
+                    what: format!("the partition's rule `{}`", rule.describe()),
+                });
+            }
+        }
         for node in cluster.nodes.keys() {
             wait_node_healthy(node, cluster.node(node)?, deadline).await?;
             peers_reach(cluster, node, deadline).await?;
@@ -1018,6 +1331,9 @@ async fn prove(cluster: &ClusterInfo, fault: &Fault, deadline: Instant) -> Resul
     }
     if let FaultAction::Link { .. } = fault.action {
         link_gone(cluster, fault).await?;
+    }
+    if let FaultAction::FillDisk { target, file } = &fault.action {
+        disk_freed(cluster, fault, target, file).await?;
     }
     let state = State::of(cluster, &fault.container).await?;
     if !state.running || state.paused {
@@ -1112,6 +1428,7 @@ mod tests {
             rules: vec![Rule::drop("OUTPUT", None, "10.0.0.2", "testkit.pod=p")],
             node_rules: Vec::new(),
             shaping: None,
+            held_in: None,
         };
         assert_eq!(Fault::from_json(&fault.to_json()).unwrap(), fault);
         assert_eq!(fault.describe(), "cut worker-1 off from gateway, the tests");

@@ -1,0 +1,1 @@
+//! The etcd suite has tests only: see `tests/`.
