@@ -16,6 +16,8 @@
 #   bench/run.sh trace-size               # only one traced test's trace.json size and peak RSS,
 #                                         # 3,000 requests with 16 KiB queries (target: under 5 MB)
 #   BENCH_TRACE_REQUESTS=10000 bench/run.sh trace-size   # ... with 10,000 requests
+#   bench/run.sh machine                  # only the machine pod's bounds (bench/machine.sh):
+#                                         # image build, cached boot, a SIGKILLed runner
 #
 # Builds once (the dev profile, what `cargo test` uses). The `cargo test`
 # cases run each test binary the way `cargo test --test NAME` would after
@@ -38,7 +40,10 @@ case $compile_repeat in '' | *[!0-9]* | 0) echo "BENCH_COMPILE_REPEAT must be a 
 only=${1:-all}
 case $only in
     all | runner-memory | harness | history | trace-size) ;;
-    *) echo "usage: bench/run.sh [harness | runner-memory | history | trace-size]" >&2; exit 64 ;;
+    # The machine pod's bounds: a script of its own (it needs root and QEMU,
+    # and is not part of `all`).
+    machine) exec "$bench_dir/machine.sh" ;;
+    *) echo "usage: bench/run.sh [harness | runner-memory | history | trace-size | machine]" >&2; exit 64 ;;
 esac
 trace_requests=${BENCH_TRACE_REQUESTS:-3000}
 case $trace_requests in '' | *[!0-9]* | 0) echo "BENCH_TRACE_REQUESTS must be a positive integer, not '$trace_requests'" >&2; exit 64 ;; esac

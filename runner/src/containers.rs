@@ -153,9 +153,9 @@ pub(crate) enum ModeError {
     )]
     VmBootstrap,
     #[error(
-        "--pod vm: a machine pod ends with the runner that booted it (its guard stops QEMU \
-         when that process goes), so it cannot be left running: use `testkit-runner run SUITE \
-         --pod vm`, without --keep"
+        "--pod vm: `pod up` does not boot machines: use `testkit-runner run SUITE --pod vm \
+         --keep`, which leaves the machine up after the run (`pod ls` lists it, `pod down` \
+         ends it)"
     )]
     VmOutlivesRunner,
 }

@@ -70,6 +70,9 @@ pub(crate) struct JanitorArgs {
 }
 
 pub(crate) async fn run(args: JanitorArgs, settings: &Settings) -> Result<(), ExpectedError> {
+    // Machines whose owner died unkept (their guard and watchdog gone with
+    // it): ended, their overlays removed; a run's, or every run's.
+    let machines_clean = crate::machines::janitor_print(args.run.as_deref()).await;
     let engine_clean = match (&args.run, args.older_than) {
         (Some(run), _) => {
             crate::containers::janitor_print(run, args.engine_only, true, settings).await
@@ -80,6 +83,7 @@ pub(crate) async fn run(args: JanitorArgs, settings: &Settings) -> Result<(), Ex
         }
         _ => true,
     };
+    let engine_clean = engine_clean && machines_clean;
     if args.engine_only {
         return if engine_clean {
             Ok(())

@@ -63,8 +63,8 @@ pub(crate) struct UpArgs {
     #[arg(long)]
     json: bool,
     /// The pod to start: a process (`[pod] command`) or a container
-    /// (`[pod.container]`); a machine (`vm`) ends with the runner that
-    /// booted it, so `pod up` refuses it.
+    /// (`[pod.container]`); `pod up` boots no machine (`vm`): `run --pod vm
+    /// --keep` leaves one up.
     /// Default: a container for a pod of several nodes
     /// (`[pod.container.nodes]`) or a suite with `[pod.container]` and no
     /// `[pod] command`, else a process.
@@ -548,6 +548,7 @@ fn ls(pods: &Path) -> Result<(), ExpectedError> {
                     r.pid,
                     r.base_url,
                     crate::containers::describe(&r.private_dir)
+                        + &crate::machines::describe(&r.private_dir)
                 );
             }
             Err(e) => println!(
@@ -634,6 +635,9 @@ async fn down(name: &str, grace: Duration, pods: &Path) -> Result<(), ExpectedEr
                 report.duration
             );
             if let Some(note) = crate::containers::down_note(&report) {
+                println!("{note}");
+            }
+            if let Some(note) = crate::machines::down_note(&report) {
                 println!("{note}");
             }
             if let Some(run) = interrupted {

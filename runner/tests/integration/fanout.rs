@@ -159,9 +159,44 @@ fn fanout_commands(lines: &[String]) -> Vec<String> {
                 .replace("$CI_NODE_TOTAL", "{n}")
         })
         .filter(|l| l.starts_with("testkit-runner ") || l.starts_with("cargo nextest archive"))
+        // The machine matrix's runs: checked by `machine_runs`.
+        .filter(|l| !l.contains("--pod vm"))
         .collect();
     commands.sort();
     commands
+}
+
+/// The machine matrix's run commands among `lines` (one per job of the
+/// matrix, continuation lines joined): each names the matrix's suite,
+/// environment and installer, in words `testkit-runner run` takes.
+fn machine_runs(lines: &[String], suite: &str, environment: &str, installer: &str) {
+    let joined: Vec<String> = lines
+        .iter()
+        // One word per GitHub expression: `${{matrix.suite}}`.
+        .map(|l| {
+            l.replace("\\\n", " ")
+                .replace("${{ ", "${{")
+                .replace(" }}", "}}")
+        })
+        .filter(|l| l.contains("--pod vm"))
+        .collect();
+    assert_eq!(joined.len(), 1, "one machine run: {joined:?}");
+    let words: Vec<&str> = joined[0].split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "testkit-runner")
+        .expect("the machine job runs testkit-runner");
+    let after = |flag: &str| {
+        words
+            .iter()
+            .position(|w| *w == flag)
+            .map(|i| words[i + 1])
+            .unwrap_or_else(|| panic!("{flag} in {joined:?}"))
+    };
+    assert_eq!(words[at + 1], "run");
+    assert_eq!(words[at + 2], suite);
+    assert_eq!(after("--environment"), environment);
+    assert_eq!(after("--installer"), installer);
 }
 
 fn the_fanout_commands() -> Vec<String> {
@@ -196,11 +231,19 @@ fn the_github_example_is_yaml_running_the_fanout_commands() {
         .as_sequence()
         .expect("a partition matrix");
     assert_eq!(partitions.len(), N);
-    assert_eq!(
-        doc["jobs"]["merge"]["needs"].as_str(),
-        Some("partition"),
-        "the merge waits for the partitions"
-    );
+    let needs = strings(&doc["jobs"]["merge"]["needs"]);
+    for job in ["partition", "machine"] {
+        assert!(
+            needs.contains(&job.to_owned()),
+            "the merge waits for {job}: {needs:?}"
+        );
+    }
+    // Environments × installers × suites, as the partitions fan out.
+    let matrix = &doc["jobs"]["machine"]["strategy"]["matrix"];
+    let installers = strings(&matrix["installer"]);
+    assert_eq!(installers, ["deb", "binaries"]);
+    assert!(!strings(&matrix["environment"]).is_empty());
+    assert!(!strings(&matrix["suite"]).is_empty());
     // A failed partition is what the merged report is for: the other
     // partitions still run, each uploads its results, and the merge runs.
     assert_eq!(
@@ -240,6 +283,12 @@ fn the_github_example_is_yaml_running_the_fanout_commands() {
         .flat_map(|step| strings(&step["run"]))
         .collect();
     assert_eq!(fanout_commands(&runs), the_fanout_commands());
+    machine_runs(
+        &runs,
+        "${{matrix.suite}}",
+        "${{matrix.environment}}",
+        "${{matrix.installer}}",
+    );
 }
 
 /// GitLab CI: a `parallel` partition job, each job's `script`.
@@ -249,6 +298,10 @@ fn the_gitlab_example_is_yaml_running_the_fanout_commands() {
     assert_eq!(doc["partition"]["parallel"].as_u64(), Some(N as u64));
     let needs = strings(&doc["merge"]["needs"]);
     assert!(needs.contains(&"partition".to_owned()), "{needs:?}");
+    assert!(needs.contains(&"machine".to_owned()), "{needs:?}");
+    let matrix = &doc["machine"]["parallel"]["matrix"][0];
+    assert_eq!(strings(&matrix["INSTALLER"]), ["deb", "binaries"]);
+    assert!(!strings(&matrix["ENVIRONMENT"]).is_empty());
     // After a failed partition: its results are kept, and the merge runs.
     assert_eq!(
         doc["merge"]["when"].as_str(),
@@ -269,4 +322,5 @@ fn the_gitlab_example_is_yaml_running_the_fanout_commands() {
         .flat_map(|job| strings(&job["script"]))
         .collect();
     assert_eq!(fanout_commands(&scripts), the_fanout_commands());
+    machine_runs(&scripts, "$SUITE", "$ENVIRONMENT", "$INSTALLER");
 }

@@ -19,7 +19,7 @@ use crate::{fixture, runner, wait_for, Ran};
 
 /// The fixture suite with a `[pod.vm]` that installs sandboxd's `.deb`
 /// (built now into the suite's `debs/`) and reads its token in the guest.
-fn machine_fixture() -> tempfile::TempDir {
+pub(crate) fn machine_fixture() -> tempfile::TempDir {
     let suite = fixture("suite");
     test_support::sandboxd_deb(&suite.path().join("debs"));
     let toml = suite.path().join("testkit.toml");
@@ -34,7 +34,7 @@ fn machine_fixture() -> tempfile::TempDir {
 
 /// The runner, with the caller's machine cache (the runner's environment
 /// leaves out every `TESTKIT_` variable).
-fn machine_runner() -> std::process::Command {
+pub(crate) fn machine_runner() -> std::process::Command {
     let mut cmd = runner();
     if let Some(cache) = std::env::var_os("TESTKIT_MACHINE_CACHE") {
         cmd.env("TESTKIT_MACHINE_CACHE", cache);
@@ -44,7 +44,7 @@ fn machine_runner() -> std::process::Command {
 
 /// A runner the test started, ended (SIGKILL) if the test fails first:
 /// the machine's guard and the watchdog end the rest.
-struct Running(Option<Child>);
+pub(crate) struct Running(pub(crate) Option<Child>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -57,7 +57,7 @@ impl Drop for Running {
 
 /// QEMU's pid and the private dir of the pod `pod ls` lists in `pods`,
 /// once it is up.
-fn machine_of(pods: &Path) -> Option<(i32, PathBuf)> {
+pub(crate) fn machine_of(pods: &Path) -> Option<(i32, PathBuf)> {
     for entry in std::fs::read_dir(pods).ok()?.flatten() {
         let Ok(text) = std::fs::read_to_string(entry.path().join("pod.json")) else {
             continue;
@@ -74,7 +74,7 @@ fn machine_of(pods: &Path) -> Option<(i32, PathBuf)> {
 }
 
 /// The overlay of the machine whose pod's private dir is `private_dir`.
-fn overlay_in(private_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn overlay_in(private_dir: &Path) -> Option<PathBuf> {
     std::fs::read_dir(private_dir)
         .ok()?
         .flatten()
@@ -82,7 +82,7 @@ fn overlay_in(private_dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         !matches!(
             s.rsplit(") ").next().and_then(|r| r.chars().next()),
@@ -91,20 +91,17 @@ fn alive(pid: i32) -> bool {
     })
 }
 
-/// A runner SIGKILLed while its machine pod is up leaves nothing: within
-/// 5 s of its death, no QEMU of the pod runs and its overlay is gone (the
-/// machine's guard and the run's watchdog both know them).
-#[test]
-fn a_sigkilled_runner_leaves_no_qemu_and_no_overlay() {
-    let suite = machine_fixture();
-    let pods = tempfile::tempdir().unwrap();
-    let flag = suite.path().join("running.flag");
+/// A runner of the fixture's `create_two` on a machine pod, with
+/// `FIXTURE_MODE=mode`, once that test runs (it wrote its flag); the
+/// runner's failure to get there fails the test, with its output.
+pub(crate) fn running_test(suite: &Path, pods: &Path, mode: &str) -> Running {
+    let flag = suite.join("running.flag");
     let child = machine_runner()
-        .env("TESTKIT_PODS_DIR", pods.path())
-        .env("FIXTURE_MODE", "slow")
+        .env("TESTKIT_PODS_DIR", pods)
+        .env("FIXTURE_MODE", mode)
         .env("FIXTURE_FLAG", &flag)
         .args(["run", "--pod", "vm"])
-        .arg(suite.path())
+        .arg(suite)
         .args(["-E", "test(create_two)"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -129,6 +126,17 @@ fn a_sigkilled_runner_leaves_no_qemu_and_no_overlay() {
             ran.code, ran.stderr
         );
     }
+    running
+}
+
+/// A runner SIGKILLed while its machine pod is up leaves nothing: within
+/// 5 s of its death, no QEMU of the pod runs and its overlay is gone (the
+/// machine's guard and the run's watchdog both know them).
+#[test]
+fn a_sigkilled_runner_leaves_no_qemu_and_no_overlay() {
+    let suite = machine_fixture();
+    let pods = tempfile::tempdir().unwrap();
+    let mut running = running_test(suite.path(), pods.path(), "slow");
     let runner = running.0.as_mut().expect("the runner");
     let (qemu, private_dir) =
         machine_of(pods.path()).expect("pod ls lists the run's machine pod once it is up");
@@ -164,14 +172,14 @@ fn a_sigkilled_runner_leaves_no_qemu_and_no_overlay() {
 }
 
 /// `--pod vm` on a suite without `[pod.vm]` is a bad argument, refused
-/// before anything starts, saying what to add; so is `--keep` with a
-/// machine, which cannot outlive the runner.
+/// before anything starts, saying what to add; so are an environment or
+/// an installer the suite does not declare, and either without a machine.
 #[test]
-fn a_machine_run_without_its_section_or_with_keep_is_refused() {
+fn a_machine_run_without_its_section_or_with_an_undeclared_choice_is_refused() {
     let suite = fixture("suite");
     let refused = |args: &[&str], says: &str| {
         let ran = Ran::from(runner().args(args).arg(suite.path()).output().unwrap());
-        assert_eq!(ran.code, 64);
+        assert_eq!(ran.code, 64, "{args:?}: {}", ran.stderr);
         assert!(ran.stderr.contains(says), "{}", ran.stderr);
     };
     refused(
@@ -184,8 +192,18 @@ fn a_machine_run_without_its_section_or_with_keep_is_refused() {
     text.push_str("\n[pod.vm]\ndebs = \"debs\"\nport = 8080\n");
     std::fs::write(&toml, text).unwrap();
     refused(
-        &["run", "--pod", "vm", "--keep"],
-        "a machine pod ends with the runner that booted it",
+        &["run", "--pod", "vm", "--environment", "debian-12-docker"],
+        "--environment \"debian-12-docker\": the suite's [pod.vm] environments are debian-12: \
+         name one, or add it to `environments` in testkit.toml",
+    );
+    refused(
+        &["run", "--pod", "vm", "--installer", "binaries"],
+        "--installer binaries: the suite's [pod.vm] does not set it up ([pod.vm.binaries], \
+         files to copy and a unit to start); it sets up deb",
+    );
+    refused(
+        &["run", "--environment", "debian-12"],
+        "--environment and --installer choose a machine pod's: add --pod vm",
     );
 }
 

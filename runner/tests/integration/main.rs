@@ -15,6 +15,7 @@ mod fanout;
 mod faults;
 mod flaky;
 mod leftovers;
+mod machine_life;
 mod machines;
 mod outputs;
 mod report;

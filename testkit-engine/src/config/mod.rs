@@ -90,7 +90,9 @@ pub use pod::{PodSection, Ready, DEFAULT_STOP_GRACE};
 pub use suite::{
     FlakyPolicy, RetryPolicy, SuiteSection, UnknownFlakyPolicy, UnknownRetryPolicy, MAX_RETRIES,
 };
-pub use vm::{GuestField, VmSection};
+pub use vm::{
+    two_versions_of_a_package, BinariesSection, BinaryFile, GuestField, Installer, VmSection,
+};
 pub use witness::{WitnessSection, DEFAULT_WITNESS_TIMEOUT, WITNESS_PLACEHOLDERS};
 
 /// The name of a suite's config file, at its workspace root.
@@ -277,6 +279,9 @@ impl SuiteConfig {
                 .as_ref()
                 .map_or(Ok(()), ContainerSection::validate),
             self.pod.vm.as_ref().map_or(Ok(()), VmSection::validate),
+            self.pod.vm.as_ref().map_or(Ok(()), |vm| {
+                vm.validate_files(path.parent().unwrap_or(Path::new(".")))
+            }),
             self.pod.validate_nodes_handle(),
             self.cli.validate(),
             self.auth.validate(),

@@ -4,11 +4,13 @@
 //!
 //! ```toml
 //! [pod.vm]
-//! image = "debian-12"                 # or "debian-12-docker" (with docker.io)
+//! image = "debian-12"                 # the default environment
+//! environments = ["debian-12", "debian-12-docker"]  # what --environment may name
 //! prepare = [["sh", "vm/build-deb.sh"]]  # run in the suite dir before the boot
-//! debs = "vm/debs"                    # every *.deb of this suite dir is installed (dpkg -i)
+//! debs = "vm/debs"                    # installer "deb": every *.deb of this suite dir (dpkg -i)
+//! installer = "deb"                   # the default installer: "deb" or "binaries"
 //! port = 8080                         # the guest port: forwarded from 127.0.0.1:<free port>
-//! memory_mib = 1024
+//! memory_mib = 1024                   # 256 to 16384
 //! cpus = 1
 //! ceiling = "5m"                      # boot, install and first healthy answer, at most
 //! data_disk_mib = 64                  # a blank data disk, mounted at /var/lib/testkit-data
@@ -17,6 +19,18 @@
 //! # or the whole file (trimmed). `name` names the pod (else testkit does).
 //! fields = { token = { file = "/etc/sandboxd/token.env", var = "SANDBOXD_TOKEN" },
 //!            name = { file = "/var/lib/sandboxd/identity.json", pointer = "/name" } }
+//! ```
+//!
+//!
+//! The installer `binaries` copies files of the suite to paths in the
+//! guest, runs commands in the guest, and starts the product's unit:
+//!
+//! ```toml
+//! [pod.vm.binaries]
+//! files = [{ from = "vm/bin/sandboxd", to = "/usr/bin/sandboxd", mode = "0755" },
+//!          { from = "vm/sandboxd.service", to = "/etc/systemd/system/sandboxd.service" }]
+//! setup = [["systemd-sysusers"]]      # in the guest, as root, after the copy
+//! unit = "sandboxd.service"           # enabled and started last
 //! ```
 //!
 //! `[pod]` `health_path` and `public_fields` hold for the machine as for
@@ -34,15 +48,30 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct VmSection {
-    /// The machine image, by name (`debian-12`, `debian-12-docker`).
+    /// The machine image, by name (`debian-12`, `debian-12-docker`): the
+    /// environment a run boots unless `--environment` names another.
     #[serde(default = "default_image")]
     pub image: String,
+    /// The environments (image names) the suite runs in, for
+    /// `--environment` and a CI matrix; default: `image` alone.
+    #[serde(default)]
+    pub environments: Vec<String>,
+    /// The installer a run uses unless `--installer` names another:
+    /// default `deb` when `debs` is given, else `binaries`.
+    #[serde(default)]
+    pub installer: Option<Installer>,
+    /// The installer `binaries`: files copied to paths in the guest, and
+    /// the unit started.
+    #[serde(default)]
+    pub binaries: Option<BinariesSection>,
     /// Commands run in the suite dir before the boot (building the
     /// packages, say).
     #[serde(default)]
     pub prepare: Vec<Vec<String>>,
-    /// A directory of the suite whose `*.deb` files are installed.
-    pub debs: String,
+    /// A directory of the suite whose `*.deb` files are installed (the
+    /// installer `deb`).
+    #[serde(default)]
+    pub debs: Option<String>,
     /// The guest port the service listens on.
     pub port: u16,
     /// The guest's memory, in MiB.
@@ -87,6 +116,85 @@ pub struct GuestField {
     pub pointer: Option<String>,
 }
 
+/// How the product gets onto the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Installer {
+    /// Its Debian packages, installed with `dpkg -i` (maintainer scripts
+    /// included).
+    Deb,
+    /// Files copied to named paths, commands run, its unit started.
+    Binaries,
+}
+
+impl Installer {
+    /// The word `testkit.toml` and `--installer` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Installer::Deb => "deb",
+            Installer::Binaries => "binaries",
+        }
+    }
+}
+
+/// `[pod.vm.binaries]`: the installer `binaries`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BinariesSection {
+    /// The files copied into the guest, in this order.
+    pub files: Vec<BinaryFile>,
+    /// Commands run in the guest as root after the copy (users, state
+    /// directories, a token), each a program and its arguments.
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+    /// The product's systemd unit: enabled and started last.
+    pub unit: String,
+}
+
+/// A file the installer `binaries` copies into the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BinaryFile {
+    /// A file of the suite, relative to `testkit.toml`.
+    pub from: String,
+    /// Its absolute path in the guest (parents made).
+    pub to: String,
+    /// Its mode, in octal (default `0644`).
+    #[serde(default = "default_mode")]
+    pub mode: String,
+}
+
+impl BinaryFile {
+    /// The mode, parsed.
+    pub fn mode_bits(&self) -> Option<u32> {
+        u32::from_str_radix(&self.mode, 8)
+            .ok()
+            .filter(|m| *m <= 0o7777)
+    }
+}
+
+fn default_mode() -> String {
+    "0644".to_owned()
+}
+
+/// The bounds of `memory_mib`.
+const MEMORY_MIB: std::ops::RangeInclusive<u32> = 256..=16384;
+
+/// A path of the suite that stays in it: relative, without `..`.
+fn inside_suite(path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    !path.is_empty()
+        && p.is_relative()
+        && p.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
+}
+
 fn default_image() -> String {
     "debian-12".to_owned()
 }
@@ -125,21 +233,24 @@ impl VmSection {
                 "must be the port the service listens on in the guest, not 0".to_owned(),
             ));
         }
-        if self.debs.is_empty() || self.debs.starts_with('/') {
+        if let Some(debs) = self.debs.as_ref().filter(|d| !inside_suite(d)) {
             return Err((
                 "pod.vm.debs",
                 format!(
-                    "{:?}: give a directory of the suite, relative to testkit.toml",
-                    self.debs
+                    "{debs:?}: give a directory of the suite, relative to testkit.toml, \
+                     without `..`"
                 ),
             ));
         }
-        if self.memory_mib < 256 {
+        if !MEMORY_MIB.contains(&self.memory_mib) {
             return Err((
                 "pod.vm.memory_mib",
                 format!(
-                    "{} MiB is too little for Debian with systemd: give at least 256",
-                    self.memory_mib
+                    "{} MiB: give {} to {} (Debian with systemd needs the least; a test \
+                     machine on a shared host, no more than the most)",
+                    self.memory_mib,
+                    MEMORY_MIB.start(),
+                    MEMORY_MIB.end()
                 ),
             ));
         }
@@ -154,6 +265,8 @@ impl VmSection {
                 ),
             ));
         }
+        self.validate_environments()?;
+        self.validate_installers()?;
         if !(1..=16).contains(&self.cpus) {
             return Err(("pod.vm.cpus", format!("{}: give 1 to 16", self.cpus)));
         }
@@ -198,6 +311,210 @@ impl VmSection {
         }
         Ok(())
     }
+}
+
+impl VmSection {
+    /// The environments a run may name: `environments`, else `image`.
+    pub fn environment_names(&self) -> Vec<&str> {
+        match self.environments.is_empty() {
+            true => vec![self.image.as_str()],
+            false => self.environments.iter().map(String::as_str).collect(),
+        }
+    }
+
+    /// The installers the section sets up: `deb` with `debs`, `binaries`
+    /// with `[pod.vm.binaries]`.
+    pub fn installers(&self) -> Vec<Installer> {
+        let mut all = Vec::new();
+        if self.debs.is_some() {
+            all.push(Installer::Deb);
+        }
+        if self.binaries.is_some() {
+            all.push(Installer::Binaries);
+        }
+        all
+    }
+
+    /// The installer a run uses without `--installer`.
+    pub fn default_installer(&self) -> Installer {
+        self.installer.unwrap_or(match self.debs {
+            Some(_) => Installer::Deb,
+            None => Installer::Binaries,
+        })
+    }
+
+    fn validate_environments(&self) -> Result<(), (&'static str, String)> {
+        let known: Vec<&str> = crate::machine::ImageRecipe::known().collect();
+        if let Some(unknown) = self
+            .environments
+            .iter()
+            .find(|e| !known.contains(&e.as_str()))
+        {
+            return Err((
+                "pod.vm.environments",
+                format!(
+                    "has {unknown:?}, which is no machine image: give names of {}",
+                    known.join(", ")
+                ),
+            ));
+        }
+        if !self.environment_names().contains(&self.image.as_str()) {
+            return Err((
+                "pod.vm.image",
+                format!(
+                    "is {:?}, which `environments` does not list: add it there, or name one \
+                     of them",
+                    self.image
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_installers(&self) -> Result<(), (&'static str, String)> {
+        if self.installers().is_empty() {
+            return Err((
+                "pod.vm",
+                "installs nothing: give `debs` (a directory of .deb files) or \
+                 [pod.vm.binaries] (files to copy and a unit to start)"
+                    .to_owned(),
+            ));
+        }
+        if !self.installers().contains(&self.default_installer()) {
+            return Err((
+                "pod.vm.installer",
+                format!(
+                    "is {:?}, which the section does not set up: give {}",
+                    self.default_installer().as_str(),
+                    match self.default_installer() {
+                        Installer::Deb => "`debs`",
+                        Installer::Binaries => "[pod.vm.binaries]",
+                    }
+                ),
+            ));
+        }
+        let Some(b) = &self.binaries else {
+            return Ok(());
+        };
+        if b.files.is_empty() {
+            return Err((
+                "pod.vm.binaries.files",
+                "is empty: list the files to copy, each { from, to }".to_owned(),
+            ));
+        }
+        for f in &b.files {
+            if !inside_suite(&f.from) {
+                return Err((
+                    "pod.vm.binaries.files",
+                    format!(
+                        "from = {:?}: give a file of the suite, relative to testkit.toml, \
+                         without `..`",
+                        f.from
+                    ),
+                ));
+            }
+            if !f.to.starts_with('/') || f.to.ends_with('/') {
+                return Err((
+                    "pod.vm.binaries.files",
+                    format!(
+                        "to = {:?}: give the absolute path of a file in the guest",
+                        f.to
+                    ),
+                ));
+            }
+            if f.mode_bits().is_none() {
+                return Err((
+                    "pod.vm.binaries.files",
+                    format!(
+                        "mode = {:?} (of {}): give an octal mode, such as \"0755\"",
+                        f.mode, f.to
+                    ),
+                ));
+            }
+        }
+        if let Some(empty) = b.setup.iter().position(Vec::is_empty) {
+            return Err((
+                "pod.vm.binaries.setup",
+                format!(
+                    "command {} is empty: give a program and its arguments",
+                    empty + 1
+                ),
+            ));
+        }
+        if b.unit.trim().is_empty() || b.unit.contains('/') {
+            return Err((
+                "pod.vm.binaries.unit",
+                format!(
+                    "{:?}: give the name of the product's systemd unit, such as \
+                     \"sandboxd.service\"",
+                    b.unit
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks what is on disk, in the suite dir `suite_dir`: `debs` is a
+    /// directory (once made) with one file per package; each file of
+    /// `binaries` a file. `debs` may not exist yet (`prepare` makes it).
+    pub fn validate_files(
+        &self,
+        suite_dir: &std::path::Path,
+    ) -> Result<(), (&'static str, String)> {
+        if let Some(debs) = &self.debs {
+            let dir = suite_dir.join(debs);
+            if dir.exists() && !dir.is_dir() {
+                return Err((
+                    "pod.vm.debs",
+                    format!("{debs:?} is a file: give the directory that holds the .deb files"),
+                ));
+            }
+            if dir.is_dir() {
+                let files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                if let Some(problem) = two_versions_of_a_package(&files) {
+                    return Err(("pod.vm.debs", format!("{debs:?}: {problem}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The package a `.deb` file holds, by Debian's naming of package files
+/// (`NAME_VERSION_ARCH.deb`; a name without `_` is all name).
+fn package_of(file: &std::path::Path) -> Option<String> {
+    if file.extension().is_none_or(|e| e != "deb") {
+        return None;
+    }
+    let stem = file.file_stem()?.to_string_lossy().into_owned();
+    Some(stem.split('_').next().unwrap_or(&stem).to_owned())
+}
+
+/// Two `.deb` files of one package among `files`, said: `dpkg -i` would
+/// install both, the later over the earlier, by the order of their names.
+pub fn two_versions_of_a_package(files: &[std::path::PathBuf]) -> Option<String> {
+    let mut seen: BTreeMap<String, &std::path::Path> = BTreeMap::new();
+    let mut sorted: Vec<&std::path::PathBuf> = files.iter().collect();
+    sorted.sort();
+    for file in sorted {
+        let Some(package) = package_of(file) else {
+            continue;
+        };
+        if let Some(first) = seen.insert(package.clone(), file) {
+            return Some(format!(
+                "holds two files of package `{package}`, {} and {}: `dpkg -i` would install \
+                 one over the other; keep one (have `prepare` clear the directory first)",
+                first.file_name().unwrap_or_default().to_string_lossy(),
+                file.file_name().unwrap_or_default().to_string_lossy()
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -245,8 +562,59 @@ mod tests {
                 "pod.vm.debs: \"/abs\": give a directory of the suite",
             ),
             (
+                "debs = \"../..\"\nport = 1",
+                "pod.vm.debs: \"../..\": give a directory of the suite, relative to \
+                 testkit.toml, without `..`",
+            ),
+            (
+                "debs = \"d/../../x\"\nport = 1",
+                "without `..`",
+            ),
+            (
                 "debs = \"d\"\nport = 1\nmemory_mib = 64",
-                "pod.vm.memory_mib: 64 MiB",
+                "pod.vm.memory_mib: 64 MiB: give 256 to 16384",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nmemory_mib = 4000000",
+                "pod.vm.memory_mib: 4000000 MiB: give 256 to 16384",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nenvironments = [\"debian-12\", \"ubuntu\"]",
+                "pod.vm.environments: has \"ubuntu\", which is no machine image",
+            ),
+            (
+                "debs = \"d\"\nport = 1\nenvironments = [\"debian-12-docker\"]",
+                "pod.vm.image: is \"debian-12\", which `environments` does not list",
+            ),
+            ("port = 1", "pod.vm: installs nothing: give `debs`"),
+            (
+                "debs = \"d\"\nport = 1\ninstaller = \"binaries\"",
+                "pod.vm.installer: is \"binaries\", which the section does not set up: give \
+                 [pod.vm.binaries]",
+            ),
+            (
+                "debs = \"d\"\nport = 1\ninstaller = \"rpm\"",
+                "unknown variant `rpm`, expected `deb` or `binaries`",
+            ),
+            (
+                "port = 1\n[binaries]\nfiles = []\nunit = \"s.service\"",
+                "pod.vm.binaries.files: is empty",
+            ),
+            (
+                "port = 1\n[binaries]\nfiles = [{ from = \"../x\", to = \"/x\" }]\nunit = \"s\"",
+                "pod.vm.binaries.files: from = \"../x\"",
+            ),
+            (
+                "port = 1\n[binaries]\nfiles = [{ from = \"x\", to = \"x\" }]\nunit = \"s\"",
+                "pod.vm.binaries.files: to = \"x\": give the absolute path",
+            ),
+            (
+                "port = 1\n[binaries]\nfiles = [{ from = \"x\", to = \"/x\", mode = \"9\" }]\nunit = \"s\"",
+                "pod.vm.binaries.files: mode = \"9\" (of /x): give an octal mode",
+            ),
+            (
+                "port = 1\n[binaries]\nfiles = [{ from = \"x\", to = \"/x\" }]\nunit = \"\"",
+                "pod.vm.binaries.unit: \"\": give the name",
             ),
             (
                 "debs = \"d\"\nport = 1\ncpus = 0",
@@ -272,7 +640,6 @@ mod tests {
                 "debs = \"d\"\nport = 1\nkernel = \"x\"",
                 "unknown field `kernel`",
             ),
-            ("port = 1", "missing field `debs`"),
             (
                 "debs = \"d\"\nport = 1\nimage = \"debian-13\"",
                 "pod.vm.image: is \"debian-13\", which is no machine image: give one of \"debian-12\", \"debian-12-docker\"",
@@ -294,6 +661,51 @@ mod tests {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text:?}: {err}");
         }
+    }
+
+    /// What is on disk: a `debs` that is a file, or that holds two files
+    /// of one package, is refused, naming them; a `debs` not made yet is
+    /// `prepare`'s to make.
+    #[test]
+    fn the_packages_dir_is_a_dir_with_one_file_per_package() {
+        let suite = tempfile::tempdir().unwrap();
+        let vm = parse("debs = \"debs\"\nport = 1").unwrap();
+        vm.validate_files(suite.path()).unwrap();
+        std::fs::write(suite.path().join("debs"), b"").unwrap();
+        let (key, problem) = vm.validate_files(suite.path()).unwrap_err();
+        assert_eq!(key, "pod.vm.debs");
+        assert!(problem.contains("\"debs\" is a file"), "{problem}");
+        std::fs::remove_file(suite.path().join("debs")).unwrap();
+        let debs = suite.path().join("debs");
+        std::fs::create_dir(&debs).unwrap();
+        std::fs::write(debs.join("svc_1.0_amd64.deb"), b"").unwrap();
+        std::fs::write(debs.join("svc-tools_1.0_amd64.deb"), b"").unwrap();
+        vm.validate_files(suite.path()).unwrap();
+        std::fs::write(debs.join("svc_1.1_amd64.deb"), b"").unwrap();
+        let (_, problem) = vm.validate_files(suite.path()).unwrap_err();
+        assert!(
+            problem.contains(
+                "holds two files of package `svc`, svc_1.0_amd64.deb and svc_1.1_amd64.deb"
+            ),
+            "{problem}"
+        );
+    }
+
+    #[test]
+    fn environments_and_installers_have_their_defaults() {
+        let vm = parse("debs = \"d\"\nport = 1").unwrap();
+        assert_eq!(vm.environment_names(), ["debian-12"]);
+        assert_eq!(vm.default_installer(), Installer::Deb);
+        let vm = parse(
+            "port = 1\nenvironments = [\"debian-12\", \"debian-12-docker\"]\n\
+             [binaries]\nfiles = [{ from = \"b/svc\", to = \"/usr/bin/svc\", mode = \"0755\" }]\n\
+             unit = \"svc.service\"",
+        )
+        .unwrap();
+        assert_eq!(vm.environment_names(), ["debian-12", "debian-12-docker"]);
+        assert_eq!(vm.default_installer(), Installer::Binaries);
+        assert_eq!(vm.installers(), [Installer::Binaries]);
+        assert_eq!(vm.binaries.unwrap().files[0].mode_bits(), Some(0o755));
     }
 
     /// `[pod.vm]` is part of `[pod]`: a suite's file parses with it, and

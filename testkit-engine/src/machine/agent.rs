@@ -241,6 +241,16 @@ impl Agent {
 
     /// Reads all of `path` in the guest.
     pub(crate) async fn read_file(&mut self, path: &str) -> Result<Vec<u8>, MachineError> {
+        self.read_file_at_most(path, usize::MAX).await
+    }
+
+    /// Reads a file of the guest, refusing one larger than `max` bytes
+    /// once that much is read (a guest file may be of any size).
+    pub(crate) async fn read_file_at_most(
+        &mut self,
+        path: &str,
+        max: usize,
+    ) -> Result<Vec<u8>, MachineError> {
         let handle = self
             .execute("guest-file-open", json!({ "path": path, "mode": "r" }))
             .await?;
@@ -259,6 +269,12 @@ impl Agent {
                             .decode(text)
                             .map_err(|e| broken("guest-file-read", e))?,
                     );
+                }
+                if out.len() > max {
+                    return Err(MachineError::GuestFileTooLarge {
+                        path: path.to_owned(),
+                        max,
+                    });
                 }
                 if part["eof"].as_bool() != Some(false) {
                     return Ok(out);

@@ -18,6 +18,7 @@ use super::agent::{Agent, GuestOutput, QGA_SOCKET};
 use super::guard::Guard;
 use super::image::Image;
 use super::qmp::{Qmp, FAULTS_QMP_SOCKET};
+use super::record::{MachineRecord, Owner};
 use super::{require, run_bounded, tail, MachineError};
 
 /// The QEMU this module drives.
@@ -52,6 +53,15 @@ const AGENT_CONNECT_LIMIT: Duration = Duration::from_secs(30);
 /// The longest a unix socket path may be (108 bytes with the NUL; some
 /// slack for the file names).
 const SOCKET_DIR_MAX: usize = 100;
+
+/// A second QMP monitor, in the run directory, that the machine itself
+/// never connects to: the one a person or a test may use (QEMU serves
+/// one client per monitor, and the machine holds the first).
+pub(crate) const USER_MONITOR: &str = "monitor.sock";
+
+/// How many times a boot tries again when QEMU could not bind a forwarded
+/// port (another process took it between its choice and QEMU's bind).
+const PORT_ATTEMPTS: usize = 3;
 
 /// How a machine's CPU runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -156,6 +166,9 @@ pub struct MachineSpec {
     /// labelled `testkit-data` (see [`Machine::mount_data_disk`]): what a
     /// disk fault fills.
     pub data_disk_mib: Option<u32>,
+    /// The run it is booted for, written in its record (see
+    /// [`MachineRecord`]) for the janitor and the residue sweep.
+    pub run_id: Option<String>,
 }
 
 impl MachineSpec {
@@ -173,6 +186,7 @@ impl MachineSpec {
             boot_limit: Duration::from_secs(300),
             observer: None,
             data_disk_mib: None,
+            run_id: None,
         }
     }
 }
@@ -203,6 +217,7 @@ pub struct Machine {
     ports: BTreeMap<u16, u16>,
     accel: AccelChoice,
     boot_time: Duration,
+    record: MachineRecord,
 }
 
 impl Machine {
@@ -230,21 +245,41 @@ impl Machine {
             start_ticks: guard.start_ticks(),
         });
         match boot_guarded(spec, &guard, &run_dir, &tell, started).await {
-            Ok((qemu, qemu_pid, qmp, agent, ports, accel)) => Ok(Machine {
-                run_dir,
-                guard: Some(guard),
-                qemu,
-                qemu_pid,
-                qmp,
-                agent: Some(agent),
-                ports,
-                accel,
-                boot_time: started.elapsed(),
-            }),
-            Err(e) => {
-                let _ = guard.abandon(EXIT_LIMIT).await;
-                Err(e)
+            Ok((qemu, qemu_pid, qmp, agent, ports, accel)) => {
+                let record = MachineRecord {
+                    image: spec.image.name.clone(),
+                    qemu_pid,
+                    qemu_start_ticks: crate::process::start_ticks(qemu_pid),
+                    pgid: guard.pgid(),
+                    ports: ports.clone(),
+                    run_dir: run_dir.clone(),
+                    run_id: spec.run_id.clone(),
+                    owner: Some(Owner::this_process()),
+                };
+                let machine = Machine {
+                    run_dir,
+                    guard: Some(guard),
+                    qemu,
+                    qemu_pid,
+                    qmp,
+                    agent: Some(agent),
+                    ports,
+                    accel,
+                    boot_time: started.elapsed(),
+                    record,
+                };
+                // Dropped on an error: QEMU killed, the guard ends the rest.
+                machine.record.write()?;
+                Ok(machine)
             }
+            // What ending the failed boot left is part of the failure.
+            Err(e) => match guard.abandon(EXIT_LIMIT).await {
+                Ok(()) => Err(e),
+                Err(left) => Err(MachineError::BootNotEnded {
+                    boot: Box::new(e),
+                    left: Box::new(left),
+                }),
+            },
         }
     }
 
@@ -286,6 +321,29 @@ impl Machine {
         &self.run_dir
     }
 
+    /// What another process needs to list, reach and end it.
+    pub fn record(&self) -> &MachineRecord {
+        &self.record
+    }
+
+    /// Lets the machine outlive this process (`--keep`): its record says
+    /// it has no owner, its guard is released (it ends nothing when this
+    /// process exits), and QEMU runs on until someone ends it
+    /// ([`MachineRecord::end`], `pod down`).
+    pub async fn keep(mut self) -> Result<MachineRecord, MachineError> {
+        let mut record = self.record.clone();
+        record.owner = None;
+        record.write()?;
+        let guard = self
+            .guard
+            .take()
+            .expect("a machine holds its guard until down");
+        guard.release().await?;
+        // Without its guard, dropping the machine closes its connections
+        // and leaves QEMU running.
+        Ok(record)
+    }
+
     /// Runs `argv` in the guest as root, with `stdin`, for at most `limit`.
     pub async fn exec(
         &mut self,
@@ -322,6 +380,16 @@ impl Machine {
                 command: "guest-sync-delimited".to_owned(),
                 problem: format!("no answer within {AGENT_CONNECT_LIMIT:?}"),
             })
+    }
+
+    /// Reads a file of the guest of at most `max` bytes: a larger one is
+    /// refused, read no further than that.
+    pub async fn read_file_at_most(
+        &mut self,
+        path: &str,
+        max: usize,
+    ) -> Result<Vec<u8>, MachineError> {
+        self.agent().await?.read_file_at_most(path, max).await
     }
 
     /// Mounts the payload disk read-only at `/run/payload` in the guest;
@@ -486,7 +554,67 @@ async fn boot_guarded(
         true => None,
         false => Some(payload_disk(spec, guard, run_dir).await?),
     };
+    // Made once: a retried start reuses it.
+    let data = match spec.data_disk_mib {
+        Some(mib) => Some(super::data::make_disk(guard, run_dir, mib).await?),
+        None => None,
+    };
 
+    let mut attempt = 1;
+    loop {
+        match start_qemu(
+            spec,
+            guard,
+            run_dir,
+            payload.as_deref(),
+            data.as_deref(),
+            &accel,
+            started,
+        )
+        .await
+        {
+            Ok((child, qemu_pid, qmp, agent, ports)) => {
+                return Ok((child, qemu_pid, qmp, agent, ports, accel))
+            }
+            // Another process took a chosen port before QEMU bound it:
+            // QEMU refused to start; a new choice of ports makes it.
+            Err(MachineError::QemuExited { .. })
+                if attempt < PORT_ATTEMPTS && lost_a_port(run_dir) =>
+            {
+                attempt += 1;
+                for stale in [
+                    "qmp.sock",
+                    "qga.sock",
+                    FAULTS_QMP_SOCKET,
+                    USER_MONITOR,
+                    "qemu.stderr.log",
+                ] {
+                    let _ = std::fs::remove_file(run_dir.join(stale));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether QEMU's log says it could not bind a forwarded port.
+fn lost_a_port(run_dir: &Path) -> bool {
+    std::fs::read_to_string(run_dir.join("qemu.stderr.log"))
+        .is_ok_and(|log| log.contains("host forwarding rule"))
+}
+
+/// Starts QEMU on the overlay (and `payload`) in `run_dir`, with ports
+/// chosen now, and waits until the guest answers its first command.
+async fn start_qemu(
+    spec: &MachineSpec,
+    guard: &Guard,
+    run_dir: &Path,
+    payload: Option<&Path>,
+    data: Option<&Path>,
+    accel: &AccelChoice,
+    started: Instant,
+) -> Result<(tokio::process::Child, i32, Qmp, Agent, BTreeMap<u16, u16>), MachineError> {
+    let overlay = run_dir.join("overlay.qcow2");
     let ports = forwarded_ports(&spec.ports)?;
     let (qmp_socket, qga_socket) = (run_dir.join("qmp.sock"), run_dir.join(QGA_SOCKET));
     let mut hostfwd = String::from("user,id=net0,restrict=on");
@@ -522,27 +650,35 @@ async fn boot_guarded(
         .args(["-append", KERNEL_ARGS])
         .arg("-drive")
         .arg(drive(&overlay, "qcow2", false));
-    if let Some(disk) = &payload {
+    if let Some(disk) = payload {
         qemu.arg("-drive").arg(drive(disk, "raw", true));
     }
-    if let Some(mib) = spec.data_disk_mib {
-        let disk = super::data::make_disk(guard, run_dir, mib).await?;
-        qemu.arg("-drive").arg(drive(&disk, "raw", false));
+    if let Some(disk) = data {
+        qemu.arg("-drive").arg(drive(disk, "raw", false));
     }
     qemu.args(["-netdev", &hostfwd, "-device", "virtio-net-pci,netdev=net0"])
         .arg("-qmp")
-        .arg(format!("unix:{},server=on,wait=off", qmp_socket.display()))
-        // A second monitor, for a test process's faults: this one is held
-        // by this process from the boot to `down`.
+        .arg(format!(
+            "unix:{},server=on,wait=off",
+            option_value(&qmp_socket)
+        ))
+        // A second monitor, for a test process's faults (this process holds
+        // the first from the boot to `down`), and a third left free for
+        // people and tools (see `MachineRecord::monitor_socket`).
         .arg("-qmp")
         .arg(format!(
             "unix:{},server=on,wait=off",
-            run_dir.join(FAULTS_QMP_SOCKET).display()
+            option_value(&run_dir.join(FAULTS_QMP_SOCKET))
+        ))
+        .arg("-qmp")
+        .arg(format!(
+            "unix:{},server=on,wait=off",
+            option_value(&run_dir.join(USER_MONITOR))
         ))
         .arg("-chardev")
         .arg(format!(
             "socket,path={},server=on,wait=off,id=qga0",
-            qga_socket.display()
+            option_value(&qga_socket)
         ))
         .args(["-device", "virtio-serial"])
         .args([
@@ -550,6 +686,7 @@ async fn boot_guarded(
             "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
         ])
         .arg("-serial")
+        // `file:` takes the rest of the value as the path, commas included.
         .arg(format!("file:{}", run_dir.join("console.log").display()))
         .stdout(Stdio::null())
         .stderr(
@@ -574,11 +711,17 @@ async fn boot_guarded(
             console_tail: console_tail(run_dir),
         });
     };
-    Ok((child, qemu_pid, qmp, agent, ports, accel))
+    Ok((child, qemu_pid, qmp, agent, ports))
+}
+
+/// `path` as a value of a QEMU option, whose values are separated by
+/// commas: a comma in it is doubled (QEMU's escape).
+fn option_value(path: &Path) -> String {
+    path.display().to_string().replace(',', ",,")
 }
 
 fn drive(file: &Path, format: &str, read_only: bool) -> String {
-    let mut d = format!("file={},format={format},if=virtio", file.display());
+    let mut d = format!("file={},format={format},if=virtio", option_value(file));
     if read_only {
         d.push_str(",readonly=on");
     }
@@ -695,13 +838,54 @@ async fn choose_accel(spec: &MachineSpec, guard: &Guard, run_dir: &Path) -> Acce
     if spec.accel == AccelPolicy::Tcg {
         return tcg("TCG was asked for".to_owned());
     }
-    // What the host offers does not change while this process runs: one
-    // probe (and its bound) per process, not per boot.
+    // What the host offers does not change while it runs: one probe (and
+    // its bound) per boot of the host, kept next to the image cache, not
+    // per machine.
     static PROBED: tokio::sync::OnceCell<AccelChoice> = tokio::sync::OnceCell::const_new();
     PROBED
-        .get_or_init(|| probe_kvm(spec, guard, run_dir))
+        .get_or_init(|| async {
+            let kept = spec.image.dir.parent().map(|c| c.join(".kvm-probe.json"));
+            let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|id| id.trim().to_owned())
+                .ok();
+            if let (Some(kept), Some(boot_id)) = (&kept, &boot_id) {
+                if let Some(choice) = probed_before(kept, boot_id) {
+                    return choice;
+                }
+            }
+            let choice = probe_kvm(spec, guard, run_dir).await;
+            if let (Some(kept), Some(boot_id)) = (&kept, &boot_id) {
+                let record = serde_json::json!({
+                    "boot_id": boot_id, "accel": choice.accel, "why": choice.why,
+                });
+                // A cache: a failed write costs the next process a probe.
+                let _ = std::fs::write(kept, record.to_string());
+            }
+            choice
+        })
         .await
         .clone()
+}
+
+/// The probe's answer kept in `kept` by a process of this boot of the
+/// host (`boot_id`), if there is one.
+fn probed_before(kept: &Path, boot_id: &str) -> Option<AccelChoice> {
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(kept).ok()?).ok()?;
+    if record["boot_id"].as_str() != Some(boot_id) {
+        return None;
+    }
+    let accel = match record["accel"].as_str()? {
+        "kvm" => Accel::Kvm,
+        "tcg" => Accel::Tcg,
+        _ => return None,
+    };
+    Some(AccelChoice {
+        accel,
+        why: format!(
+            "{} (probed earlier since this host booted)",
+            record["why"].as_str()?
+        ),
+    })
 }
 
 async fn probe_kvm(spec: &MachineSpec, guard: &Guard, run_dir: &Path) -> AccelChoice {
@@ -747,5 +931,21 @@ async fn probe_kvm(spec: &MachineSpec, guard: &Guard, run_dir: &Path) -> AccelCh
         tcg(format!(
             "/dev/kvm opens, but a probe guest printed nothing under KVM within {KVM_PROBE_LIMIT:?}"
         ))
+    }
+}
+
+#[cfg(test)]
+mod option_tests {
+    use super::*;
+
+    /// A comma in a path would end QEMU's option value there: it is
+    /// doubled, QEMU's escape.
+    #[test]
+    fn a_comma_in_a_path_is_escaped_in_qemu_s_options() {
+        assert_eq!(
+            drive(Path::new("/tmp/a,b/overlay.qcow2"), "qcow2", true),
+            "file=/tmp/a,,b/overlay.qcow2,format=qcow2,if=virtio,readonly=on"
+        );
+        assert_eq!(option_value(Path::new("/plain")), "/plain");
     }
 }

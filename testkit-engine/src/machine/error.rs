@@ -109,6 +109,23 @@ pub enum MachineError {
     /// Ending the machine left something behind.
     #[error("the machine did not end cleanly: {0}")]
     Survived(String),
+    /// A boot failed, and ending what it had made failed too.
+    #[error("{boot}; and ending the failed boot left something: {left}")]
+    BootNotEnded {
+        /// Why the boot failed.
+        #[source]
+        boot: Box<MachineError>,
+        /// What ending it left.
+        left: Box<MachineError>,
+    },
+    /// A guest file larger than a read may take.
+    #[error("{path} in the guest is larger than {max} bytes: a handle field is a short value")]
+    GuestFileTooLarge {
+        /// The file in the guest.
+        path: String,
+        /// The bound.
+        max: usize,
+    },
 }
 
 impl MachineError {

@@ -21,7 +21,11 @@ use super::{require, run_bounded, MachineError};
 
 /// Bumped whenever what a build does changes in a way the recipe does not
 /// show, so that old cache entries are not taken for new ones.
-const FORMAT: &str = "testkit-machine-image/1";
+const FORMAT: &str = "testkit-machine-image/2";
+
+/// The file an entry is complete with: written last, it names the size of
+/// each file of the entry, which must all match.
+const COMPLETE_FILE: &str = "complete.json";
 
 /// The Debian release every image is made of.
 const SUITE: &str = "bookworm";
@@ -31,8 +35,11 @@ pub const DEFAULT_MIRROR: &str = "http://deb.debian.org/debian";
 
 /// What every image holds: systemd as init, the cloud kernel (virtio
 /// drivers, small), udev (which starts the guest agent when its port
-/// appears), `ip`, and the guest agent the host drives the guest with.
+/// appears), `ip`, the guest agent the host drives the guest with, and
+/// D-Bus, without which logind does not run and the guest ignores its
+/// power button (QMP `system_powerdown`).
 const BASE_PACKAGES: &[&str] = &[
+    "dbus",
     "systemd-sysv",
     "linux-image-cloud-amd64",
     "udev",
@@ -52,6 +59,11 @@ const KNOWN: &[(&str, &[&str], u64)] = &[
 const SETUP_FILES: &[(&str, &str)] = &[
     ("etc/fstab", "/dev/vda / ext4 rw,errors=remount-ro 0 1\n"),
     ("etc/hostname", "testkit-machine\n"),
+    // The initrd only has to find the root disk: the virtio modules, not
+    // most of the kernel's (a smaller initrd unpacks seconds faster
+    // under TCG).
+    ("etc/initramfs-tools/conf.d/testkit", "MODULES=list\n"),
+    ("etc/initramfs-tools/modules", "virtio_pci\nvirtio_blk\n"),
     // QEMU's user-mode network: the guest is 10.0.2.15, the host's
     // forwarded ports arrive there. Static, so that no DHCP wait delays a
     // boot.
@@ -77,6 +89,25 @@ const SETUP_COMMANDS: &[&[&str]] = &[
         "apt-daily.timer",
         "apt-daily-upgrade.timer",
     ],
+    // Units a test machine has no use for, each seconds of a boot under
+    // TCG: module loads for hardware it lacks, scrubs and trims of a disk
+    // that lives for one boot, debug filesystems, the journal's move to
+    // disk.
+    &[
+        "systemctl",
+        "mask",
+        "modprobe@.service",
+        "kmod-static-nodes.service",
+        "e2scrub_reap.service",
+        "e2scrub_all.timer",
+        "fstrim.timer",
+        "getty-static.service",
+        "dev-hugepages.mount",
+        "sys-kernel-debug.mount",
+        "sys-kernel-tracing.mount",
+        "systemd-journal-flush.service",
+    ],
+    &["update-initramfs", "-u", "-k", "all"],
     // The console may be used to look into a guest by hand.
     &["passwd", "--delete", "root"],
 ];
@@ -190,10 +221,42 @@ impl Image {
         }
     }
 
-    fn complete(&self) -> bool {
+    fn files(&self) -> [&PathBuf; 3] {
         [&self.disk, &self.kernel, &self.initrd]
-            .iter()
-            .all(|p| p.is_file())
+    }
+
+    /// Whether the entry is whole: its completion file, written last,
+    /// names each file with the size it has. Files alone could be those
+    /// of a build cut short, or of an entry damaged since.
+    fn complete(&self) -> bool {
+        let Ok(text) = std::fs::read(self.dir.join(COMPLETE_FILE)) else {
+            return false;
+        };
+        let Ok(sizes) = serde_json::from_slice::<std::collections::BTreeMap<String, u64>>(&text)
+        else {
+            return false;
+        };
+        self.files().iter().all(|path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let size = std::fs::metadata(path).ok().filter(|m| m.is_file()).map(|m| m.len());
+            matches!((name.and_then(|n| sizes.get(&n).copied()), size), (Some(a), Some(b)) if a == b && b > 0)
+        })
+    }
+
+    /// Writes the completion file: the last step of a build.
+    fn mark_complete(&self, dir: &Path) -> Result<(), MachineError> {
+        let mut sizes = std::collections::BTreeMap::new();
+        for path in self.files() {
+            let name = path.file_name().expect("an image file has a name");
+            let at = dir.join(name);
+            let len = std::fs::metadata(&at)
+                .map_err(MachineError::io("measure", &at))?
+                .len();
+            sizes.insert(name.to_string_lossy().into_owned(), len);
+        }
+        let file = dir.join(COMPLETE_FILE);
+        let text = serde_json::to_vec_pretty(&sizes).expect("sizes serialise");
+        std::fs::write(&file, text).map_err(MachineError::io("write", &file))
     }
 }
 
@@ -214,9 +277,14 @@ pub struct ImageCache {
 }
 
 impl ImageCache {
-    /// A cache in `dir`.
+    /// A cache in `dir`, made absolute against the current directory: its
+    /// paths go into QEMU's options and into each overlay as its backing
+    /// file, which QEMU reads relative to the overlay, not to here.
     pub fn new(dir: impl Into<PathBuf>) -> ImageCache {
-        ImageCache { dir: dir.into() }
+        let dir = dir.into();
+        ImageCache {
+            dir: std::path::absolute(&dir).unwrap_or(dir),
+        }
     }
 
     /// Where images are cached unless told otherwise:
@@ -241,14 +309,40 @@ impl ImageCache {
         image.complete().then_some(image)
     }
 
-    /// The image of `recipe`: from the cache, or built into it now.
+    /// The image of `recipe`: from the cache, or built into it now. Two
+    /// processes that want the same image at once build it once: the
+    /// second waits on the first's lock of the key, then finds it cached.
     pub async fn ensure(&self, recipe: &ImageRecipe) -> Result<(Image, Provenance), MachineError> {
         if let Some(image) = self.lookup(recipe) {
             return Ok((image, Provenance::Cached));
         }
         let started = Instant::now();
+        let _lock = self.lock_key(&recipe.key()).await?;
+        if let Some(image) = self.lookup(recipe) {
+            return Ok((image, Provenance::Cached));
+        }
         let image = self.build(recipe).await?;
         Ok((image, Provenance::Built(started.elapsed())))
+    }
+
+    /// An exclusive lock of `key` in the cache (`.lock-<key>`, `flock`ed:
+    /// released when this process lets it go or dies).
+    async fn lock_key(&self, key: &str) -> Result<nix::fcntl::Flock<std::fs::File>, MachineError> {
+        std::fs::create_dir_all(&self.dir).map_err(MachineError::io("create", &self.dir))?;
+        let path = self.dir.join(format!(".lock-{key}"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(MachineError::io("open", &path))?;
+        // A blocking wait on a thread of its own: a build takes minutes.
+        tokio::task::spawn_blocking(move || {
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        })
+        .await
+        .map_err(|e| MachineError::io("lock", &path)(std::io::Error::other(e)))?
+        .map_err(|(_, errno)| MachineError::io("lock", &path)(errno.into()))
     }
 
     /// Builds `recipe` into the cache, whatever it holds (an entry of the
@@ -272,6 +366,13 @@ impl ImageCache {
             std::fs::create_dir(&partial).map_err(MachineError::io("create", &partial))?;
             build_into(&guard, recipe, &partial).await?;
             let image = Image::at(recipe, self.dir.join(&key));
+            image.mark_complete(&partial)?;
+            // An entry left incomplete (damaged, or of a build before the
+            // completion file) is replaced, under the key's lock.
+            if image.dir.exists() && !image.complete() {
+                std::fs::remove_dir_all(&image.dir)
+                    .map_err(MachineError::io("remove an incomplete", &image.dir))?;
+            }
             match std::fs::rename(&partial, &image.dir) {
                 Ok(()) => Ok(image),
                 // Built meanwhile by another process: keep that one.
@@ -424,6 +525,58 @@ mod tests {
                 assert_ne!(a, b);
             }
         }
+    }
+
+    /// An entry is whole by its completion file, written last with the
+    /// size of each file: files alone (a build cut short, an entry of an
+    /// older format) or a file whose size changed since are no entry.
+    #[test]
+    fn an_entry_is_whole_by_its_completion_file_and_the_sizes_it_names() {
+        let cache = tempfile::tempdir().unwrap();
+        let recipe = ImageRecipe::named("debian-12", DEFAULT_MIRROR).unwrap();
+        let image = Image::at(&recipe, cache.path().join(recipe.key()));
+        std::fs::create_dir(&image.dir).unwrap();
+        for file in image.files() {
+            std::fs::write(file, b"some bytes").unwrap();
+        }
+        let cache = ImageCache::new(cache.path());
+        assert_eq!(
+            cache.lookup(&recipe),
+            None,
+            "files without a completion file"
+        );
+        image.mark_complete(&image.dir).unwrap();
+        assert_eq!(cache.lookup(&recipe), Some(image.clone()));
+        std::fs::write(&image.disk, b"cut").unwrap();
+        assert_eq!(cache.lookup(&recipe), None, "a disk of another size");
+    }
+
+    /// A relative cache dir is made absolute: QEMU reads an overlay's
+    /// backing file relative to the overlay, not to the current dir.
+    #[test]
+    fn a_relative_cache_dir_is_made_absolute() {
+        let cache = ImageCache::new("rel/cache");
+        assert!(cache.dir().is_absolute(), "{}", cache.dir().display());
+        assert!(cache.dir().ends_with("rel/cache"));
+    }
+
+    /// Two builders of one key take turns: the second holds the key's lock
+    /// only once the first let it go.
+    #[tokio::test]
+    async fn the_lock_of_a_key_is_held_by_one_process_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ImageCache::new(dir.path());
+        let first = cache.lock_key("k").await.unwrap();
+        let cache2 = cache.clone();
+        let second = tokio::spawn(async move { cache2.lock_key("k").await.map(drop) });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!second.is_finished(), "the second took a held lock");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .expect("the second takes the lock once it is free")
+            .unwrap()
+            .unwrap();
     }
 
     #[test]

@@ -60,6 +60,7 @@ mod fault;
 mod guard;
 mod image;
 mod qmp;
+mod record;
 
 pub use agent::GuestOutput;
 pub use boot::{
@@ -69,6 +70,7 @@ pub use data::{DATA_DIR, DATA_LABEL};
 pub use error::MachineError;
 pub use fault::{host_time_ns, MachineAccess};
 pub use image::{Image, ImageCache, ImageRecipe, Provenance, DEFAULT_MIRROR};
+pub use record::{EndedMachine, MachineRecord, Owner, RECORD_FILE};
 
 /// `program` must be on PATH; the error names the package to install.
 fn require(

@@ -48,8 +48,8 @@ pub use check::{check_auth, check_health, AuthReport, HealthReport, Probe};
 pub use client::{Client, RequestBuilder};
 pub use handle::{HandleError, HandlePolicy, PodHandle, TOKEN_ALPHABET};
 pub use launch::{
-    launch, stop_recorded, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod,
-    MachineLaunch, MachineStop, StopError, StopReport,
+    launch, stop_recorded, BinariesLaunch, BootObserver, BootStep, LaunchError, LaunchSpec,
+    LaunchedPod, MachineLaunch, MachineStop, StopError, StopReport,
 };
 pub use session::{connect, ConnectError};
 

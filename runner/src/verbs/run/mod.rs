@@ -53,9 +53,20 @@ pub(crate) struct RunArgs {
     /// Run one shard: `k/n` (or nextest's `count:k/n`, `hash:k/n`).
     #[arg(long, value_name = "K/N")]
     partition: Option<String>,
-    /// Leave the pod running after the run, and say how to reach and stop it.
+    /// Leave the pod running after the run, and say how to reach and stop it
+    /// (a machine pod: its forwarded port, console, QEMU log and monitor);
+    /// `testkit-runner pod ls` lists it, `pod down` ends it.
     #[arg(long)]
     keep: bool,
+    /// With `--pod vm`: the environment (machine image) to boot, one of
+    /// `[pod.vm] environments` (default: `[pod.vm] image`).
+    #[arg(long, value_name = "NAME")]
+    environment: Option<String>,
+    /// With `--pod vm`: how the product gets onto the machine: `deb` (its
+    /// packages, `[pod.vm] debs`) or `binaries` (files copied and its unit
+    /// started, `[pod.vm.binaries]`). Default: `[pod.vm] installer`.
+    #[arg(long, value_enum, value_name = "INSTALLER")]
+    installer: Option<crate::machines::InstallerArg>,
     /// The pod to start: the suite's service as a process (`[pod] command`),
     /// as a container of the local Docker Engine (`[pod.container]`), or
     /// installed from its Debian package in a QEMU machine (`[pod.vm]`).

@@ -96,6 +96,9 @@ pub(super) struct Run<'a> {
     /// it is a container the run started: the residue sweep leaves it to
     /// the down phase.
     own_pod: Option<String>,
+    /// A machine pod whose boot failed: what ending its machine left
+    /// (`Err`), or that nothing was (`Ok`), for the down phase.
+    failed_machine: Option<Result<(), String>>,
 }
 
 impl<'a> Run<'a> {
@@ -158,6 +161,7 @@ impl<'a> Run<'a> {
             nodes_blind: None,
             residue_unknown: false,
             own_pod: None,
+            failed_machine: None,
         })
     }
 
@@ -264,6 +268,9 @@ impl<'a> Run<'a> {
         let p = match booted {
             Ok(p) => p,
             Err(e) => {
+                if self.plan.pod_mode == crate::containers::PodMode::Vm {
+                    self.failed_machine = e.machine_teardown();
+                }
                 let e = testkit_engine::error_chain(&e);
                 let e = match crate::verbs::pod::stopped_by(&self.plan.results_dir) {
                     Some(by) => format!(
@@ -719,12 +726,43 @@ impl<'a> Run<'a> {
     /// pod, or one kept by `--keep`, is left running. Returns how to reach
     /// and stop a kept pod.
     pub(super) async fn down(&mut self, pod: RunPod) -> Option<String> {
+        // An exit in the last poll's interval is the pod's, seen now: not
+        // taken for what the stop did.
+        if let Some(watch) = &self.watch {
+            watch.settle().await;
+        }
         match pod {
             RunPod::Caller(_) => {
                 self.decide(PhaseResult::skip(
                     "down",
                     "the caller's pod is left running: the runner never stops it",
                 ));
+                None
+            }
+            RunPod::NotUp if self.failed_machine.is_some() => {
+                // The failed boot brought its machine down, or said what
+                // that left.
+                watch::disarm();
+                let logs = self.pod_dir.join("logs");
+                let (verdict, evidence) = match self.failed_machine.take() {
+                    Some(Err(left)) => (
+                        Verdict::Fail,
+                        format!(
+                            "the failed boot's machine did not end cleanly: {left}; logs kept in {}",
+                            logs.display()
+                        ),
+                    ),
+                    _ => (
+                        Verdict::Pass,
+                        format!(
+                            "the failed boot ended what it had made of its machine: QEMU's \
+                             process group and its run dir (the overlay) verified gone; logs \
+                             kept in {}",
+                            logs.display()
+                        ),
+                    ),
+                };
+                self.decide(PhaseResult::new("down", verdict, evidence, Duration::ZERO));
                 None
             }
             RunPod::NotUp => {
@@ -740,10 +778,32 @@ impl<'a> Run<'a> {
                 ));
                 None
             }
-            RunPod::Started(p) if self.plan.keep && !self.pod_gone() => {
-                // Kept: the watchdog lets it be, `pod ls` still lists it.
+            RunPod::Started(mut p) if self.plan.keep && !self.pod_gone() => {
+                // Kept: the watchdog lets it be, `pod ls` still lists it; a
+                // machine's guard is released, QEMU runs on.
+                let machine = match p.keep_machine().await {
+                    Ok(record) => record,
+                    Err(e) => {
+                        // Not kept: its guard ends it with this process.
+                        self.decide(PhaseResult::new(
+                            "down",
+                            Verdict::Fail,
+                            format!(
+                                "--keep: the machine could not be let go, so it ends with the \
+                                 runner: {}",
+                                testkit_engine::error_chain(&e)
+                            ),
+                            Duration::ZERO,
+                        ));
+                        return None;
+                    }
+                };
+                if let Some(record) = &machine {
+                    watch::keep_machine(record.pgid, &record.run_dir);
+                }
                 watch::disarm();
-                let note = pod::keep_note(&p, &self.handle_file, &self.plan.run_id);
+                let note =
+                    pod::keep_note(&p, machine.as_ref(), &self.handle_file, &self.plan.run_id);
                 self.decide(PhaseResult::skip(
                     "down",
                     format!(

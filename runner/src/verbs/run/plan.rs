@@ -36,6 +36,8 @@ pub(super) struct Plan {
     /// The caller's pod and the file its handle came from.
     pub(super) caller_handle: Option<(PodHandle, PathBuf)>,
     pub(super) keep: bool,
+    /// A machine pod's environment and installer (`None` for other pods).
+    pub(super) machine: Option<crate::machines::MachineChoice>,
     /// A process, a container or a machine pod.
     pub(super) pod_mode: crate::containers::PodMode,
     pub(super) run_id: String,
@@ -74,11 +76,13 @@ impl Plan {
         };
         let pod_mode = crate::containers::check_mode(args.pod, &config)
             .map_err(|e| ExpectedError::BadArgs(e.to_string()))?;
-        if args.keep && pod_mode == crate::containers::PodMode::Vm {
-            return Err(ExpectedError::BadArgs(
-                crate::containers::ModeError::VmOutlivesRunner.to_string(),
-            ));
-        }
+        let machine = crate::machines::choose(
+            pod_mode,
+            &config,
+            args.environment.as_deref(),
+            args.installer,
+        )
+        .map_err(|e| ExpectedError::BadArgs(e.to_string()))?;
         if args.keep && caller_handle.is_some() {
             return Err(ExpectedError::bad_args(
                 "--keep applies to a pod the runner starts, not to --handle-json",
@@ -140,6 +144,7 @@ impl Plan {
             caller_handle,
             keep: args.keep,
             pod_mode,
+            machine,
             run_id,
             results_dir,
             show_output: args.show_output,

@@ -156,6 +156,18 @@ pub(crate) enum StartError {
     Launch(#[from] testkit_engine::pod::LaunchError),
 }
 
+impl StartError {
+    /// A machine pod's launch that failed: what ending its machine left
+    /// (`Err`), or `Ok` when the launch ended what it had made. `None`
+    /// when no launch began (the image, the packages, a process pod).
+    pub(crate) fn machine_teardown(&self) -> Option<Result<(), String>> {
+        match self {
+            StartError::Launch(e) => Some(e.machine_left().map_or(Ok(()), Err)),
+            _ => None,
+        }
+    }
+}
+
 /// Starts the suite's pod and waits until it is up.
 pub(crate) async fn start(
     plan: &Plan,
@@ -200,8 +212,14 @@ pub(crate) async fn start(
             super::suite::clear_progress();
             eprintln!("{line}");
         };
+        let choice = plan
+            .machine
+            .as_ref()
+            .expect("a machine pod's run has its environment and installer");
         let machine = crate::machines::spec(
             config,
+            choice,
+            run_id,
             suite_dir,
             logs_dir,
             path_with_exe_dir(),
@@ -281,6 +299,7 @@ pub(crate) async fn residue(
         .dir(witnesses.suite_dir);
     let reports = check_witnesses(witnesses.witnesses, &site).await;
     let of_kinds = with_witness_residue(of_kinds, &reports);
+    let of_kinds = crate::machines::with_machine_residue(of_kinds, &run_id).await;
     match crate::containers::residue(&run_id, own_pod).await {
         None => of_kinds,
         Some(engine) => crate::containers::with_engine_residue(of_kinds, engine, &run_id),
@@ -465,8 +484,17 @@ pub(crate) async fn stop(pod: LaunchedPod, grace: Duration) -> (Verdict, String)
     }
 }
 
-/// How to reach and stop a pod kept by `--keep`.
-pub(crate) fn keep_note(pod: &LaunchedPod, handle_file: &Path, run_id: &str) -> String {
+/// How to reach and stop a pod kept by `--keep`; `machine`, the record of
+/// a machine pod's machine, kept.
+pub(crate) fn keep_note(
+    pod: &LaunchedPod,
+    machine: Option<&testkit_engine::machine::MachineRecord>,
+    handle_file: &Path,
+    run_id: &str,
+) -> String {
+    if let Some(record) = machine {
+        return crate::machines::keep_note(pod, record, handle_file, run_id);
+    }
     if let Some(note) = crate::containers::keep_note(pod, handle_file, run_id) {
         return note;
     }

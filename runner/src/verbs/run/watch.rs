@@ -96,6 +96,14 @@ impl Told {
             "private-dir" if !rest.is_empty() => self.private_dir = Some(rest.into()),
             "record" if !rest.is_empty() => self.records.push(rest.into()),
             "scratch" if !rest.is_empty() => self.scratch.push(rest.into()),
+            // A machine kept past the run (`--keep`): its group and run
+            // dir, told before QEMU started, are no longer the runner's.
+            "keep-group" => {
+                if let Some((pgid, _)) = group() {
+                    self.groups.retain(|g| g.0 != pgid);
+                }
+            }
+            "keep-scratch" => self.scratch.retain(|d| d.as_path() != Path::new(rest)),
             "browser" => {
                 if let Some((run, dir)) = rest.split_once(' ') {
                     self.browser = Some((run.to_owned(), dir.into()));
@@ -462,6 +470,13 @@ pub(crate) fn tell_browser(run_id: &str, dir: &Path) {
     send(&format!("browser {run_id} {}", dir.display()));
 }
 
+/// A machine kept past the run (`--keep`): the watchdog, released or not,
+/// no longer ends its group nor removes its run dir.
+pub(crate) fn keep_machine(pgid: i32, run_dir: &Path) {
+    send(&format!("keep-group {pgid}"));
+    send(&format!("keep-scratch {}", run_dir.display()));
+}
+
 /// The runner has stopped (or keeps) the pod itself: the watchdog leaves
 /// it alone, and exits.
 pub(crate) fn disarm() {
@@ -481,6 +496,8 @@ pub(crate) struct Crash {
     /// A container pod whose container someone outside the run stopped or
     /// removed (`docker stop`, `docker rm -f`): a stop, not a crash.
     pub(crate) stopped_outside: bool,
+    /// A machine pod's machine, described: its QEMU is what exited.
+    pub(crate) machine: Option<String>,
     pub(crate) at: SystemTime,
     /// How long after it was up.
     pub(crate) after: Duration,
@@ -502,6 +519,15 @@ impl Crash {
                 "the pod was stopped by `pod down` (pid {pid}) mid-run: {} at {at}, {after} after it was up; {lines}",
                 self.status
             ),
+            None if self.machine.is_some() => format!(
+                "the pod's machine ({}) went down mid-run: {} at {at}, {after} after it was up; {}",
+                self.machine.as_deref().unwrap_or_default(),
+                self.status,
+                match self.last_lines.is_empty() {
+                    true => "its console printed nothing".to_owned(),
+                    false => format!("its console's last lines: {}", self.last_lines.join(" | ")),
+                }
+            ),
             None if self.stopped_outside => format!(
                 "the pod was stopped from outside the run mid-run, not by testkit: {} at {at}, {after} after it was up; {lines}",
                 self.status
@@ -517,6 +543,7 @@ impl Crash {
     pub(crate) fn what(&self) -> &'static str {
         match self.stopped_by {
             Some(_) => "the pod was stopped by `pod down`",
+            None if self.machine.is_some() => "the pod's machine went down",
             None if self.stopped_outside => "the pod was stopped from outside the run",
             None => "the pod crashed",
         }
@@ -536,6 +563,71 @@ pub(crate) struct PodWatch {
     task: tokio::task::JoinHandle<()>,
     nodes: Nodes,
     up_at: SystemTime,
+    watched: Arc<Watched>,
+}
+
+/// The pod's process as the crash watch looks at it.
+struct Watched {
+    pid: i32,
+    pgid: i32,
+    results_dir: PathBuf,
+    stderr_log: PathBuf,
+    private_dir: PathBuf,
+    /// A machine pod's machine: its QEMU is `pid`.
+    machine: Option<testkit_engine::machine::MachineRecord>,
+    up: Instant,
+}
+
+impl Watched {
+    /// Looks at the pod's process once: whether it has exited (its crash
+    /// then recorded in `seen`, unless one is already).
+    async fn look(&self, seen: &Mutex<Seen>) -> bool {
+        // WNOWAIT: the status is read, the child left for its owner to reap.
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        let status = match waitid(Id::Pid(Pid::from_raw(self.pid)), flags) {
+            Ok(WaitStatus::Exited(_, code)) => Some(format!("exit status {code}")),
+            Ok(WaitStatus::Signaled(_, sig, _)) => Some(format!("killed by {sig}")),
+            Ok(_) => None,
+            Err(e) => Some(format!("gone ({e})")),
+        };
+        // A container pod's `docker run` exits with its container:
+        // the engine says whether someone stopped it.
+        let fate = match status {
+            Some(_) => testkit_engine::pod::container::fate(&self.private_dir).await,
+            None => None,
+        };
+        let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(status) = status else {
+            s.tree.extend(process::tree_of(self.pgid));
+            return false;
+        };
+        if s.crash.is_none() {
+            let (status, last_lines) = match &self.machine {
+                Some(m) => (
+                    crate::machines::went_down(m, &status),
+                    last_lines(&m.console_log(), 5),
+                ),
+                None => (
+                    match &fate {
+                        Some(Ok(how) | Err(how)) => format!("{status}: {how}"),
+                        None => status,
+                    },
+                    last_lines(&self.stderr_log, 5),
+                ),
+            };
+            s.crash = Some(Crash {
+                status,
+                stopped_outside: matches!(fate, Some(Ok(_))),
+                // Written before `pod down` signals the pod.
+                stopped_by: crate::verbs::pod::stopped_by(&self.results_dir).map(|w| w.pid),
+                machine: self.machine.as_ref().map(|m| m.describe()),
+                at: SystemTime::now(),
+                after: self.up.elapsed(),
+                last_lines,
+            });
+        }
+        true
+    }
 }
 
 /// The nodes of a pod of several, as watched.
@@ -554,52 +646,24 @@ impl PodWatch {
     /// Watches `pod`, the pod of the run whose results folder is
     /// `results_dir` (where `pod down` says it stopped it).
     pub(crate) fn start(pod: &LaunchedPod, results_dir: &Path) -> PodWatch {
-        let results_dir = results_dir.to_owned();
+        let watched = Arc::new(Watched {
+            pid: pod.pid as i32,
+            pgid: pod.pgid,
+            results_dir: results_dir.to_owned(),
+            stderr_log: pod.logs_dir.join("pod.stderr.log"),
+            private_dir: pod.private_dir.clone(),
+            machine: pod.machine_record().cloned(),
+            up: Instant::now(),
+        });
+        PodWatch::of(watched)
+    }
+
+    fn of(watched: Arc<Watched>) -> PodWatch {
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let (pid, pgid) = (pod.pid as i32, pod.pgid);
-        let stderr_log = pod.logs_dir.join("pod.stderr.log");
-        let private_dir = pod.private_dir.clone();
-        let up = Instant::now();
-        let nodes = watch_nodes(&private_dir);
-        let shared = seen.clone();
+        let nodes = watch_nodes(&watched.private_dir);
+        let (shared, looking) = (seen.clone(), watched.clone());
         let task = tokio::spawn(async move {
-            loop {
-                // WNOWAIT: the status is read, the child left for its owner to reap.
-                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-                let status = match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
-                    Ok(WaitStatus::Exited(_, code)) => Some(format!("exit status {code}")),
-                    Ok(WaitStatus::Signaled(_, sig, _)) => Some(format!("killed by {sig}")),
-                    Ok(_) => None,
-                    Err(e) => Some(format!("gone ({e})")),
-                };
-                // A container pod's `docker run` exits with its container:
-                // the engine says whether someone stopped it.
-                let fate = match status {
-                    Some(_) => testkit_engine::pod::container::fate(&private_dir).await,
-                    None => None,
-                };
-                {
-                    let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    match status {
-                        Some(status) => {
-                            s.crash = Some(Crash {
-                                status: match &fate {
-                                    Some(Ok(how) | Err(how)) => format!("{status}: {how}"),
-                                    None => status,
-                                },
-                                stopped_outside: matches!(fate, Some(Ok(_))),
-                                // Written before `pod down` signals the pod.
-                                stopped_by: crate::verbs::pod::stopped_by(&results_dir)
-                                    .map(|w| w.pid),
-                                at: SystemTime::now(),
-                                after: up.elapsed(),
-                                last_lines: last_lines(&stderr_log, 5),
-                            });
-                            return;
-                        }
-                        None => s.tree.extend(process::tree_of(pgid)),
-                    }
-                }
+            while !looking.look(&shared).await {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
@@ -608,7 +672,15 @@ impl PodWatch {
             task,
             nodes,
             up_at: SystemTime::now(),
+            watched,
         }
+    }
+
+    /// Looks at the pod's process once more, now: an exit since the last
+    /// poll (up to 200 ms ago) is seen before the runner stops or keeps
+    /// the pod, not taken for the stop's own doing.
+    pub(crate) async fn settle(&self) {
+        self.watched.look(&self.seen).await;
     }
 
     /// The node exits of a pod of several that no fault journaled in
@@ -984,5 +1056,115 @@ mod tests {
         );
         assert!(explained(&windows, "w1", 50_000), "a fault not undone yet");
         assert!(!explained(&windows, "w1", 5_000), "before it");
+    }
+
+    /// A `sleep` standing in for the pod's process, in a group of its
+    /// own, under a crash watch whose first look is done.
+    async fn watched_stand_in(
+        dir: &Path,
+        machine: Option<testkit_engine::machine::MachineRecord>,
+    ) -> (tokio::process::Child, PodWatch) {
+        let child = tokio::process::Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap() as i32;
+        let watch = PodWatch::of(Arc::new(Watched {
+            pid,
+            pgid: pid,
+            results_dir: dir.to_owned(),
+            stderr_log: dir.join("pod.stderr.log"),
+            private_dir: dir.join("private"),
+            machine,
+            up: Instant::now(),
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        (child, watch)
+    }
+
+    /// Waits until `pid` is a zombie: exited, not reaped.
+    async fn exited(pid: u32) {
+        for _ in 0..100 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.rsplit(") ").next().is_some_and(|r| r.starts_with('Z')) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{pid} did not exit");
+    }
+
+    /// A pod that exits between two polls of the watch, just before the
+    /// runner stops it, is seen by `settle`: its crash is the `pod`
+    /// verdict, not taken for the stop's doing.
+    #[tokio::test]
+    async fn an_exit_since_the_last_poll_is_seen_when_the_watch_settles() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut child, watch) = watched_stand_in(dir.path(), None).await;
+        assert!(watch.crash().is_none());
+        child.start_kill().unwrap();
+        exited(child.id().unwrap()).await;
+        watch.settle().await;
+        let crash = watch.crash().expect("the exit, seen at once");
+        assert!(crash.status.contains("SIGKILL"), "{}", crash.status);
+        watch.stop();
+        let _ = child.wait().await;
+    }
+
+    /// A machine pod's QEMU that exits is the machine going down, named,
+    /// with what its console said it did.
+    #[tokio::test]
+    async fn a_machine_that_goes_down_is_named_with_what_its_guest_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let run_dir = dir.path().join("testkit-machine-x");
+        std::fs::create_dir(&run_dir).unwrap();
+        std::fs::write(
+            run_dir.join("console.log"),
+            "[  OK  ] Reached target poweroff.target\n[   42.1] reboot: Power down\n",
+        )
+        .unwrap();
+        let record = serde_json::json!({
+            "image": "debian-12", "qemu_pid": 1, "qemu_start_ticks": null, "pgid": 1,
+            "ports": { "8080": 40001 }, "run_dir": run_dir, "owner": null,
+        });
+        std::fs::write(run_dir.join("machine.json"), record.to_string()).unwrap();
+        let record = testkit_engine::machine::MachineRecord::read(&run_dir).unwrap();
+        let (mut child, watch) = watched_stand_in(dir.path(), Some(record)).await;
+        child.start_kill().unwrap();
+        exited(child.id().unwrap()).await;
+        watch.settle().await;
+        let described = watch.crash().unwrap().describe();
+        for says in [
+            "the pod's machine (QEMU pid 1, image debian-12, 127.0.0.1:40001 → guest 8080) \
+             went down mid-run: the guest powered off; QEMU (pid 1) killed by SIGKILL",
+            "its console's last lines: [  OK  ] Reached target poweroff.target | [   42.1] \
+             reboot: Power down",
+        ] {
+            assert!(described.contains(says), "{described}");
+        }
+        watch.stop();
+        let _ = child.wait().await;
+    }
+
+    /// A kept machine's group and run dir, told before QEMU started, are
+    /// no longer ended nor removed by the watchdog; the rest still is.
+    #[test]
+    fn a_kept_machine_is_taken_off_the_watchdog_s_lists() {
+        let mut told = Told::default();
+        for line in [
+            "group 100 5",
+            "group 200 -",
+            "scratch /tmp/p/testkit-machine-x",
+            "scratch /tmp/stage",
+            "keep-group 200",
+            "keep-scratch /tmp/p/testkit-machine-x",
+            "release",
+        ] {
+            told.hear(line);
+        }
+        assert_eq!(told.groups, [(100, Some(5))]);
+        assert_eq!(told.scratch, [PathBuf::from("/tmp/stage")]);
+        assert!(told.released);
     }
 }

@@ -35,10 +35,12 @@ pub(super) async fn boot(
     machine_spec.memory_mib = m.memory_mib;
     machine_spec.cpus = m.cpus;
     machine_spec.ports = vec![m.port];
-    machine_spec.payload = m.debs.clone();
+    machine_spec.payload = super::installer::payload(m, &private_dir.join("payload"))
+        .map_err(failed(spec, "gather its files"))?;
     machine_spec.run_parent = Some(private_dir.clone());
     machine_spec.boot_limit = m.ceiling;
     machine_spec.data_disk_mib = m.data_disk_mib;
+    machine_spec.run_id = m.run_id.clone();
     let observer = spec.observer.clone();
     machine_spec.observer = Some(MachineObserver::new(move |step| {
         let step = match step {
@@ -74,9 +76,15 @@ pub(super) async fn boot(
         }),
         Err(e) => {
             keep_console(&machine, &spec.logs_dir);
-            // Its guard ends what `down` could not.
-            let _ = machine.down().await;
-            Err(e)
+            // What ending it left is part of the failure: the run's down
+            // phase names it. Its guard ends what `down` could not.
+            match machine.down().await {
+                Ok(_) => Err(e),
+                Err(left) => Err(LaunchError::MachineNotEnded {
+                    boot: Box::new(e),
+                    left: crate::errors::error_chain(&left),
+                }),
+            }
         }
     }
 }
@@ -114,15 +122,11 @@ async fn up(
         None => None,
     };
     let left = m.ceiling.saturating_sub(started.elapsed());
-    let installed = machine
-        .install_payload_debs(left)
+    let installed = super::installer::install(m, machine, left)
         .await
-        .map_err(failed(spec, "install its packages (dpkg -i)"))?;
+        .map_err(|(what, e)| failed(spec, what)(e))?;
     let log = spec.logs_dir.join("machine.install.log");
-    let _ = std::fs::write(
-        &log,
-        format!("{}{}", installed.stdout_text(), installed.stderr_text()),
-    );
+    let _ = std::fs::write(&log, installed);
     let port = machine
         .port(m.port)
         .map_err(failed(spec, "forward its port"))?;
@@ -139,6 +143,10 @@ async fn up(
     Ok((handle, health))
 }
 
+/// The largest guest file a handle field is read from: a field is a
+/// short value, and a guest file may be of any size.
+const FIELD_FILE_MAX: usize = 64 * 1024;
+
 /// Each of `[pod.vm] fields`, read in the guest.
 async fn read_fields(
     machine: &mut Machine,
@@ -150,13 +158,16 @@ async fn read_fields(
             field: name.clone(),
             problem,
         };
-        let bytes = machine.read_file(&field.file).await.map_err(|e| {
-            wrong(format!(
-                "{} could not be read in the guest once the packages were installed: {}",
-                field.file,
-                crate::errors::error_chain(&e)
-            ))
-        })?;
+        let bytes = machine
+            .read_file_at_most(&field.file, FIELD_FILE_MAX)
+            .await
+            .map_err(|e| {
+                wrong(format!(
+                    "{} could not be read in the guest once the packages were installed: {}",
+                    field.file,
+                    crate::errors::error_chain(&e)
+                ))
+            })?;
         let text = String::from_utf8_lossy(&bytes);
         let value = match (&field.var, &field.pointer) {
             (Some(var), _) => value_of(&text, var).ok_or_else(|| {

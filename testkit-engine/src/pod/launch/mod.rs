@@ -19,6 +19,7 @@
 //! stop are `machine`.
 
 mod boot;
+mod installer;
 mod machine;
 mod setup;
 mod spec;
@@ -26,7 +27,7 @@ mod stop;
 
 pub use boot::launch;
 pub use spec::{
-    resolve_program, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod, MachineLaunch,
-    MachineStop, StopError, StopReport,
+    resolve_program, BinariesLaunch, BootObserver, BootStep, LaunchError, LaunchSpec, LaunchedPod,
+    MachineLaunch, MachineStop, StopError, StopReport,
 };
 pub use stop::stop_recorded;

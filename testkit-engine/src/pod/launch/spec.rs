@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{BootstrapStep, GuestField, Ready, SuiteConfig, VmSection};
-use crate::machine::{AccelChoice, Image, Machine, MachineError};
+use crate::machine::{AccelChoice, Image, Machine, MachineError, MachineRecord};
 use crate::pod::check::HealthReport;
 use crate::pod::container::{ContainerSpec, ContainerStop};
 use crate::pod::handle::{HandleError, HandlePolicy, PodHandle};
@@ -181,6 +181,46 @@ pub struct MachineLaunch {
     pub ceiling: Duration,
     /// The size of its data disk, in MiB, when it has one.
     pub data_disk_mib: Option<u32>,
+    /// The installer `binaries`: when set, it installs the product, and
+    /// `debs` is not used.
+    pub binaries: Option<BinariesLaunch>,
+    /// The run the machine is booted for (its record names it).
+    pub run_id: Option<String>,
+}
+
+/// The installer `binaries` of a machine pod: files of this host copied
+/// to paths in the guest, commands run there as root, then the product's
+/// unit enabled and started.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BinariesLaunch {
+    /// `(file here, path in the guest, mode)`, in order.
+    pub files: Vec<(PathBuf, String, u32)>,
+    /// Commands run in the guest after the copy.
+    pub setup: Vec<Vec<String>>,
+    /// The unit started last.
+    pub unit: String,
+}
+
+impl BinariesLaunch {
+    /// The installer of `section`, its files relative to `suite_dir`.
+    pub fn new(section: &crate::config::BinariesSection, suite_dir: &Path) -> BinariesLaunch {
+        BinariesLaunch {
+            files: section
+                .files
+                .iter()
+                .map(|f| {
+                    (
+                        suite_dir.join(&f.from),
+                        f.to.clone(),
+                        f.mode_bits().unwrap_or(0o644),
+                    )
+                })
+                .collect(),
+            setup: section.setup.clone(),
+            unit: section.unit.clone(),
+        }
+    }
 }
 
 impl MachineLaunch {
@@ -201,6 +241,8 @@ impl MachineLaunch {
             fields: section.fields.clone(),
             ceiling: section.ceiling,
             data_disk_mib: section.data_disk_mib,
+            binaries: None,
+            run_id: None,
         }
     }
 }
@@ -303,6 +345,16 @@ pub enum LaunchError {
         #[source]
         source: MachineError,
     },
+    /// A machine pod's boot failed, and ending its machine failed too:
+    /// what is left is named.
+    #[error("{boot}; and ending its machine failed: {left}")]
+    MachineNotEnded {
+        /// Why the boot failed.
+        #[source]
+        boot: Box<LaunchError>,
+        /// What ending the machine left, or why it failed.
+        left: String,
+    },
     /// A handle field of `[pod.vm] fields` could not be read in the guest.
     #[error("[pod.vm] fields.{field}: {problem}")]
     GuestField {
@@ -322,6 +374,22 @@ pub enum LaunchError {
         /// The logs folder.
         logs: PathBuf,
     },
+}
+
+impl LaunchError {
+    /// A machine pod whose boot failed and whose machine could not be
+    /// ended: what is left. `None` when the failed boot ended what it had
+    /// made (or made no machine).
+    pub fn machine_left(&self) -> Option<String> {
+        match self {
+            LaunchError::MachineNotEnded { left, .. } => Some(left.clone()),
+            LaunchError::Machine {
+                source: MachineError::BootNotEnded { left, .. },
+                ..
+            } => Some(crate::errors::error_chain(left.as_ref())),
+            _ => None,
+        }
+    }
 }
 
 /// A pod testkit started.
@@ -351,6 +419,22 @@ pub struct LaunchedPod {
 }
 
 impl LaunchedPod {
+    /// A machine pod's record: what another process needs to list, reach
+    /// and end its machine; `None` for any other pod.
+    pub fn machine_record(&self) -> Option<&MachineRecord> {
+        self.machine.as_ref().map(|m| m.machine.record())
+    }
+
+    /// Lets a machine pod's machine outlive this process (`--keep`): its
+    /// guard released, its record left ownerless, QEMU running until `pod
+    /// down`. The record, or `None` for any other pod.
+    pub async fn keep_machine(&mut self) -> Result<Option<MachineRecord>, MachineError> {
+        match self.machine.take() {
+            Some(booted) => booted.machine.keep().await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// A machine pod (its `pid` is QEMU's): its image, where the image came
     /// from, and which accelerator its CPU runs under, and why; `None` for
     /// any other pod.

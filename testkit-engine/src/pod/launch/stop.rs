@@ -62,6 +62,11 @@ async fn stop_group(
     save_logs: impl FnOnce(),
 ) -> Result<StopReport, StopError> {
     let began = Instant::now();
+    // A machine pod's machine (one kept by `--keep`, or whose run is gone):
+    // QEMU is in the group, its overlay in the private dir; both are
+    // proven gone below.
+    let machine = crate::machine::MachineRecord::of_pod(private_dir)
+        .map(|record| (record.qemu_running(), record));
     // The container first: its `docker run` waits for it, and the daemon
     // keeps it whatever becomes of that process.
     let containers = match ContainerRecord::read(private_dir) {
@@ -99,6 +104,26 @@ async fn stop_group(
             problem: "it still exists after deletion".to_owned(),
         });
     }
+    let machine = match machine {
+        Some((_, record)) if record.qemu_running() || record.run_dir.exists() => {
+            return Err(StopError::Machine {
+                problem: format!(
+                    "QEMU (pid {}) running: {}; its overlay's dir {} there: {}",
+                    record.qemu_pid,
+                    record.qemu_running(),
+                    record.run_dir.display(),
+                    record.run_dir.exists()
+                ),
+            })
+        }
+        Some((was_running, record)) => Some(super::spec::MachineStop {
+            qemu_pid: record.qemu_pid,
+            exited_cleanly: was_running && ended.killed.is_empty(),
+            already_gone: !was_running,
+            run_dir: record.run_dir,
+        }),
+        None => None,
+    };
     Ok(StopReport {
         processes: ended.processes,
         drained_after_term: ended.killed.is_empty(),
@@ -106,7 +131,7 @@ async fn stop_group(
         removed: private_dir.to_owned(),
         duration: began.elapsed(),
         containers,
-        machine: None,
+        machine,
     })
 }
 
