@@ -29,10 +29,30 @@ const RESOURCES: u32 = 3;
 const FAULTS: u32 = 4;
 
 /// The events of a trace, and the time they are measured from.
+///
+/// Complete events are held back until [`Events::finish`]: a viewer draws
+/// the slices of a thread as a stack, so two that cross (a lock released
+/// a millisecond after its test ended, two tests' faults on one node) are
+/// drawn wrong or dropped. `finish` gives a slice that would cross another
+/// a lane of its own beside it, never a time it did not have.
 struct Events {
     t0_ms: u64,
     events: Vec<Value>,
+    spans: BTreeMap<(u32, usize), Vec<Span>>,
+    thread_names: BTreeMap<(u32, usize), String>,
 }
+
+/// A complete event, before it is given a lane.
+struct Span {
+    cat: String,
+    name: String,
+    ms: (u64, u64),
+    args: Value,
+}
+
+/// The thread ids of a lane's overflow lanes are this far apart: far
+/// above any lane's own id.
+const OVERFLOW_STRIDE: usize = 1_000_000;
 
 impl Events {
     /// µs since the trace's start.
@@ -48,20 +68,70 @@ impl Events {
     }
 
     fn name_thread(&mut self, pid: u32, tid: usize, name: &str) {
+        self.thread_names.insert((pid, tid), name.to_owned());
         self.events.push(json!({
             "ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
             "args": { "name": name },
         }));
     }
 
-    /// A complete event from `from_ms` to `to_ms`.
+    /// A complete event from `from_ms` to `to_ms`, on the lane `at` or,
+    /// where it would cross a slice there, an overflow lane of it.
     fn span(&mut self, at: (u32, usize), cat: &str, name: &str, ms: (u64, u64), args: Value) {
-        let (pid, tid) = at;
         let (from, to) = ms;
-        self.events.push(json!({
-            "ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
-            "ts": self.ts(from), "dur": to.saturating_sub(from) * 1000, "args": args,
-        }));
+        self.spans.entry(at).or_default().push(Span {
+            cat: cat.to_owned(),
+            name: name.to_owned(),
+            ms: (from, to.max(from)),
+            args,
+        });
+    }
+
+    /// The events, each lane's slices nested: a slice that would cross
+    /// one it overlaps goes to the first overflow lane where it nests.
+    fn finish(mut self) -> Vec<Value> {
+        for ((pid, tid), mut spans) in std::mem::take(&mut self.spans) {
+            // By start, the longer first: an enclosing slice before those
+            // it encloses.
+            spans.sort_by(|a, b| a.ms.0.cmp(&b.ms.0).then(b.ms.1.cmp(&a.ms.1)));
+            // Per lane, the slices still open at the current start.
+            let mut lanes: Vec<Vec<u64>> = Vec::new();
+            for span in spans {
+                let (from, to) = span.ms;
+                let fits = |open: &mut Vec<u64>| {
+                    while open.last().is_some_and(|&end| end <= from) {
+                        open.pop();
+                    }
+                    open.last().is_none_or(|&end| to <= end)
+                };
+                let lane = match lanes.iter_mut().position(fits) {
+                    Some(lane) => lane,
+                    None => {
+                        lanes.push(Vec::new());
+                        let lane = lanes.len() - 1;
+                        let name = self
+                            .thread_names
+                            .get(&(pid, tid))
+                            .map_or_else(|| format!("lane {tid}"), String::clone);
+                        let overflow = tid + lane * OVERFLOW_STRIDE;
+                        if lane > 0 {
+                            self.events.push(json!({
+                                "ph": "M", "name": "thread_name", "pid": pid, "tid": overflow,
+                                "args": { "name": format!("{name} (overlapping, {})", lane + 1) },
+                            }));
+                        }
+                        lane
+                    }
+                };
+                lanes[lane].push(to);
+                self.events.push(json!({
+                    "ph": "X", "cat": span.cat, "name": span.name, "pid": pid,
+                    "tid": tid + lane * OVERFLOW_STRIDE,
+                    "ts": self.ts(from), "dur": (to - from) * 1000, "args": span.args,
+                }));
+            }
+        }
+        self.events
     }
 
     fn instant(&mut self, at: (u32, usize), cat: &str, name: &str, ms: u64, args: Value) {
@@ -105,6 +175,8 @@ pub(crate) fn trace(
     let mut e = Events {
         t0_ms,
         events: Vec::new(),
+        spans: BTreeMap::new(),
+        thread_names: BTreeMap::new(),
     };
     e.name_process(RUN, &format!("run {run_id}"));
     e.name_thread(RUN, 0, "phases");
@@ -191,7 +263,7 @@ pub(crate) fn trace(
         }
     }
     json!({
-        "traceEvents": e.events,
+        "traceEvents": e.finish(),
         "displayTimeUnit": "ms",
         "otherData": { "run_id": run_id, "start_ms": t0_ms },
     })
@@ -328,5 +400,56 @@ mod tests {
         assert!(events
             .iter()
             .any(|e| e["ph"] == "M" && e["args"]["name"] == "worker-2"));
+    }
+
+    /// Slices that overlap without nesting (a lock released after its test
+    /// ended, by the two processes' rounding; two tests' faults on one
+    /// node) are each drawn whole: the later one on an overflow lane, and
+    /// no lane holds two that cross.
+    #[test]
+    fn slices_that_would_cross_get_an_overflow_lane_not_a_new_time() {
+        let mut r = TestRecord::new("r1", "t", "t::locked");
+        (r.started_at_ms, r.duration_ms) = (6_007, 3);
+        r.lock = Some(LockRecord::new(LockMode::Shared, 6_008, 6_011, 0));
+        let mut first = FaultRecord::injected("node-1", "pause node-1".into());
+        (first.injected_at_ms, first.undone_at_ms) = (6_007, Some(6_010));
+        let mut second = FaultRecord::injected("node-1", "isolate node-1".into());
+        (second.injected_at_ms, second.undone_at_ms) = (6_009, Some(6_012));
+        r.faults = vec![first, second];
+        let trace = trace("r1", &[], &[r], &[]);
+        let mut lanes: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+        for e in trace["traceEvents"].as_array().unwrap() {
+            if e["ph"] == "X" {
+                let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+                let lane = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+                lanes.entry(lane).or_default().push((ts, ts + dur));
+            }
+        }
+        let lock = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["cat"] == "lock")
+            .unwrap();
+        assert_eq!(
+            (lock["ts"].as_u64(), lock["dur"].as_u64()),
+            (Some(1_000), Some(3_000))
+        );
+        for (lane, slices) in &lanes {
+            for (i, a) in slices.iter().enumerate() {
+                for b in &slices[i + 1..] {
+                    let nested = a.1 <= b.0
+                        || b.1 <= a.0
+                        || (a.0 <= b.0 && b.1 <= a.1)
+                        || (b.0 <= a.0 && a.1 <= b.1);
+                    assert!(nested, "crossing slices on {lane:?}: {a:?} and {b:?}");
+                }
+            }
+        }
+        assert_eq!(
+            lanes.len(),
+            4,
+            "test, its lock beside it, two lanes of node-1: {lanes:?}"
+        );
     }
 }
