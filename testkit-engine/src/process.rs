@@ -20,10 +20,31 @@ use tokio::time::Instant;
 /// survivors.
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
-/// Puts the command's process in a new group whose id is its pid.
+/// Puts the command's process in a new group whose id is its pid, with
+/// every signal at its default action and none blocked.
+///
+/// A process inherits ignored signals and the signal mask across `exec`:
+/// started from a runner under `nohup`, a pod would ignore SIGHUP, and a
+/// test that sends it one would see nothing happen. What testkit starts
+/// behaves the same whatever started testkit.
 pub fn spawn_in_group(
     command: &mut tokio::process::Command,
 ) -> std::io::Result<(tokio::process::Child, i32)> {
+    // SAFETY: between fork and exec the closure calls only `sigaction`
+    // and `sigprocmask`, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
+            let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+            for signal in Signal::iterator() {
+                if !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
+                    let _ = sigaction(signal, &default);
+                }
+            }
+            nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            Ok(())
+        });
+    }
     let child = command.process_group(0).spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or_default();
     Ok((child, pgid))
@@ -615,6 +636,33 @@ pub fn vars_set_by_cargo() -> Vec<std::ffi::OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The signals a process ignores, from its `/proc/<pid>/status`.
+    fn ignored_by(status: &str) -> u64 {
+        let line = status.lines().find(|l| l.starts_with("SigIgn:")).unwrap();
+        u64::from_str_radix(line["SigIgn:".len()..].trim(), 16).unwrap()
+    }
+
+    /// Started by a process that ignores SIGHUP (a runner under `nohup`),
+    /// a group still dies of it.
+    #[tokio::test]
+    async fn a_started_group_ignores_no_signal_its_starter_ignored() {
+        use nix::sys::signal::{signal, SigHandler};
+        // SAFETY: SIG_IGN installs no handler; the previous action is put back.
+        let before = unsafe { signal(Signal::SIGHUP, SigHandler::SigIgn) }.unwrap();
+        let mut command = tokio::process::Command::new("cat");
+        command
+            .arg("/proc/self/status")
+            .stdout(std::process::Stdio::piped());
+        let spawned = spawn_in_group(&mut command);
+        // SAFETY: as above.
+        unsafe { signal(Signal::SIGHUP, before) }.unwrap();
+        let (child, _) = spawned.unwrap();
+        let out = child.wait_with_output().await.unwrap();
+        let status = String::from_utf8(out.stdout).unwrap();
+        let sighup = 1u64 << (Signal::SIGHUP as i32 - 1);
+        assert_eq!(ignored_by(&status) & sighup, 0, "{status}");
+    }
 
     #[test]
     fn the_variables_cargo_sets_for_what_it_runs_are_named() {

@@ -23,6 +23,11 @@ fn cargo() -> Command {
     // The target dir this test binary was built in: shared with the
     // fixture so nothing is built twice.
     c.env("CARGO_TARGET_DIR", test_support::target_dir());
+    // What nextest sets for this test process: its profile would be
+    // looked for in the fixture's config, which has no `ci`.
+    for var in testkit_engine::process::vars_set_by_cargo() {
+        c.env_remove(var);
+    }
     // What cargo sets for this test process (package metadata, the manifest
     // dir, ...) would reach build scripts that watch the environment and
     // make the two builds rebuild each other's dependencies.
