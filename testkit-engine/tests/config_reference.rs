@@ -95,6 +95,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         "pod.container.nodes.<name>",
         "pod.vm",
         "pod.vm.fields.<name>",
+        "pod.vm.binaries",
         "pod.bootstrap",
         "auth",
         "auth.login",

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::agent::{Agent, GuestOutput, QGA_SOCKET};
 use super::guard::Guard;
 use super::image::Image;
-use super::qmp::{Qmp, FAULTS_QMP_SOCKET};
+use super::qmp::{Qmp, FAULTS_QMP_SOCKET, USER_MONITOR};
 use super::record::{MachineRecord, Owner};
 use super::{require, run_bounded, tail, MachineError};
 
@@ -53,11 +53,6 @@ const AGENT_CONNECT_LIMIT: Duration = Duration::from_secs(30);
 /// The longest a unix socket path may be (108 bytes with the NUL; some
 /// slack for the file names).
 const SOCKET_DIR_MAX: usize = 100;
-
-/// A second QMP monitor, in the run directory, that the machine itself
-/// never connects to: the one a person or a test may use (QEMU serves
-/// one client per monitor, and the machine holds the first).
-pub(crate) const USER_MONITOR: &str = "monitor.sock";
 
 /// How many times a boot tries again when QEMU could not bind a forwarded
 /// port (another process took it between its choice and QEMU's bind).

@@ -17,6 +17,10 @@ use super::MachineError;
 /// test process's faults, while the booting process holds the first.
 pub(super) const FAULTS_QMP_SOCKET: &str = "faults.qmp.sock";
 
+/// A third monitor socket, which testkit never connects to: the one a
+/// person or a tool may use (QEMU serves one client per monitor).
+pub(crate) const USER_MONITOR: &str = "monitor.sock";
+
 /// How long QEMU may take to answer a command.
 const ANSWER_LIMIT: Duration = Duration::from_secs(30);
 

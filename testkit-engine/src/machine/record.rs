@@ -136,9 +136,9 @@ impl MachineRecord {
     }
 
     /// A QMP monitor socket left free for people and tests (the machine's
-    /// own connection holds the other one).
+    /// own connection and the faults' hold the other two).
     pub fn monitor_socket(&self) -> PathBuf {
-        self.run_dir.join(super::boot::USER_MONITOR)
+        self.run_dir.join(super::qmp::USER_MONITOR)
     }
 
     /// Whether the QEMU this record names runs (not a later process with
