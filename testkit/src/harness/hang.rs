@@ -114,7 +114,17 @@ mod tests {
                 || async { Ok(Check::<()>::pending("state=starting")) },
                 |_| {},
             ));
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            // Until both are pending: on a loaded machine the request may
+            // take a while to be sent.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let both = || {
+                let now: Vec<String> = pending::now(None).iter().map(|p| p.to_string()).collect();
+                now.iter().any(|p| p.contains("/api/sandboxes?limit=1"))
+                    && now.iter().any(|p| p.contains("ct-hang-01"))
+            };
+            while !both() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             let report = report(Duration::from_millis(500), None, &tracker.held_faults()).await;
             request.abort();
             wait.abort();
