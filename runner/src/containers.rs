@@ -347,6 +347,7 @@ pub(crate) async fn run_logged(
         // the command starts ends with a runner that dies mid-build.
         .process_group(0)
         .kill_on_drop(true);
+    testkit_engine::process::default_signals(&mut cmd);
     if let Some(path) = path {
         cmd.env("PATH", path);
     }

@@ -164,6 +164,22 @@ pub(crate) fn trace(
             ran.iter()
                 .flat_map(|r| r.attempts.iter().map(|a| a.started_at_ms)),
         )
+        // What a test's process stamped itself may come before the start
+        // the runner saw: the trace starts at the earliest of all.
+        .chain(
+            ran.iter()
+                .filter_map(|r| r.lock.as_ref().map(|l| l.acquired_at_ms)),
+        )
+        .chain(
+            ran.iter()
+                .flat_map(|r| r.faults.iter().map(|f| f.injected_at_ms)),
+        )
+        .chain(ran.iter().flat_map(|r| {
+            journal
+                .iter()
+                .filter(|j| j.run == r.run_id && j.test == r.name)
+                .map(|j| j.time)
+        }))
         .filter(|ms| *ms > 0);
     let t0_ms = starts.min().unwrap_or(0);
     let end_ms = phases
@@ -450,6 +466,30 @@ mod tests {
             lanes.len(),
             4,
             "test, its lock beside it, two lanes of node-1: {lanes:?}"
+        );
+    }
+
+    /// A resource its test's process journaled before the runner saw the
+    /// test start is drawn at its own time, not moved to the trace's start.
+    #[test]
+    fn what_comes_before_the_first_start_moves_the_start_not_itself() {
+        let mut r = TestRecord::new("r1", "t", "t::faulty");
+        (r.started_at_ms, r.duration_ms) = (1_000, 20);
+        let journal = [
+            at(995, Event::Pending, "sandbox", "ct-a"),
+            at(1_001, Event::Verified, "sandbox", "ct-a"),
+        ];
+        let trace = trace("r1", &[], &[r], &journal);
+        assert_eq!(trace["otherData"]["start_ms"], 995);
+        let resource = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["cat"] == "resource")
+            .unwrap();
+        assert_eq!(
+            (resource["ts"].as_u64(), resource["dur"].as_u64()),
+            (Some(0), Some(6_000))
         );
     }
 }

@@ -21,33 +21,47 @@ use tokio::time::Instant;
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// Puts the command's process in a new group whose id is its pid, with
-/// every signal at its default action and none blocked.
-///
-/// A process inherits ignored signals and the signal mask across `exec`:
-/// started from a runner under `nohup`, a pod would ignore SIGHUP, and a
-/// test that sends it one would see nothing happen. What testkit starts
-/// behaves the same whatever started testkit.
+/// every signal at its default action and none blocked (see
+/// [`default_signals`]).
 pub fn spawn_in_group(
     command: &mut tokio::process::Command,
 ) -> std::io::Result<(tokio::process::Child, i32)> {
-    // SAFETY: between fork and exec the closure calls only `sigaction`
-    // and `sigprocmask`, which are async-signal-safe, and allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
-            let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
-            for signal in Signal::iterator() {
-                if !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP) {
-                    let _ = sigaction(signal, &default);
-                }
-            }
-            nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
-            Ok(())
-        });
-    }
+    default_signals(command);
     let child = command.process_group(0).spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or_default();
     Ok((child, pgid))
+}
+
+/// Has the command's process start with every signal at its default
+/// action, real-time signals included, and none blocked.
+///
+/// A process inherits ignored signals and the signal mask across `exec`:
+/// started from a runner under `nohup`, a pod or a machine's QEMU would
+/// ignore SIGHUP, and a test that sends it one would see nothing happen.
+/// What testkit starts behaves the same whatever started testkit.
+pub fn default_signals(command: &mut tokio::process::Command) {
+    // SAFETY: between fork and exec the closure calls only `sigaction`,
+    // `sigprocmask` and libc's real-time signal bounds, which are
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            use nix::libc;
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            for signal in (1..32).chain(libc::SIGRTMIN()..=libc::SIGRTMAX()) {
+                if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                    // Numbers the kernel does not know just fail.
+                    libc::sigaction(signal, &default, std::ptr::null_mut());
+                }
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// What [`terminate_group`] ended.
@@ -662,6 +676,27 @@ mod tests {
         let status = String::from_utf8(out.stdout).unwrap();
         let sighup = 1u64 << (Signal::SIGHUP as i32 - 1);
         assert_eq!(ignored_by(&status) & sighup, 0, "{status}");
+    }
+
+    /// The same for a real-time signal, which nix's list of signals
+    /// leaves out.
+    #[tokio::test]
+    async fn a_started_group_ignores_no_real_time_signal_either() {
+        use nix::libc;
+        let rt = libc::SIGRTMIN() + 2;
+        // SAFETY: SIG_IGN installs no handler; the previous action is put back.
+        let before = unsafe { libc::signal(rt, libc::SIG_IGN) };
+        let mut command = tokio::process::Command::new("cat");
+        command
+            .arg("/proc/self/status")
+            .stdout(std::process::Stdio::piped());
+        let spawned = spawn_in_group(&mut command);
+        // SAFETY: as above.
+        unsafe { libc::signal(rt, before) };
+        let (child, _) = spawned.unwrap();
+        let out = child.wait_with_output().await.unwrap();
+        let status = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(ignored_by(&status) & (1u64 << (rt - 1)), 0, "{status}");
     }
 
     #[test]

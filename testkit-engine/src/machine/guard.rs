@@ -94,12 +94,14 @@ impl Guard {
         self.start_ticks
     }
 
-    /// A command that starts in the guard's group, with no stdin.
+    /// A command that starts in the guard's group, with no stdin and every
+    /// signal at its default.
     pub(crate) fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(program);
         cmd.process_group(self.pgid)
             .stdin(Stdio::null())
             .kill_on_drop(false);
+        crate::process::default_signals(&mut cmd);
         cmd
     }
 
