@@ -184,6 +184,11 @@ pub async fn wait_drained(
     }
 }
 
+/// A live process's state letter (`R`, `S`, `T`, `Z`...) and start time.
+pub fn state_of(pid: i32) -> Option<(char, u64)> {
+    stat(pid).map(|(state, _, _, ticks)| (state, ticks))
+}
+
 /// `/proc/<pid>/stat`: (state, ppid, pgrp, start ticks), for live processes.
 fn stat(pid: i32) -> Option<(char, i32, i32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -253,8 +253,8 @@ impl<'a> Values<'a> {
 pub const FILLED_FIELDS: &[&str] = &["name", "base_url", "port", "capabilities", "health"];
 
 /// The names no `[pod] fields` entry may take: the handle fields testkit
-/// fills ([`FILLED_FIELDS`]), `cluster` (a pod of nodes' description,
-/// which testkit writes into the handle it makes), and the placeholders
+/// fills ([`FILLED_FIELDS`]), `cluster`, `machine` and `process` (what a
+/// pod is made of, which testkit writes into the handle it makes), and the placeholders
 /// testkit fills beside the handle's fields, which a field of the same
 /// name would hide. `port_<name>` (a `[pod] ports` entry) is reserved too.
 pub const RESERVED_FIELDS: &[&str] = &[
@@ -264,6 +264,8 @@ pub const RESERVED_FIELDS: &[&str] = &[
     "capabilities",
     "health",
     "cluster",
+    "machine",
+    "process",
     "home",
     "listen",
     "random",

@@ -68,6 +68,7 @@ fn is_known_field(key: &str) -> bool {
     key == "token"
         || key == "cluster"
         || key == "machine"
+        || key == "process"
         || crate::template::FILLED_FIELDS.contains(&key)
 }
 
@@ -116,6 +117,8 @@ pub struct PodHandle {
     cluster: Option<super::cluster::ClusterInfo>,
     /// How a machine pod's faults reach its QEMU and its guest.
     machine: Option<crate::machine::MachineAccess>,
+    /// The process group of a pod that is one.
+    process: Option<super::process::PodProcess>,
 }
 
 impl PodHandle {
@@ -148,6 +151,7 @@ impl PodHandle {
         let health = health_field(obj)?;
         let cluster = cluster_field(obj, policy)?;
         let machine = machine_field(obj)?;
+        let process = process_field(obj)?;
         Ok(PodHandle {
             name,
             scheme: url.scheme,
@@ -160,6 +164,7 @@ impl PodHandle {
             extras,
             cluster,
             machine,
+            process,
         })
     }
 
@@ -173,6 +178,17 @@ impl PodHandle {
     pub(crate) fn with_machine(mut self, access: crate::machine::MachineAccess) -> PodHandle {
         self.machine = Some(access);
         self
+    }
+
+    /// The same handle, of a pod that is the process group `process`.
+    pub(crate) fn with_process(mut self, process: super::process::PodProcess) -> PodHandle {
+        self.process = Some(process);
+        self
+    }
+
+    /// The pod's process group, when it is one on this host.
+    pub fn process(&self) -> Option<&super::process::PodProcess> {
+        self.process.as_ref()
     }
 
     /// How to reach a machine pod's QEMU and guest, when it is one.
@@ -294,6 +310,12 @@ impl PodHandle {
             obj.insert(
                 "machine".into(),
                 serde_json::to_value(m).expect("plain data"),
+            );
+        }
+        if let Some(p) = &self.process {
+            obj.insert(
+                "process".into(),
+                serde_json::to_value(p).expect("plain data"),
             );
         }
         Value::Object(obj).to_string()
@@ -537,6 +559,34 @@ fn machine_field(
         ));
     }
     Ok(Some(access))
+}
+
+/// `process`, when given: the pod's process group, its log an absolute
+/// path.
+fn process_field(
+    obj: &Map<String, Value>,
+) -> Result<Option<super::process::PodProcess>, HandleError> {
+    let Some(value) = obj.get("process").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let process: super::process::PodProcess =
+        serde_json::from_value(value.clone()).map_err(|e| {
+            HandleError::field(
+                "process",
+                format!("is not a process group's description (pgid, start_ticks, log): {e}"),
+            )
+        })?;
+    if process.pgid <= 1 || !process.log.is_absolute() {
+        return Err(HandleError::field(
+            "process",
+            format!(
+                "pgid {} and log {}: give a group id above 1 and an absolute path",
+                process.pgid,
+                process.log.display()
+            ),
+        ));
+    }
+    Ok(Some(process))
 }
 
 /// `capabilities`, when given: an array of non-empty strings without

@@ -40,6 +40,7 @@ pub mod handle;
 pub mod launch;
 pub mod lock;
 pub mod nodes;
+pub mod process;
 mod session;
 
 use std::fmt;

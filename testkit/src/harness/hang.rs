@@ -7,7 +7,8 @@
 //!   long) and each wait pending (what for, how long, what it last saw);
 //! - the faults it holds;
 //! - for a pod of several nodes, each node's state (`running`, `paused`,
-//!   `exited`) and its last 20 lines.
+//!   `exited`) and its last 20 lines; for a pod that is one process group
+//!   on this host, the same of it.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -45,9 +46,11 @@ pub(super) async fn report(in_body: Duration, trace: Option<u64>, held: &HeldFau
         let _ = write!(out, "\n  faults held: {}", faults.join(", "));
     }
     // The handle, not the pod: connecting could wait on a frozen node.
-    let cluster = crate::globals::pod_handle()
-        .ok()
-        .and_then(|handle| handle.cluster().cloned());
+    let handle = crate::globals::pod_handle().ok();
+    if let Some(process) = handle.as_ref().and_then(|h| h.process()) {
+        let _ = write!(out, "\n  {}", process.describe(NODE_LINES));
+    }
+    let cluster = handle.and_then(|handle| handle.cluster().cloned());
     if let Some(cluster) = cluster {
         match tokio::time::timeout(NODES_WITHIN, cluster.describe_nodes(NODE_LINES)).await {
             Ok(nodes) => {

@@ -153,6 +153,57 @@ fn progress_resets_the_inactivity_timeout_but_not_the_ceiling() {
     );
 }
 
+/// A pod that is its process group says so in its handle, and what a hung
+/// test's report reads of it follows the pod: running with its last lines,
+/// paused when frozen, exited when gone.
+#[test]
+fn a_process_pods_handle_describes_it_running_paused_and_exited() {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let logs = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo 'a line before serving' >&2; exec '{}' serve --home \"$0\" --listen 127.0.0.1:$TESTKIT_POD_PORT",
+        sandboxd().display()
+    );
+    let rt = runtime();
+    let pod = rt
+        .block_on(launch(&spec(logs.path(), sh(&script))))
+        .unwrap();
+    // Through the handle's JSON, as a test process reads it.
+    let handle = testkit_engine::pod::PodHandle::parse(
+        &pod.handle.to_json(),
+        &testkit_engine::pod::HandlePolicy::from_suite(
+            &testkit_engine::config::SuiteConfig::default(),
+        ),
+    )
+    .unwrap();
+    let process = handle
+        .process()
+        .expect("a process pod's handle names its group")
+        .clone();
+    assert_eq!(process.pgid, pod.pgid);
+    let running = process.describe(20);
+    assert!(
+        running.starts_with(&format!("node pod (process group {}): running;", pod.pgid))
+            && running.contains("\n    a line before serving"),
+        "{running}"
+    );
+    let group = Pid::from_raw(pod.pgid);
+    killpg(group, Signal::SIGSTOP).unwrap();
+    // The kernel stops the process when it next runs: until then, running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while process.state() != "paused" && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let paused = process.state();
+    killpg(group, Signal::SIGCONT).unwrap();
+    assert_eq!(paused, "paused");
+    let pid = pod.pid as i32;
+    rt.block_on(pod.stop(Duration::from_secs(10))).unwrap();
+    assert!(!alive(pid));
+    assert_eq!(process.state(), "exited");
+}
+
 #[test]
 fn a_pod_printing_a_bad_handle_is_refused() {
     let logs = tempfile::tempdir().unwrap();

@@ -1,0 +1,86 @@
+//! A pod that is one process group on this host (the runner's default
+//! pod, a suite's `[pod] command`): what the handle says of it, so that a
+//! test process can say what state the pod was in when the test hung.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How much of the end of the pod's log is read for its last lines.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// The pod's process group and the log of its stderr, as the handle's
+/// `process` field gives them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PodProcess {
+    /// The group, whose id is its leader's pid.
+    pub pgid: i32,
+    /// The leader's start time (clock ticks since boot), against pid reuse.
+    pub start_ticks: Option<u64>,
+    /// The file its stderr goes to.
+    pub log: PathBuf,
+}
+
+impl PodProcess {
+    /// A process group, its leader started at `start_ticks`, logging to `log`.
+    pub fn new(pgid: i32, start_ticks: Option<u64>, log: PathBuf) -> PodProcess {
+        PodProcess {
+            pgid,
+            start_ticks,
+            log,
+        }
+    }
+
+    /// The group leader's state: `running`, `paused` (stopped by a signal,
+    /// as a frozen node is) or `exited`.
+    pub fn state(&self) -> &'static str {
+        match crate::process::state_of(self.pgid) {
+            Some((_, ticks)) if self.start_ticks.is_some_and(|t| t != ticks) => "exited",
+            Some(('T' | 't', _)) => "paused",
+            Some(('Z' | 'X' | 'x', _)) | None => "exited",
+            Some(_) => "running",
+        }
+    }
+
+    /// `node pod: STATE; its last N lines:` and those lines of its log,
+    /// indented, as a cluster's nodes are described.
+    pub fn describe(&self, tail: usize) -> String {
+        let lines = match last_lines(&self.log, tail) {
+            Ok(lines) if lines.is_empty() => "    (it has printed nothing)".to_owned(),
+            Ok(lines) => lines
+                .iter()
+                .map(|l| format!("    {}", crate::redact(l)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Err(e) => format!(
+                "    (its output could not be read from {}: {e})",
+                self.log.display()
+            ),
+        };
+        format!(
+            "node pod (process group {}): {}; its last {tail} lines:\n{lines}",
+            self.pgid,
+            self.state()
+        )
+    }
+}
+
+/// The last `n` lines of `path`, read from its last [`TAIL_BYTES`].
+fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let from = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.take(TAIL_BYTES).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    // A read from the middle of the file starts in the middle of a line.
+    if from > 0 && !lines.is_empty() {
+        lines.remove(0);
+    }
+    let skip = lines.len().saturating_sub(n);
+    Ok(lines[skip..].iter().map(|l| (*l).to_owned()).collect())
+}
