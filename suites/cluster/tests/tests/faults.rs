@@ -13,7 +13,10 @@ use testkit::prelude::*;
 use testkit::wait::{Check, Wait};
 
 /// Sandboxes until one lands on `worker`; all of them are the test's.
+/// The gateway places only on a worker it sees live: after an earlier
+/// test's fault on it was undone, its heartbeat may not have come yet.
 async fn sandbox_on(cx: &Cx, worker: &str) -> testkit::Result<String> {
+    wait_worker_state(cx, worker, "live", DETECTION).await?;
     for _ in 0..6 {
         let sandbox = create_sandbox(cx).await?;
         if worker_of(&sandbox)? == worker {
