@@ -253,7 +253,7 @@ impl<'a> Values<'a> {
 pub const FILLED_FIELDS: &[&str] = &["name", "base_url", "port", "capabilities", "health"];
 
 /// The names no `[pod] fields` entry may take: the handle fields testkit
-/// fills ([`FILLED_FIELDS`]), `cluster`, `machine` and `process` (what a
+/// fills ([`FILLED_FIELDS`]), `cluster`, `machine`, `process` and `container` (what a
 /// pod is made of, which testkit writes into the handle it makes), and the placeholders
 /// testkit fills beside the handle's fields, which a field of the same
 /// name would hide. `port_<name>` (a `[pod] ports` entry) is reserved too.
@@ -266,6 +266,7 @@ pub const RESERVED_FIELDS: &[&str] = &[
     "cluster",
     "machine",
     "process",
+    "container",
     "home",
     "listen",
     "random",

@@ -406,6 +406,15 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
             health.clone(),
             Some(DATA_DIR.into()),
         );
+        // What a hung test's report says of the machine: its state, and the
+        // end of its journal while the guest runs.
+        let said = access.describe(3).await;
+        assert!(
+            said.starts_with(
+                "node machine: running; its last 3 lines (the guest's journal):\n    "
+            ) && said.lines().count() == 4,
+            "{said}"
+        );
         let target = Target::Machine(&access);
         let guest = |script: &'static str| {
             let access = access.clone();
@@ -472,6 +481,13 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
                 FaultAction::Pause => {
                     assert_eq!(access.status().await.unwrap(), "paused");
                     assert!(!answers().await, "a paused guest answered");
+                    // A frozen guest's agent answers nothing: its console
+                    // is read instead, and the report does not hang.
+                    let said = access.describe(3).await;
+                    assert!(
+                        said.starts_with("node machine: paused; its last 3 lines (its console):"),
+                        "{said}"
+                    );
                 }
                 FaultAction::Cut { .. } => assert!(!answers().await, "{what}: it answered"),
                 FaultAction::Link { .. } => {

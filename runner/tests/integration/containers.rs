@@ -806,6 +806,29 @@ fn pod_up_ls_and_down_handle_a_container_pod() {
         None,
     );
     assert_eq!(status, 200);
+    // The handle names the container, and what a hung test's report reads
+    // of it follows the container: running with its last lines, paused.
+    let handle: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(pods.path().join(&name).join("handle.json")).unwrap(),
+    )
+    .unwrap();
+    let container: testkit_engine::pod::container::PodContainer =
+        serde_json::from_value(handle["container"].clone())
+            .unwrap_or_else(|e| panic!("the handle names no container ({e}): {handle}"));
+    assert_eq!(container.pod_id, pod_id);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let running = rt.block_on(container.describe(3));
+    assert!(
+        running.starts_with("node pod: running; its last 3 lines:\n    "),
+        "{running}"
+    );
+    docker(&["pause", &format!("testkit-{pod_id}")]);
+    let paused = rt.block_on(container.describe(3));
+    docker(&["unpause", &format!("testkit-{pod_id}")]);
+    assert!(paused.starts_with("node pod: paused;"), "{paused}");
     let ls = Ran::from(
         runner()
             .env("TESTKIT_PODS_DIR", pods.path())

@@ -64,6 +64,50 @@ impl MachineAccess {
         Ok(status["status"].as_str().unwrap_or("unknown").to_owned())
     }
 
+    /// `node machine: STATE; its last N lines` and those lines, indented,
+    /// as a cluster's nodes are described: the state as QEMU has it
+    /// (`running`, `paused`, `shutdown`…), then the end of the guest's
+    /// journal when its agent answers, else of its console. Each question
+    /// is bounded: a report of a hang must not hang on a frozen guest.
+    pub async fn describe(&self, tail: usize) -> String {
+        const ASK_WITHIN: Duration = Duration::from_secs(3);
+        let state = match tokio::time::timeout(ASK_WITHIN, self.status()).await {
+            Ok(Ok(state)) => state,
+            Ok(Err(e)) => format!("unknown ({e})"),
+            Err(_) => format!("unknown (QEMU's monitor did not answer within {ASK_WITHIN:?})"),
+        };
+        let journal = if state == "running" {
+            let script = format!("journalctl --no-pager -q -o short-monotonic -n {tail}");
+            tokio::time::timeout(ASK_WITHIN, self.sh(&script, ASK_WITHIN))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            None
+        };
+        let (from, text) = match journal {
+            Some(text) => ("the guest's journal", text),
+            None => {
+                let console = std::fs::read(self.run_dir.join("console.log")).unwrap_or_default();
+                (
+                    "its console",
+                    String::from_utf8_lossy(&console).into_owned(),
+                )
+            }
+        };
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let shown = lines[lines.len().saturating_sub(tail)..]
+            .iter()
+            .map(|l| format!("    {}", crate::redact(l)))
+            .collect::<Vec<_>>();
+        let shown = if shown.is_empty() {
+            "    (nothing)".to_owned()
+        } else {
+            shown.join("\n")
+        };
+        format!("node machine: {state}; its last {tail} lines ({from}):\n{shown}")
+    }
+
     /// Plugs or unplugs the guest's network cable (QMP `set_link` on the
     /// user-mode network's backend).
     pub async fn set_link(&self, up: bool) -> Result<(), MachineError> {

@@ -258,6 +258,53 @@ impl ContainerRecord {
     }
 }
 
+/// A pod that is one container, as the handle's `container` field gives
+/// it: how a test process finds the container (by label) to say what
+/// state it was in when a test hung.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PodContainer {
+    /// The pod's id: the value of [`POD_LABEL`].
+    pub pod_id: String,
+    /// The `docker` program.
+    pub docker: PathBuf,
+}
+
+impl PodContainer {
+    /// The container of pod `pod_id`, run by `docker`.
+    pub fn new(pod_id: String, docker: PathBuf) -> PodContainer {
+        PodContainer { pod_id, docker }
+    }
+
+    /// `node pod: STATE; its last N lines:` and those lines, indented, as
+    /// a cluster's nodes are described; what could not be read said.
+    pub async fn describe(&self, tail: usize) -> String {
+        let engine = Engine::new(self.docker.clone());
+        let found = engine
+            .ps(
+                &[
+                    Filter::label(POD_LABEL, &self.pod_id),
+                    Filter::label(ROLE_LABEL, "pod"),
+                ],
+                true,
+            )
+            .await;
+        match found.as_deref() {
+            Ok([one]) => super::cluster::describe_container(&engine, "pod", &one.id, tail).await,
+            Ok([]) => format!(
+                "node pod: gone (no container labelled {POD_LABEL}={})",
+                self.pod_id
+            ),
+            Ok(many) => format!(
+                "node pod: {} containers labelled {POD_LABEL}={}, expected one",
+                many.len(),
+                self.pod_id
+            ),
+            Err(e) => format!("node pod: unknown ({})", error_chain(e)),
+        }
+    }
+}
+
 /// The `docker run` that is a container pod's process, and the setup
 /// commands before it.
 pub(super) struct Prepared {

@@ -69,6 +69,7 @@ fn is_known_field(key: &str) -> bool {
         || key == "cluster"
         || key == "machine"
         || key == "process"
+        || key == "container"
         || crate::template::FILLED_FIELDS.contains(&key)
 }
 
@@ -119,6 +120,8 @@ pub struct PodHandle {
     machine: Option<crate::machine::MachineAccess>,
     /// The process group of a pod that is one.
     process: Option<super::process::PodProcess>,
+    /// The pod's container, when it is one (a pod of several is `cluster`).
+    container: Option<super::container::PodContainer>,
 }
 
 impl PodHandle {
@@ -152,6 +155,7 @@ impl PodHandle {
         let cluster = cluster_field(obj, policy)?;
         let machine = machine_field(obj)?;
         let process = process_field(obj)?;
+        let container = container_field(obj)?;
         Ok(PodHandle {
             name,
             scheme: url.scheme,
@@ -165,6 +169,7 @@ impl PodHandle {
             cluster,
             machine,
             process,
+            container,
         })
     }
 
@@ -184,6 +189,17 @@ impl PodHandle {
     pub(crate) fn with_process(mut self, process: super::process::PodProcess) -> PodHandle {
         self.process = Some(process);
         self
+    }
+
+    /// The same handle, of a pod that is the one container `container`.
+    pub(crate) fn with_container(mut self, container: super::container::PodContainer) -> PodHandle {
+        self.container = Some(container);
+        self
+    }
+
+    /// The pod's container, when it is one container (not a cluster).
+    pub fn container(&self) -> Option<&super::container::PodContainer> {
+        self.container.as_ref()
     }
 
     /// The pod's process group, when it is one on this host.
@@ -316,6 +332,12 @@ impl PodHandle {
             obj.insert(
                 "process".into(),
                 serde_json::to_value(p).expect("plain data"),
+            );
+        }
+        if let Some(c) = &self.container {
+            obj.insert(
+                "container".into(),
+                serde_json::to_value(c).expect("plain data"),
             );
         }
         Value::Object(obj).to_string()
@@ -587,6 +609,30 @@ fn process_field(
         ));
     }
     Ok(Some(process))
+}
+
+/// `container`, when given: the pod's one container, found by its pod
+/// label.
+fn container_field(
+    obj: &Map<String, Value>,
+) -> Result<Option<super::container::PodContainer>, HandleError> {
+    let Some(value) = obj.get("container").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let container: super::container::PodContainer =
+        serde_json::from_value(value.clone()).map_err(|e| {
+            HandleError::field(
+                "container",
+                format!("is not a container's description (pod_id, docker): {e}"),
+            )
+        })?;
+    if container.pod_id.is_empty() {
+        return Err(HandleError::field(
+            "container",
+            "pod_id is empty: give the pod's label value",
+        ));
+    }
+    Ok(Some(container))
 }
 
 /// `capabilities`, when given: an array of non-empty strings without

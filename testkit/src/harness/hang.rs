@@ -7,8 +7,9 @@
 //!   long) and each wait pending (what for, how long, what it last saw);
 //! - the faults it holds;
 //! - for a pod of several nodes, each node's state (`running`, `paused`,
-//!   `exited`) and its last 20 lines; for a pod that is one process group
-//!   on this host, the same of it.
+//!   `exited`) and its last 20 lines; the same of a pod that is one
+//!   process group on this host, one container, or a machine (its state
+//!   as QEMU has it, and the end of its journal or console).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -49,6 +50,34 @@ pub(super) async fn report(in_body: Duration, trace: Option<u64>, held: &HeldFau
     let handle = crate::globals::pod_handle().ok();
     if let Some(process) = handle.as_ref().and_then(|h| h.process()) {
         let _ = write!(out, "\n  {}", process.describe(NODE_LINES));
+    }
+    if let Some(container) = handle.as_ref().and_then(|h| h.container()) {
+        match tokio::time::timeout(NODES_WITHIN, container.describe(NODE_LINES)).await {
+            Ok(said) => {
+                let _ = write!(out, "\n  {said}");
+            }
+            Err(_) => {
+                let _ = write!(
+                    out,
+                    "\n  the pod's state: the container engine did not answer within {}s",
+                    NODES_WITHIN.as_secs()
+                );
+            }
+        }
+    }
+    if let Some(machine) = handle.as_ref().and_then(|h| h.machine()) {
+        match tokio::time::timeout(NODES_WITHIN, machine.describe(NODE_LINES)).await {
+            Ok(said) => {
+                let _ = write!(out, "\n  {said}");
+            }
+            Err(_) => {
+                let _ = write!(
+                    out,
+                    "\n  the machine's state: QEMU did not answer within {}s",
+                    NODES_WITHIN.as_secs()
+                );
+            }
+        }
     }
     let cluster = handle.and_then(|handle| handle.cluster().cloned());
     if let Some(cluster) = cluster {

@@ -145,7 +145,16 @@ async fn boot(
             None if container.is_none() => handle.with_process(
                 crate::pod::process::PodProcess::new(pgid, start_ticks, stderr_log.clone()),
             ),
-            None => handle,
+            // A pod that is one container: the same, from the engine.
+            None => match spec.container.as_ref().zip(container.as_ref()) {
+                Some((section, prepared)) => {
+                    handle.with_container(crate::pod::container::PodContainer::new(
+                        prepared.pod_id.clone(),
+                        section.docker.clone(),
+                    ))
+                }
+                None => handle,
+            },
         };
         bootstrap_running(spec, &handle, &values, &for_bootstrap, &pod).await?;
         Ok((handle, health))
