@@ -4,7 +4,7 @@
 use std::path::Path;
 
 /// Writes `data` to `path` atomically with mode 0600.
-pub(crate) fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension(format!(

@@ -203,6 +203,26 @@ fn stat(pid: i32) -> Option<(char, i32, i32, u64)> {
     ))
 }
 
+/// Whether `pid` catches `signal`: it has a handler for it (`SigCgt` in
+/// `/proc/<pid>/status`). Most signals end a process that does not, so a
+/// signal meant as a question goes only to those that catch it.
+pub fn catches(pid: i32, signal: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << (signal as i32 - 1)) != 0)
+}
+
+/// The program `pid` runs (`/proc/<pid>/exe`); `None` for a process gone
+/// or not ours to read.
+pub fn exe_of(pid: i32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/exe")).ok()
+}
+
 /// When `pid` started, in clock ticks since boot: with the pid, what
 /// identifies a process across pid reuse.
 pub fn start_ticks(pid: i32) -> Option<u64> {

@@ -487,6 +487,51 @@ fn ctrl_c_stops_the_tests_cleans_up_and_tears_down() {
     assert!(ran.stdout.contains("INTERRUPTED"));
 }
 
+/// SIGUSR1 to the runner while a test is in its body: the runner prints
+/// what each test is doing (the hang report, on demand), and nothing
+/// stops: the run goes on and is green.
+#[test]
+fn sigusr1_reports_what_the_running_tests_are_doing_and_stops_nothing() {
+    let suite = fixture("suite");
+    let flag = suite.path().join("holding.flag");
+    let stderr = suite.path().join("runner.stderr");
+    let child = runner()
+        .env("FIXTURE_MODE", "hold")
+        .env("FIXTURE_FLAG", &flag)
+        .arg("run")
+        .arg(suite.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    let holding = wait_for(Duration::from_secs(240), || flag.exists());
+    if !holding {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    assert!(holding, "the holding test started");
+    kill(pid, Signal::SIGUSR1).unwrap();
+    let said = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    let answered = wait_for(Duration::from_secs(30), || {
+        said().contains("test sandboxes::create_two:")
+    });
+    // Let the test end whatever the answer was.
+    std::fs::write(format!("{}.go", flag.display()), "").unwrap();
+    let ran = Ran::from(child.wait_with_output().unwrap());
+    let said = said();
+    assert!(answered, "no report of the holding test on stderr:\n{said}");
+    assert!(
+        said.contains("testkit-runner: SIGUSR1: what the tests are doing (")
+            && said
+                .contains("test sandboxes::create_two:\n  when asked it had been in its body for ")
+            && said.contains("\n  node pod (process group ")
+            && said.contains("): running; its last 20 lines:"),
+        "{said}"
+    );
+    assert_eq!(ran.code, 0, "SIGUSR1 stopped nothing: {}", ran.stdout);
+    assert_eq!(ran.verdict("tests").0, "pass");
+}
+
 /// The conformance suite, the README's first command, is green.
 #[test]
 fn the_conformance_suite_is_green() {

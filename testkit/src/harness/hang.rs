@@ -1,6 +1,9 @@
 //! The hang report: what a test that timed out was waiting on when its
 //! time ran out, said in its failure (its record's message, so JUnit and
-//! `report.html` too) before its body is cancelled.
+//! `report.html` too) before its body is cancelled. The same report of
+//! every test of the process in its body is given on demand: SIGUSR1 to
+//! the process (the runner sends it on its own SIGUSR1), to stderr and to
+//! `status/<pid>.txt` in the results folder.
 //!
 //! - how long it had been in its body;
 //! - each request in flight through the pod's client (method, URL, how
@@ -12,7 +15,8 @@
 //!   as QEMU has it, and the end of its journal or console).
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::engine::trace::pending;
 use crate::tracker::HeldFaults;
@@ -24,15 +28,99 @@ const NODE_LINES: usize = 20;
 /// the report of a hang must not hang.
 const NODES_WITHIN: Duration = Duration::from_secs(10);
 
+/// When a report is made.
+#[derive(Clone, Copy)]
+pub(super) enum When {
+    /// The test's timeout ran out.
+    TimedOut,
+    /// Someone asked (SIGUSR1) while the test was in its body.
+    Asked,
+}
+
+/// A test in its body: what a report on demand is about.
+struct InBody {
+    key: u64,
+    name: String,
+    started: Instant,
+    trace: Option<u64>,
+    held: HeldFaults,
+}
+
+/// The tests of this process in their bodies now.
+static IN_BODY: Mutex<Vec<InBody>> = Mutex::new(Vec::new());
+
+/// Keeps a test listed as in its body until dropped.
+pub(super) struct Listed(u64);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        let mut live = IN_BODY.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|t| t.key != self.0);
+    }
+}
+
+/// Lists the test `name` as in its body since `started`, for reports on
+/// demand, until the returned guard is dropped.
+pub(super) fn list_in_body(
+    name: &str,
+    started: Instant,
+    trace: Option<u64>,
+    held: HeldFaults,
+) -> Listed {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let key = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut live = IN_BODY.lock().unwrap_or_else(PoisonError::into_inner);
+    live.push(InBody {
+        key,
+        name: name.to_owned(),
+        started,
+        trace,
+        held,
+    });
+    Listed(key)
+}
+
+/// The report of every test of this process in its body now, each under
+/// its name; says so when there is none.
+pub(crate) async fn report_in_body() -> String {
+    let live: Vec<(String, Duration, Option<u64>, HeldFaults)> = IN_BODY
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .map(|t| (t.name.clone(), t.started.elapsed(), t.trace, t.held.clone()))
+        .collect();
+    let mut out = format!("testkit: test process {}: ", std::process::id());
+    if live.is_empty() {
+        out.push_str("no test is in its body\n");
+        return out;
+    }
+    let _ = writeln!(out, "{} test(s) in their bodies", live.len());
+    for (name, in_body, trace, held) in live {
+        let said = report(When::Asked, in_body, trace, &held).await;
+        let _ = writeln!(out, "test {name}:\n{said}");
+    }
+    out
+}
+
 /// What the test whose trace is `trace` (every test of the process when
 /// it has none) was waiting on, `in_body` into its body; indented, to
 /// follow the timeout's first lines.
-pub(super) async fn report(in_body: Duration, trace: Option<u64>, held: &HeldFaults) -> String {
+pub(super) async fn report(
+    when: When,
+    in_body: Duration,
+    trace: Option<u64>,
+    held: &HeldFaults,
+) -> String {
     // First what is pending now: asking the engine takes a while.
     let pending = pending::now(trace);
     let faults = held.now();
+    let when = match when {
+        When::TimedOut => "when its time ran out",
+        When::Asked => "when asked",
+    };
     let mut out = format!(
-        "  when its time ran out it had been in its body for {:.1}s",
+        "  {when} it had been in its body for {:.1}s",
         in_body.as_secs_f64()
     );
     if pending.is_empty() {
@@ -157,7 +245,13 @@ mod tests {
             while !both() && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            let report = report(Duration::from_millis(500), None, &tracker.held_faults()).await;
+            let report = report(
+                When::TimedOut,
+                Duration::from_millis(500),
+                None,
+                &tracker.held_faults(),
+            )
+            .await;
             request.abort();
             wait.abort();
             report

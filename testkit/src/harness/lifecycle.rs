@@ -300,6 +300,7 @@ fn run_body(
     let location = format!("{}:{}", def.file, def.line);
     let held = cx.resources.held_faults();
     let started = Instant::now();
+    let _listed = super::hang::list_in_body(cx.name(), started, traced, held.clone());
     panics::in_test(true);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
@@ -310,7 +311,13 @@ fn run_body(
             let mut body = std::pin::pin!(body);
             match tokio::time::timeout(timeout, body.as_mut()).await {
                 Ok(done) => Ok(done),
-                Err(_) => Err(super::hang::report(started.elapsed(), traced, &held).await),
+                Err(_) => Err(super::hang::report(
+                    super::hang::When::TimedOut,
+                    started.elapsed(),
+                    traced,
+                    &held,
+                )
+                .await),
             }
         })
     }));

@@ -146,6 +146,7 @@ impl std::fmt::Display for InjectFailed {
 impl std::error::Error for InjectFailed {}
 
 /// The faults a test holds, read while it runs ([`Tracker::held_faults`]).
+#[derive(Clone)]
 pub(crate) struct HeldFaults(Arc<Inner>);
 
 impl HeldFaults {

@@ -4,8 +4,9 @@
 //!
 //! `plan` turns the arguments into what the run will do (every usage error
 //! is found there), `phases` has a function per phase, `pod` what the pod
-//! phases do to the pod, `suite` the tests phase, and `signal` the Ctrl-C
-//! they all heed. The verdicts they give, and `verdict.jsonl` they append
+//! phases do to the pod, `suite` the tests phase, `signal` the Ctrl-C
+//! they all heed, and `status` SIGUSR1's report of what the tests are
+//! doing. The verdicts they give, and `verdict.jsonl` they append
 //! to, are the crate's `verdict` module: the summary and the container
 //! sweep give them too.
 
@@ -14,6 +15,7 @@ mod plan;
 mod pod;
 mod select;
 mod signal;
+mod status;
 mod suite;
 mod watch;
 

@@ -184,6 +184,16 @@ pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -
         Ok(child) => child,
         Err(e) => return incomplete(testkit_engine::error_chain(&e)),
     };
+    // SIGUSR1 asks these processes what their tests are doing.
+    let _running = super::status::tests_running(
+        spec.run_id,
+        spec.results_dir,
+        listed
+            .iter()
+            .flatten()
+            .filter_map(|t| t.binary_path.clone())
+            .collect(),
+    );
     let progress = events::Progress {
         total: listed
             .as_ref()
