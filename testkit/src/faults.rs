@@ -164,6 +164,41 @@ impl Faults<'_> {
         self.inject(node, FaultAction::Clock { offset_ms }).await
     }
 
+    /// Strobes a machine pod's guest clock: for `duration`, every `period`
+    /// it jumps `by` ahead of the host's, then back, as a clock that keeps
+    /// being corrected does (a loop in the guest; the host's clock is
+    /// never touched). Shown by the guest's clock seen `by` ahead; undone
+    /// by ending the loop and setting the clock to the host's, proven
+    /// within 5 s. `by` at least 10 s, `period` at least 1 s, `duration`
+    /// two periods to 10 minutes. Refused on containers, which share their
+    /// host's clock.
+    ///
+    /// ```no_run
+    /// # use testkit::prelude::*;
+    /// # async fn t(cx: &mut Cx) -> testkit::Result {
+    /// use std::time::Duration;
+    /// cx.faults()
+    ///     .clock_strobe("machine", Duration::from_secs(30), Duration::from_secs(2), Duration::from_secs(20))
+    ///     .await?;
+    /// // ... leases, tokens and timestamps must survive a clock that jumps ...
+    /// # Ok(()) }
+    /// ```
+    pub async fn clock_strobe(
+        &self,
+        node: &str,
+        by: std::time::Duration,
+        period: std::time::Duration,
+        duration: std::time::Duration,
+    ) -> crate::Result {
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let action = FaultAction::ClockStrobe {
+            offset_ms: i64::try_from(by.as_millis()).unwrap_or(i64::MAX),
+            period_ms: ms(period),
+            duration_ms: ms(duration),
+        };
+        self.inject(node, action).await
+    }
+
     /// Fills a node's data disk: a file written into it until no byte is
     /// left, shown to have taken; undone by removing the file, proven by
     /// room again. On a pod of containers, the node's

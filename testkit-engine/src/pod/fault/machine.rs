@@ -16,7 +16,11 @@
 //!   loss or a duplication, the guest's TCP retransmissions for a
 //!   corruption.
 //! - A clock jump sets the guest's clock (the guest agent), shown and
-//!   undone against the host's.
+//!   undone against the host's. A clock strobe is a loop in the guest
+//!   (started by the agent, its pid in [`STROBE_PID`]) that jumps the
+//!   clock ahead and back every period for its duration, shown by the
+//!   guest's clock seen ahead; undone by ending the loop and setting the
+//!   clock to the host's.
 //! - A full disk is a file written on the data disk until it has no room
 //!   (`df` says so), undone by removing that file.
 //!
@@ -44,6 +48,16 @@ pub const MACHINE_UNDO_LIMIT: Duration = Duration::from_secs(300);
 /// How far the guest's clock may be from the host's once set: a command
 /// through the guest agent of an emulated guest takes up to a second or two.
 pub const CLOCK_SLACK: Duration = Duration::from_secs(5);
+
+/// Where the guest keeps the pid of a clock strobe's loop while it runs.
+const STROBE_PID: &str = "/run/testkit-clock-strobe.pid";
+
+/// The shortest strobe period: each jump goes through a `date` in an
+/// emulated guest, and must be seen by the agent within a period or two.
+const STROBE_PERIOD_MIN: Duration = Duration::from_secs(1);
+
+/// The longest a strobe may last: fault tests stay bounded in time.
+const STROBE_DURATION_MAX: Duration = Duration::from_secs(600);
 
 /// The file a full-disk fault writes, in the data disk's mount.
 const FILL_FILE: &str = ".testkit-fill";
@@ -129,6 +143,36 @@ pub(super) fn plan(
                         humantime::format_duration(CLOCK_SLACK)
                     ),
                 ));
+            }
+        }
+        FaultAction::ClockStrobe {
+            offset_ms,
+            period_ms,
+            duration_ms,
+        } => {
+            let least = 2 * CLOCK_SLACK.as_millis() as u64;
+            let why = if *offset_ms < 0 || offset_ms.unsigned_abs() < least {
+                Some(format!(
+                    "a strobe jumps ahead by at least {} (less cannot be told from the time a                      command takes to reach an emulated guest): give a larger one",
+                    humantime::format_duration(Duration::from_millis(least))
+                ))
+            } else if *period_ms < STROBE_PERIOD_MIN.as_millis() as u64 {
+                Some(format!(
+                    "a strobe's period is at least {}: each jump is a command in an emulated guest",
+                    humantime::format_duration(STROBE_PERIOD_MIN)
+                ))
+            } else if *duration_ms < 2 * period_ms
+                || *duration_ms > STROBE_DURATION_MAX.as_millis() as u64
+            {
+                Some(format!(
+                    "a strobe lasts two periods at least and {} at most",
+                    humantime::format_duration(STROBE_DURATION_MAX)
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(refused(node, action, why));
             }
         }
         FaultAction::FillDisk { .. } => {
@@ -252,6 +296,41 @@ pub(super) async fn inject(access: &MachineAccess, fault: &Fault) -> Result<(), 
                 return Err(not_measured(format!(
                     "the guest's clock is {off} ms from the host's, {offset_ms} ms asked"
                 )));
+            }
+        }
+        FaultAction::ClockStrobe {
+            offset_ms,
+            period_ms,
+            duration_ms,
+        } => {
+            access
+                .sh(
+                    &strobe_script(*offset_ms, *period_ms, *duration_ms),
+                    GUEST_LIMIT,
+                )
+                .await
+                .map_err(|e| wrap(e.into()))?;
+            // Shown by the clock seen ahead within two periods (and the
+            // slack of a command's way to the guest).
+            let slack = CLOCK_SLACK.as_millis() as u64;
+            let until = Instant::now() + Duration::from_millis(2 * period_ms) + CLOCK_SLACK;
+            let mut seen = Vec::new();
+            loop {
+                let off = guest_offset_ms(access).await?;
+                if (off - offset_ms).unsigned_abs() <= slack {
+                    break;
+                }
+                seen.push(off);
+                if Instant::now() >= until {
+                    return Err(not_measured(format!(
+                        "the guest's clock was never seen {offset_ms} ms ahead of the host's                          (seen: {} ms)",
+                        seen.iter()
+                            .map(|o| o.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
         FaultAction::FillDisk { .. } => {
@@ -474,6 +553,30 @@ async fn guest_offset_ms(access: &MachineAccess) -> Result<i64, FaultError> {
     Ok((guest - (before + after) / 2) / 1_000_000)
 }
 
+/// The guest script that starts a clock strobe: a loop in a session of
+/// its own (it outlives the agent's command), named
+/// `testkit-clock-strobe-loop` in its arguments so that it can be found, that jumps the clock
+/// `offset_ms` ahead, then back, every `period_ms`, for `duration_ms` by
+/// the guest's uptime (a jumping clock cannot time it), and leaves the
+/// clock where it found it. Relative `date -s` keeps the sub-second part:
+/// the flips do not drift.
+fn strobe_script(offset_ms: i64, period_ms: u64, duration_ms: u64) -> String {
+    let offset_s = offset_ms / 1000;
+    let period = format!("{}.{:03}", period_ms / 1000, period_ms % 1000);
+    let duration_s = duration_ms.div_ceil(1000);
+    format!(
+        "setsid sh -c 'end=$(( $(cut -d. -f1 /proc/uptime) + {duration_s} )); ahead=0; \
+         while [ \"$(cut -d. -f1 /proc/uptime)\" -lt \"$end\" ]; do \
+           if [ $ahead = 0 ]; then date -s \"{offset_s} seconds\" >/dev/null; ahead=1; \
+           else date -s \"{offset_s} seconds ago\" >/dev/null; ahead=0; fi; \
+           sleep {period}; \
+         done; \
+         if [ $ahead = 1 ]; then date -s \"{offset_s} seconds ago\" >/dev/null; fi; \
+         rm -f {STROBE_PID}' testkit-clock-strobe-loop </dev/null >/dev/null 2>&1 & \
+         echo $! > {STROBE_PID}"
+    )
+}
+
 /// The guest's boot id: another after each boot.
 async fn boot_id(access: &MachineAccess) -> Result<String, FaultError> {
     Ok(access
@@ -590,6 +693,25 @@ async fn revert(access: &MachineAccess, fault: &Fault) -> Result<Reverted, Fault
             }
             away
         }
+        FaultAction::ClockStrobe { .. } => {
+            // The loop first: it would jump the clock again.
+            let stopped = access
+                .sh(
+                    &format!(
+                        "if [ -e {STROBE_PID} ]; then kill \"$(cat {STROBE_PID})\" 2>/dev/null; \
+                         rm -f {STROBE_PID}; echo stopped; fi"
+                    ),
+                    GUEST_LIMIT,
+                )
+                .await?
+                .contains("stopped");
+            let away =
+                guest_offset_ms(access).await?.unsigned_abs() > CLOCK_SLACK.as_millis() as u64;
+            if away {
+                access.set_guest_time_ns(host_time_ns()).await?;
+            }
+            stopped || away
+        }
         FaultAction::FillDisk { .. } => {
             let dir = data_dir(access)?;
             let removed = access
@@ -627,7 +749,23 @@ async fn prove(access: &MachineAccess, fault: &Fault, deadline: Instant) -> Resu
                 )));
             }
         }
-        FaultAction::Clock { .. } => {
+        FaultAction::Clock { .. } | FaultAction::ClockStrobe { .. } => {
+            if matches!(fault.action, FaultAction::ClockStrobe { .. }) {
+                let running = access
+                    .sh(
+                        &format!(
+                            "if [ -e {STROBE_PID} ]; then echo running; fi; \
+                             grep -qsa 'testkit-clock-strobe-loo[p]' /proc/[0-9]*/cmdline && echo running; true"
+                        ),
+                        GUEST_LIMIT,
+                    )
+                    .await?;
+                if running.contains("running") {
+                    return Err(still(format!(
+                        "the strobe's loop in the guest ({STROBE_PID})"
+                    )));
+                }
+            }
             let off = guest_offset_ms(access).await?;
             if off.unsigned_abs() > CLOCK_SLACK.as_millis() as u64 {
                 return Err(still(format!(
@@ -671,6 +809,32 @@ mod tests {
         }
     }
 
+    fn strobe(offset_ms: i64, period_ms: u64, duration_ms: u64) -> FaultAction {
+        FaultAction::ClockStrobe {
+            offset_ms,
+            period_ms,
+            duration_ms,
+        }
+    }
+
+    /// The strobe's loop runs for its duration by the guest's uptime,
+    /// flips by relative jumps, and names itself for the proof to find.
+    #[test]
+    fn a_strobe_is_a_loop_in_a_session_of_its_own_timed_by_the_uptime() {
+        let script = strobe_script(30_000, 1_500, 20_500);
+        for part in [
+            "setsid sh -c '",
+            "+ 21 ))",
+            "date -s \"30 seconds\"",
+            "date -s \"30 seconds ago\"",
+            "sleep 1.500;",
+            "' testkit-clock-strobe-loop </dev/null",
+            "echo $! > /run/testkit-clock-strobe.pid",
+        ] {
+            assert!(script.contains(part), "`{part}` in: {script}");
+        }
+    }
+
     fn access(data: bool) -> MachineAccess {
         MachineAccess::new(
             "/tmp/m".into(),
@@ -696,6 +860,19 @@ mod tests {
             ),
             ("machine", fill_disk(), "data_disk_mib"),
             ("machine", FaultAction::Clock { offset_ms: 3_000 }, "larger"),
+            ("machine", strobe(3_000, 1_000, 10_000), "larger"),
+            ("machine", strobe(-30_000, 1_000, 10_000), "larger"),
+            (
+                "machine",
+                strobe(30_000, 500, 10_000),
+                "period is at least 1s",
+            ),
+            (
+                "machine",
+                strobe(30_000, 2_000, 3_000),
+                "two periods at least",
+            ),
+            ("machine", strobe(30_000, 2_000, 3_600_000), "10m at most"),
             (
                 "machine",
                 FaultAction::Link {
@@ -722,6 +899,7 @@ mod tests {
             FaultAction::Clock {
                 offset_ms: -3_600_000,
             },
+            strobe(30_000, 2_000, 20_000),
             FaultAction::Cut {
                 from: Vec::new(),
                 tests: true,

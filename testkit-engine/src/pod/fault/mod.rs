@@ -284,6 +284,18 @@ pub enum FaultAction {
         /// How far from the host's clock, in milliseconds.
         offset_ms: i64,
     },
+    /// The node's clock strobed: for `duration_ms`, every `period_ms` it
+    /// jumps `offset_ms` ahead of the host's and back, as a clock that
+    /// keeps being corrected does; undone by ending the strobe and setting
+    /// the clock to the host's. A machine pod's guest only.
+    ClockStrobe {
+        /// How far each jump goes ahead, in milliseconds.
+        offset_ms: i64,
+        /// How long the clock stays ahead, then behind, in milliseconds.
+        period_ms: u64,
+        /// How long the strobe lasts, in milliseconds.
+        duration_ms: u64,
+    },
     /// The node's data disk filled: `file` written into its data directory
     /// `target` until no room is left; undone by removing it.
     FillDisk {
@@ -381,6 +393,17 @@ impl Fault {
                 if *offset_ms < 0 { "back" } else { "forward" },
                 humantime::format_duration(Duration::from_millis(offset_ms.unsigned_abs()))
             ),
+            FaultAction::ClockStrobe {
+                offset_ms,
+                period_ms,
+                duration_ms,
+            } => format!(
+                "strobe {}'s clock {} ahead every {} for {}",
+                self.node,
+                humantime::format_duration(Duration::from_millis(offset_ms.unsigned_abs())),
+                humantime::format_duration(Duration::from_millis(*period_ms)),
+                humantime::format_duration(Duration::from_millis(*duration_ms))
+            ),
             FaultAction::FillDisk { target, .. } if target.is_empty() => {
                 format!("fill {}'s data disk", self.node)
             }
@@ -402,6 +425,7 @@ impl Fault {
             FaultAction::Partition { .. } => "partition",
             FaultAction::Link { link, .. } => link.word(),
             FaultAction::Clock { .. } => "clock",
+            FaultAction::ClockStrobe { .. } => "clock_strobe",
             FaultAction::FillDisk { .. } => "fill_disk",
         }
     }
@@ -507,7 +531,7 @@ pub async fn plan(
             return plan_partition(cluster, partition).await
         }
         FaultAction::Link { link, peer } => return plan_link(cluster, node, link, peer).await,
-        FaultAction::Clock { .. } => {
+        FaultAction::Clock { .. } | FaultAction::ClockStrobe { .. } => {
             return Err(FaultError::Refused {
                 fault: Fault::of_machine(node, action, "").describe(),
                 why: "a container shares its host's clock: this fault runs on machine pods \
@@ -792,7 +816,7 @@ pub async fn inject(cluster: &ClusterInfo, fault: &Fault) -> Result<(), FaultErr
                         .await?;
                 }
             }
-            FaultAction::Clock { .. } => {
+            FaultAction::Clock { .. } | FaultAction::ClockStrobe { .. } => {
                 return Err(FaultError::Refused {
                     fault: fault.describe(),
                     why: "it runs on machine pods only".to_owned(),
