@@ -1,6 +1,6 @@
 //! The exit codes of `testkit-runner`, for scripts and CI. They are part of
-//! the command's interface: documented in `--help` and TESTING.md, and never
-//! renumbered. Which outcome ends with which code is decided in one place,
+//! the command's interface: documented in `--help` and the book
+//! (`book/src/runner.md#the-runner`), and never renumbered. Which outcome ends with which code is decided in one place,
 //! `ExpectedError::process_exit_code` (`errors.rs`).
 
 /// Everything ran and verified green (expected failures included).

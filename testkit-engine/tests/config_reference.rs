@@ -1,6 +1,7 @@
-//! TESTKIT-TOML.md lists every key of `testkit.toml`, and only those: the
-//! keys of each table are read off the parser itself (the keys its error
-//! for an unknown key names as expected), and compared with the page's.
+//! The book's `testkit.toml` reference (`book/src/testkit-toml.md`) lists
+//! every key of `testkit.toml`, and only those: the keys of each table are
+//! read off the parser itself (the keys its error for an unknown key names
+//! as expected), and compared with the page's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,7 +12,7 @@ use testkit_engine::resource::Kinds;
 /// Each table of the page (`""` for the top level, `auth.login`,
 /// `resources.<kind>.gone_if`) and the keys its rows list.
 fn documented() -> BTreeMap<String, BTreeSet<String>> {
-    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../TESTKIT-TOML.md");
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../book/src/testkit-toml.md");
     let text = std::fs::read_to_string(&page)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", page.display()));
     let mut tables: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -114,7 +115,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         let extra: Vec<_> = listed.difference(&parsed).collect();
         if !missing.is_empty() || !extra.is_empty() {
             wrong.push(format!(
-                "[{table}]: the parser takes {missing:?} that TESTKIT-TOML.md does not list; \
+                "[{table}]: the parser takes {missing:?} that book/src/testkit-toml.md does not list; \
                  the page lists {extra:?} that the parser refuses"
             ));
         }
@@ -125,7 +126,7 @@ fn the_reference_lists_every_key_the_parser_takes_and_no_other() {
         .collect();
     assert!(
         unknown.is_empty(),
-        "TESTKIT-TOML.md has tables this test does not check: {unknown:?}"
+        "book/src/testkit-toml.md has tables this test does not check: {unknown:?}"
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

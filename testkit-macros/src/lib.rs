@@ -45,8 +45,8 @@ use proc_macro::TokenStream;
 /// testkit test. Its doc comment is required: the first paragraph describes
 /// the test in listings and reports.
 ///
-/// Options, each at most once, separated by commas (TESTING.md has them all
-/// in detail):
+/// Options, each at most once, separated by commas (the book has them all
+/// in detail: `book/src/writing-tests.md#options`):
 ///
 /// | option | meaning |
 /// | --- | --- |

@@ -211,8 +211,8 @@ impl Cx {
     }
 
     /// The test's history: the operations its clients perform against the
-    /// service, to check once they are done (`TESTING.md`, "Checking a
-    /// history"). Each client records an operation before it sends it and
+    /// service, to check once they are done (the book:
+    /// `book/src/history.md#checking-a-history`). Each client records an operation before it sends it and
     /// completes it when the answer is in; the history is written to
     /// `history.json` in the test's artifacts folder when the test ends, and
     /// named in its record. Cheap to clone: one per client task.

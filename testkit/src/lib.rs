@@ -32,7 +32,8 @@
 //! ```
 //!
 //! What the harness guarantees each test, and how suites declare their pod
-//! and resource kinds (`testkit.toml`), is in `TESTING.md`.
+//! and resource kinds (`testkit.toml`), is in the book, `book/src/` (start
+//! at `book/src/first-suite.md`; `mdbook build book` renders it).
 //!
 //! # Known limitations
 //!
@@ -72,6 +73,35 @@
 //!    the process roles a test binary can be started in (test, reaper,
 //!    sweeper).
 #![warn(missing_docs, unreachable_pub)]
+
+/// The book's pages (`book/src/`), as doc tests: every Rust example of the
+/// book compiles (`cargo test --doc`). A page with Rust blocks is listed
+/// here; `testkit-engine/tests/book.rs` fails on one that is not.
+#[cfg(doctest)]
+mod book {
+    macro_rules! pages {
+        ($($module:ident = $page:literal),* $(,)?) => {
+            // `toml,over=PATH` is the book's own annotation, which rustdoc
+            // does not know: `testkit-engine/tests/book.rs` checks those.
+            $(#[allow(rustdoc::invalid_codeblock_attributes)]
+            #[doc = include_str!($page)]
+            mod $module {})*
+        };
+    }
+    pages! {
+        writing_tests = "../../book/src/writing-tests.md",
+        concurrency = "../../book/src/concurrency.md",
+        resources = "../../book/src/resources.md",
+        pod_process = "../../book/src/pod-process.md",
+        faults = "../../book/src/faults.md",
+        history = "../../book/src/history.md",
+    }
+    // Its example opens a page in Chromium: compiled with the feature.
+    #[cfg(feature = "browser")]
+    pages! {
+        ui_tests = "../../book/src/ui-tests.md",
+    }
+}
 
 #[doc(hidden)]
 pub mod __private;

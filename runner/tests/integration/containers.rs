@@ -748,7 +748,10 @@ fn a_container_run_of_a_suite_without_a_container_section_is_refused() {
     );
     assert_eq!(ran.code, 64);
     assert!(
-        ran.stderr.contains("has no [pod.container]") && ran.stderr.contains("TESTING.md"),
+        ran.stderr.contains("has no [pod.container]")
+            && ran
+                .stderr
+                .contains("book/src/pod-container.md#your-service-as-a-container"),
         "{}",
         ran.stderr
     );

@@ -185,7 +185,7 @@ fn a_machine_run_without_its_section_or_with_an_undeclared_choice_is_refused() {
     refused(
         &["run", "--pod", "vm"],
         "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
-         port): add one (see TESTING.md, \"Your product on a machine\")",
+         port): add one (see book/src/pod-machine.md#your-product-on-a-machine)",
     );
     let toml = suite.path().join("testkit.toml");
     let mut text = std::fs::read_to_string(&toml).unwrap();

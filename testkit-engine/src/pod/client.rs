@@ -21,7 +21,7 @@ use reqwest::{IntoUrl, Method};
 
 /// An HTTP client of the pod, carrying its credential: a `reqwest::Client`
 /// whose requests are recorded in the trace of the test that sends them
-/// (TESTING.md, "Traces"). Cloning it is cheap. [`Client::reqwest`] is
+/// (the book: `book/src/traces.md#traces`). Cloning it is cheap. [`Client::reqwest`] is
 /// the client underneath, for what this type does not offer; what is sent
 /// through it is not traced.
 #[derive(Clone, Debug)]

@@ -149,7 +149,10 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
     println!("created the suite {name} in {}", dir.display());
     println!("run it:   testkit-runner run {}", dir.display());
     println!("check it: testkit-runner check {}", dir.display());
-    println!("commit Cargo.lock with it; TESTING.md says how to write tests");
+    println!(
+        "commit Cargo.lock with it; the testkit book says how to write tests \
+         (book/src/writing-tests.md in the testkit repository)"
+    );
     Ok(())
 }
 
