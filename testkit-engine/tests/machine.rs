@@ -462,6 +462,11 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
             FaultAction::Clock {
                 offset_ms: -86_400_000,
             },
+            FaultAction::ClockStrobe {
+                offset_ms: 600_000,
+                period_ms: 2_000,
+                duration_ms: 120_000,
+            },
             FaultAction::FillDisk {
                 target: String::new(),
                 file: String::new(),
@@ -498,6 +503,22 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
                     let off = (access.guest_time_ns().await.unwrap() - host_time_ns()) / 1_000_000;
                     assert!((off - offset_ms).abs() < 10_000, "{what}: {off} ms off");
                 }
+                FaultAction::ClockStrobe { offset_ms, .. } => {
+                    // Seen from outside: the loop runs, and the clock is
+                    // seen both ahead and back within a few periods.
+                    let pid = guest("cat /run/testkit-clock-strobe.pid").await;
+                    assert!(!pid.trim().is_empty(), "{what}: no loop");
+                    let (mut ahead, mut back) = (false, false);
+                    let until = Instant::now() + Duration::from_secs(30);
+                    while !(ahead && back) && Instant::now() < until {
+                        let off =
+                            (access.guest_time_ns().await.unwrap() - host_time_ns()) / 1_000_000;
+                        ahead |= (off - offset_ms).abs() < 10_000;
+                        back |= off.abs() < 10_000;
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    assert!(ahead && back, "{what}: ahead {ahead}, back {back}");
+                }
                 FaultAction::FillDisk { .. } => {
                     let avail =
                         guest("df -B1 --output=avail /var/lib/testkit-data | tail -n 1").await;
@@ -522,6 +543,10 @@ fn each_machine_fault_is_injected_shown_undone_and_proven() {
             assert!(
                 off.abs() < 10_000,
                 "{what}: the clock is {off} ms off after the undo"
+            );
+            assert!(
+                !guest("ls /run").await.contains("testkit-clock-strobe"),
+                "{what}: the strobe's pid file is left"
             );
             assert!(
                 guest("ls -a /var/lib/testkit-data")
