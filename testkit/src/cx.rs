@@ -28,6 +28,8 @@ pub struct Cx {
     pub(crate) resources: Tracker,
     /// The operations the test's clients recorded, once it asks for it.
     history: std::sync::OnceLock<crate::engine::history::History>,
+    /// The step the test is in ([`Cx::step`]), for hang reports.
+    pub(crate) step: CurrentStep,
     #[cfg(feature = "browser")]
     browsers: crate::browser::Browsers,
 }
@@ -59,6 +61,7 @@ impl Cx {
             exclusive,
             resources,
             history: std::sync::OnceLock::new(),
+            step: CurrentStep::default(),
         }
     }
 
@@ -101,6 +104,17 @@ impl Cx {
     /// kept in the test's record, and printed as it happens under `--nocapture`.
     pub fn log(&self, message: impl Display) {
         self.log.push(message.to_string());
+    }
+
+    /// Names what the test does from here on (`"create the sandbox"`,
+    /// `"wait for worker-2 to rejoin"`), until the next step: a hang
+    /// report (a timeout's, or one asked for by SIGUSR1) says which step
+    /// the test was in and for how long, and the test's log gets a line
+    /// `step: NAME`.
+    pub fn step(&self, name: impl Display) {
+        let name = name.to_string();
+        self.log.push(format!("step: {name}"));
+        self.step.set(name);
     }
 
     /// The pod: its handle, an authenticated client, its capabilities. Without
@@ -337,5 +351,32 @@ impl fmt::Debug for Cx {
             .field("name", &self.full_name)
             .field("run_id", &self.run.id)
             .finish_non_exhaustive()
+    }
+}
+
+/// The step a test is in, and since when: shared with the hang report,
+/// which reads it from another task.
+#[derive(Clone, Default)]
+pub(crate) struct CurrentStep(
+    std::sync::Arc<std::sync::Mutex<Option<(String, std::time::Instant)>>>,
+);
+
+impl CurrentStep {
+    fn set(&self, name: String) {
+        let mut step = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *step = Some((name, std::time::Instant::now()));
+    }
+
+    /// The step, and how long the test has been in it.
+    pub(crate) fn now(&self) -> Option<(String, std::time::Duration)> {
+        let step = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        step.as_ref()
+            .map(|(name, since)| (name.clone(), since.elapsed()))
     }
 }

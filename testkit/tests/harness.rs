@@ -85,6 +85,7 @@ fn cargo_test_gives_the_expected_outcomes_records_and_junit() {
     let hung = records["basic::times_out"].message.as_deref().unwrap();
     assert!(
         hung.contains("when its time ran out it had been in its body for ")
+            && hung.contains(", in step `wait for the flag` for ")
             && hung.contains("\n    waiting for the flag to be set for ")
             && hung.contains("; last saw: flag=unset"),
         "{hung}"

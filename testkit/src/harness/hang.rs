@@ -5,7 +5,7 @@
 //! the process (the runner sends it on its own SIGUSR1), to stderr and to
 //! `status/<pid>.txt` in the results folder.
 //!
-//! - how long it had been in its body;
+//! - how long it had been in its body, and in its step ([`Cx::step`]);
 //! - each request in flight through the pod's client (method, URL, how
 //!   long) and each wait pending (what for, how long, what it last saw);
 //! - the faults it holds;
@@ -18,8 +18,11 @@ use std::fmt::Write as _;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::cx::CurrentStep;
 use crate::engine::trace::pending;
 use crate::tracker::HeldFaults;
+#[cfg(doc)]
+use crate::Cx;
 
 /// How many lines of each node's output the report shows.
 const NODE_LINES: usize = 20;
@@ -44,6 +47,7 @@ struct InBody {
     started: Instant,
     trace: Option<u64>,
     held: HeldFaults,
+    step: CurrentStep,
 }
 
 /// The tests of this process in their bodies now.
@@ -66,6 +70,7 @@ pub(super) fn list_in_body(
     started: Instant,
     trace: Option<u64>,
     held: HeldFaults,
+    step: CurrentStep,
 ) -> Listed {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -77,6 +82,7 @@ pub(super) fn list_in_body(
         started,
         trace,
         held,
+        step,
     });
     Listed(key)
 }
@@ -84,11 +90,15 @@ pub(super) fn list_in_body(
 /// The report of every test of this process in its body now, each under
 /// its name; says so when there is none.
 pub(crate) async fn report_in_body() -> String {
-    let live: Vec<(String, Duration, Option<u64>, HeldFaults)> = IN_BODY
+    type Live = (String, Duration, Option<u64>, HeldFaults, CurrentStep);
+    let live: Vec<Live> = IN_BODY
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
-        .map(|t| (t.name.clone(), t.started.elapsed(), t.trace, t.held.clone()))
+        .map(|t| {
+            let (name, held, step) = (t.name.clone(), t.held.clone(), t.step.clone());
+            (name, t.started.elapsed(), t.trace, held, step)
+        })
         .collect();
     let mut out = format!("testkit: test process {}: ", std::process::id());
     if live.is_empty() {
@@ -96,21 +106,22 @@ pub(crate) async fn report_in_body() -> String {
         return out;
     }
     let _ = writeln!(out, "{} test(s) in their bodies", live.len());
-    for (name, in_body, trace, held) in live {
-        let said = report(When::Asked, in_body, trace, &held).await;
+    for (name, in_body, trace, held, step) in live {
+        let said = report(When::Asked, in_body, trace, &held, &step).await;
         let _ = writeln!(out, "test {name}:\n{said}");
     }
     out
 }
 
 /// What the test whose trace is `trace` (every test of the process when
-/// it has none) was waiting on, `in_body` into its body; indented, to
-/// follow the timeout's first lines.
+/// it has none) was waiting on, `in_body` into its body and in `step`;
+/// indented, to follow the timeout's first lines.
 pub(super) async fn report(
     when: When,
     in_body: Duration,
     trace: Option<u64>,
     held: &HeldFaults,
+    step: &CurrentStep,
 ) -> String {
     // First what is pending now: asking the engine takes a while.
     let pending = pending::now(trace);
@@ -123,6 +134,9 @@ pub(super) async fn report(
         "  {when} it had been in its body for {:.1}s",
         in_body.as_secs_f64()
     );
+    if let Some((name, since)) = step.now() {
+        let _ = write!(out, ", in step `{name}` for {:.1}s", since.as_secs_f64());
+    }
     if pending.is_empty() {
         out.push_str(", with no request in flight and no wait pending (it was computing, or awaiting something testkit does not see)");
     } else {
@@ -250,6 +264,7 @@ mod tests {
                 Duration::from_millis(500),
                 None,
                 &tracker.held_faults(),
+                &CurrentStep::default(),
             )
             .await;
             request.abort();

@@ -300,7 +300,8 @@ fn run_body(
     let location = format!("{}:{}", def.file, def.line);
     let held = cx.resources.held_faults();
     let started = Instant::now();
-    let _listed = super::hang::list_in_body(cx.name(), started, traced, held.clone());
+    let step = cx.step.clone();
+    let _listed = super::hang::list_in_body(cx.name(), started, traced, held.clone(), step.clone());
     panics::in_test(true);
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         let body = (def.run)(cx);
@@ -316,6 +317,7 @@ fn run_body(
                     started.elapsed(),
                     traced,
                     &held,
+                    &step,
                 )
                 .await),
             }
