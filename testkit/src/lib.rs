@@ -34,6 +34,14 @@
 //! What the harness guarantees each test, and how suites declare their pod
 //! and resource kinds (`testkit.toml`), is in `TESTING.md`.
 //!
+//! # Versions
+//!
+//! testkit follows semantic versioning: within `0.1.x` nothing a suite uses
+//! breaks. A suite says `testkit = "0.1"` and runs under a `testkit-runner`
+//! of the same minor version. testkit depends on `testkit-engine` and
+//! `testkit-macros` pinned exactly (`=0.1.0`): they make no stability promise
+//! of their own and are released with testkit, under one version.
+//!
 //! # Known limitations
 //!
 //! - Linux only: process groups, `/proc` and `flock` are how pods are stopped,
