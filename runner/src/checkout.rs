@@ -154,7 +154,10 @@ mod tests {
             let error = Sources::from_value(Some(value), None).unwrap_err();
             let message = error.to_string();
             assert!(message.starts_with("TESTKIT_SOURCES="), "{message}");
-            assert!(message.contains(&value.to_string_lossy().to_string()), "{message}");
+            assert!(
+                message.contains(&value.to_string_lossy().to_string()),
+                "{message}"
+            );
             assert!(message.contains("`none`"), "{message}");
             assert!(message.contains(VERSION), "{message}");
         }

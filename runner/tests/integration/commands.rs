@@ -301,7 +301,10 @@ fn a_new_suite_without_a_checkout_depends_on_testkit_from_the_registry() {
     let dependency = format!("testkit = \"{}\"", env!("CARGO_PKG_VERSION"));
     assert!(manifest.contains(&dependency), "{manifest}");
     assert!(!manifest.contains("path ="), "{manifest}");
-    assert!(!dir.join("Cargo.lock").exists(), "a lockfile of the checkout's");
+    assert!(
+        !dir.join("Cargo.lock").exists(),
+        "a lockfile of the checkout's"
+    );
     let checkout = crate::workspace();
     let checkout = checkout.to_string_lossy();
     let mut files = vec![dir.clone()];

@@ -143,7 +143,11 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
         }
     }
     let name = package_name(dir);
-    let fill = fills(&args, &name, testkit.as_deref().map(|t| dir_relative(dir, t)))?;
+    let fill = fills(
+        &args,
+        &name,
+        testkit.as_deref().map(|t| dir_relative(dir, t)),
+    )?;
     for (path, template) in FILES {
         let target = dir.join(path);
         let text = fill
