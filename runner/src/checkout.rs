@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The variable that says which sources the runner uses.
-pub(crate) const VAR: &str = "TESTKIT_SOURCES";
+pub(crate) const VAR: &str = testkit_engine::settings::var::SOURCES;
 
 /// This runner's version: the testkit version a suite gets from the
 /// registry, and the `sandboxd` version to install.
