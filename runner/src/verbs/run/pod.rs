@@ -53,8 +53,8 @@ fn on_path(program: &str) -> Option<PathBuf> {
 
 /// The checkout that holds the default pod's sources, if the runner uses a
 /// checkout's (`TESTKIT_SOURCES`; unset, the one it was built from).
-fn source_workspace() -> Result<Option<PathBuf>, StartError> {
-    let sources = Sources::from_env().map_err(StartError::Sources)?;
+fn source_workspace() -> Result<Option<PathBuf>, SourcesError> {
+    let sources = Sources::from_env()?;
     Ok(sources
         .checkout()
         .filter(|root| root.join(DEFAULT_POD).join("Cargo.toml").is_file())
@@ -71,7 +71,7 @@ async fn ensure_default_pod(
     if let Some(found) = on_path(DEFAULT_POD) {
         return Ok(found);
     }
-    let Some(workspace) = source_workspace()? else {
+    let Some(workspace) = source_workspace().map_err(StartError::Sources)? else {
         return Err(StartError::NoDefaultPod {
             runner: std::env::current_exe()
                 .map(|e| e.display().to_string())
