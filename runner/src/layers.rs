@@ -11,6 +11,7 @@ use test_support::layers::{check_circles, Layers};
 const LAYERS: Layers<'static> = Layers {
     ranks: &[
         // Exit codes, the records of a run and what reads them.
+        ("checkout", 0),
         ("exit", 0),
         ("killed", 0),
         ("rerun", 0),

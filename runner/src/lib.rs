@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 mod args;
+mod checkout;
 mod containers;
 mod ctrf;
 mod errors;

@@ -1,8 +1,10 @@
 //! The engine under `testkit` and `testkit-runner`.
 //!
 //! This crate is for testkit and testkit-runner only. It makes no stability
-//! promise: a suite depends on `testkit`, whose facade re-exports what a spec
-//! author needs (the pod, the kind-plugin API, waits, templates).
+//! promise: any release may change anything in it, and testkit depends on it
+//! pinned exactly (`=0.1.0`), released with it under one version. A suite
+//! depends on `testkit`, whose facade re-exports what a spec author needs (the
+//! pod, the kind-plugin API, waits, templates).
 //!
 //! Everything here takes its inputs as arguments: no setting is read, no
 //! config loaded and no pod connected behind the caller's back. A test

@@ -34,6 +34,7 @@
 //! | `TESTKIT_PROCESS_TAG` | set by the harness on itself: every process a test starts inherits it |
 //! | `TESTKIT_PODS_DIR` | where `testkit-runner` records the pods it starts (else `$XDG_STATE_HOME/testkit/pods`) |
 //! | `TESTKIT_SWEEP_DEADLINE` | how long `testkit-runner run`'s residue sweep may take (from 1s to 24h) |
+//! | `TESTKIT_SOURCES` | which testkit sources `testkit-runner` uses: a checkout's folder, or `none` for the registry (else the checkout it was built from, while it is there) |
 //! | `TESTKIT_MACHINE_CACHE` | where machine images are cached (else `$XDG_CACHE_HOME/testkit/machines`, else `$HOME/.cache/testkit/machines`) |
 //!
 //! Cargo's and nextest's variables that testkit reads are here too:
@@ -103,6 +104,9 @@ pub mod var {
     pub const SWEEP_DEADLINE: &str = "TESTKIT_SWEEP_DEADLINE";
     /// Where machine images are cached.
     pub const MACHINE_CACHE: &str = "TESTKIT_MACHINE_CACHE";
+    /// Which testkit sources `testkit-runner` uses: a checkout's folder,
+    /// or `none` for the registry.
+    pub const SOURCES: &str = "TESTKIT_SOURCES";
 
     /// The variables testkit sets itself on a test binary it starts in
     /// another role (reaper, sweeper): never handed on from a caller's

@@ -1,6 +1,7 @@
 //! The `#[testkit::test]` attribute. Spec authors use it through the
 //! `testkit` crate, which re-exports it; depend on `testkit`, not on this
-//! crate.
+//! crate. It makes no stability promise: testkit depends on it pinned
+//! exactly (`=0.1.0`), released with it under one version.
 //!
 //! ```text
 //! use testkit::prelude::*;

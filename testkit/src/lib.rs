@@ -35,6 +35,14 @@
 //! and resource kinds (`testkit.toml`), is in the book, `book/src/` (start
 //! at `book/src/first-suite.md`; `mdbook build book` renders it).
 //!
+//! # Versions
+//!
+//! testkit follows semantic versioning: within `0.1.x` nothing a suite uses
+//! breaks. A suite says `testkit = "0.1"` and runs under a `testkit-runner`
+//! of the same minor version. testkit depends on `testkit-engine` and
+//! `testkit-macros` pinned exactly (`=0.1.0`): they make no stability promise
+//! of their own and are released with testkit, under one version.
+//!
 //! # Known limitations
 //!
 //! - Linux only: process groups, `/proc` and `flock` are how pods are stopped,

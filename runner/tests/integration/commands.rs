@@ -280,6 +280,66 @@ fn a_new_suite_runs_green_against_the_default_pod_and_a_pod_command() {
     }
 }
 
+/// With `TESTKIT_SOURCES=none`, `new` makes a suite that depends on
+/// testkit of the runner's own version from the registry and names no path
+/// into the checkout; a value that is neither a checkout nor `none` is
+/// refused, naming the variable and how to mend it.
+#[test]
+fn a_new_suite_without_a_checkout_depends_on_testkit_from_the_registry() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("from-registry");
+    let made = Ran::from(
+        runner()
+            .arg("new")
+            .arg(&dir)
+            .env("TESTKIT_SOURCES", "none")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(made.code, 0, "{}{}", made.stdout, made.stderr);
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let dependency = format!("testkit = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(manifest.contains(&dependency), "{manifest}");
+    assert!(!manifest.contains("path ="), "{manifest}");
+    assert!(
+        !dir.join("Cargo.lock").exists(),
+        "a lockfile of the checkout's"
+    );
+    let checkout = crate::workspace();
+    let checkout = checkout.to_string_lossy();
+    let mut files = vec![dir.clone()];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !text.contains(checkout.as_ref()),
+                "{} names the checkout: {text}",
+                path.display()
+            );
+        }
+    }
+
+    let nowhere = scratch.path().join("nowhere");
+    let refused = Ran::from(
+        runner()
+            .arg("new")
+            .arg(scratch.path().join("refused"))
+            .env("TESTKIT_SOURCES", &nowhere)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(refused.code, 64, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("TESTKIT_SOURCES=")
+            && refused.stderr.contains(nowhere.to_str().unwrap())
+            && refused.stderr.contains("`none`"),
+        "{}",
+        refused.stderr
+    );
+}
+
 /// The janitor deletes what carries the run id, and nothing else.
 #[test]
 fn janitor_deletes_a_runs_leftovers_and_never_other_names() {

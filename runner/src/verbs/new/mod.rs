@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use crate::checkout::{self, Sources};
 use crate::errors::ExpectedError;
 
 #[derive(Debug, Args)]
@@ -25,8 +26,10 @@ pub(crate) struct NewArgs {
     /// With --pod-command: your service's unauthenticated health path.
     #[arg(long, value_name = "HEALTH_PATH", default_value = "/health")]
     health_path: String,
-    /// The testkit crate the suite depends on, by path. Default: the one
-    /// this runner was built from.
+    /// The testkit crate the suite depends on, by path. Default: that of the
+    /// checkout `TESTKIT_SOURCES` names (a folder, or `none` for testkit of
+    /// this runner's version from the registry); unset, the checkout this
+    /// runner was built from while it is there, else the registry.
     #[arg(long, value_name = "DIR")]
     testkit: Option<PathBuf>,
 }
@@ -41,6 +44,17 @@ const FILES: &[(&str, &str)] = &[
     (".config/nextest.toml", include_str!("nextest.toml.in")),
     (".gitignore", "/target\n"),
 ];
+
+/// With testkit by path: its crates built whole, as a registry's are.
+const BUILT_WHOLE: &str = "
+# testkit is a path dependency here, which cargo would build incrementally,
+# in many objects that every test binary links. Built whole, they link
+# sooner. Drop these two when testkit comes from a registry.
+[profile.dev.package.testkit]
+incremental = false
+[profile.dev.package.testkit-engine]
+incremental = false
+";
 
 /// The default pod's resource kind, and a test that creates one.
 const SANDBOX_KIND: &str = r#"# A resource kind: how testkit finds, deletes and lists what tests create.
@@ -109,22 +123,31 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
             dir.display()
         )));
     }
+    // The testkit crate the suite depends on by path, or none: testkit of
+    // this runner's version from the registry.
     let testkit = match &args.testkit {
-        Some(t) => t.clone(),
-        None => built_from().ok_or_else(|| {
-            ExpectedError::bad_args(
-                "new: the testkit sources this runner was built from are gone: give the testkit crate with --testkit DIR",
-            )
-        })?,
+        Some(t) => Some(t.clone()),
+        None => match Sources::from_env()
+            .map_err(|e| ExpectedError::bad_args(format_args!("new: {e}")))?
+        {
+            Sources::Checkout(root) => Some(root.join("testkit")),
+            Sources::Registry => None,
+        },
     };
-    if !testkit.join("Cargo.toml").is_file() {
-        return Err(ExpectedError::bad_args(format_args!(
-            "new: {} is not the testkit crate (it has no Cargo.toml): give it with --testkit DIR",
-            testkit.display()
-        )));
+    if let Some(testkit) = &testkit {
+        if !testkit.join("Cargo.toml").is_file() {
+            return Err(ExpectedError::bad_args(format_args!(
+                "new: {} is not the testkit crate (it has no Cargo.toml): give it with --testkit DIR",
+                testkit.display()
+            )));
+        }
     }
     let name = package_name(dir);
-    let fill = fills(&args, &name, &dir_relative(dir, &testkit))?;
+    let fill = fills(
+        &args,
+        &name,
+        testkit.as_deref().map(|t| dir_relative(dir, t)),
+    )?;
     for (path, template) in FILES {
         let target = dir.join(path);
         let text = fill
@@ -135,9 +158,11 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
         write(&target, &text)?;
     }
     // The versions testkit is tested with: the suite builds them on the
-    // first try, and commits the lockfile.
+    // first try, and commits the lockfile. (From a registry, cargo resolves
+    // them on the first build.)
     if let Some(lock) = testkit
-        .parent()
+        .as_deref()
+        .and_then(Path::parent)
         .map(|w| w.join("suites/conformance/Cargo.lock"))
     {
         if lock.is_file() {
@@ -160,7 +185,7 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
 fn fills(
     args: &NewArgs,
     name: &str,
-    testkit: &Path,
+    testkit: Option<PathBuf>,
 ) -> Result<Vec<(&'static str, String)>, ExpectedError> {
     let prefix: String = name
         .chars()
@@ -177,8 +202,23 @@ fn fills(
                 prefix
             },
         ),
-        ("@TESTKIT@", testkit.display().to_string()),
     ];
+    match testkit {
+        Some(path) => fill.extend([
+            (
+                "@TESTKIT@",
+                format!(
+                    "{{ path = {} }}",
+                    serde_json::Value::from(path.display().to_string())
+                ),
+            ),
+            ("@BUILT_WHOLE@", BUILT_WHOLE.to_owned()),
+        ]),
+        None => fill.extend([
+            ("@TESTKIT@", format!("\"{}\"", checkout::VERSION)),
+            ("@BUILT_WHOLE@", String::new()),
+        ]),
+    }
     match &args.pod_command {
         None => fill.extend([
             ("@COMMAND@", r#"["sandboxd", "serve"]"#.to_owned()),
@@ -217,14 +257,6 @@ fn fills(
         }
     }
     Ok(fill)
-}
-
-/// The testkit crate of the workspace this runner was built from.
-fn built_from() -> Option<PathBuf> {
-    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()?
-        .join("testkit");
-    crate_dir.join("Cargo.toml").is_file().then_some(crate_dir)
 }
 
 /// `dir`'s name as a package name: lowercase letters, digits and `-`.

@@ -14,6 +14,7 @@ use testkit_engine::resource::{
 };
 
 use super::plan::Plan;
+use crate::checkout::{Sources, SourcesError, VERSION};
 use crate::verdict::Verdict;
 
 /// The default pod, a package of the workspace this runner comes from.
@@ -50,14 +51,14 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|p| testkit_engine::process::is_executable(p))
 }
 
-/// The workspace this runner was built from, when it still holds the
-/// default pod's sources.
-fn source_workspace() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
-    root.join(DEFAULT_POD)
-        .join("Cargo.toml")
-        .is_file()
-        .then(|| root.to_owned())
+/// The checkout that holds the default pod's sources, if the runner uses a
+/// checkout's (`TESTKIT_SOURCES`; unset, the one it was built from).
+fn source_workspace() -> Result<Option<PathBuf>, SourcesError> {
+    let sources = Sources::from_env()?;
+    Ok(sources
+        .checkout()
+        .filter(|root| root.join(DEFAULT_POD).join("Cargo.toml").is_file())
+        .map(Path::to_owned))
 }
 
 /// Makes sure the default pod is built: next to the runner or on PATH, or
@@ -70,7 +71,7 @@ async fn ensure_default_pod(
     if let Some(found) = on_path(DEFAULT_POD) {
         return Ok(found);
     }
-    let Some(workspace) = source_workspace() else {
+    let Some(workspace) = source_workspace().map_err(StartError::Sources)? else {
         return Err(StartError::NoDefaultPod {
             runner: std::env::current_exe()
                 .map(|e| e.display().to_string())
@@ -131,11 +132,14 @@ async fn ensure_default_pod(
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StartError {
     #[error(
-        "`{DEFAULT_POD}` (the default pod) is neither next to {runner} nor on PATH, and its \
-         sources are not at hand: install it (`cargo install --path sandboxd`), or set `[pod] \
-         command` in testkit.toml"
+        "`{DEFAULT_POD}` (the default pod) is neither next to {runner} nor on PATH, and no \
+         testkit checkout holds its sources: install it (`cargo install {DEFAULT_POD} --version \
+         {VERSION}`), name a checkout with TESTKIT_SOURCES, or set `[pod] command` in \
+         testkit.toml"
     )]
     NoDefaultPod { runner: String },
+    #[error("{0}")]
+    Sources(SourcesError),
     #[error("cannot create {}", path.display())]
     BuildLog {
         path: PathBuf,
