@@ -106,9 +106,9 @@ fn a_screenshot_is_in_the_artifacts_the_record_and_junit() {
 fn a_browser_test_without_a_screenshot_fails() {
     let pod = Sandboxd::start(&[]);
     let run = Run::new("brnoshot");
-    let (status, out) = run_test(&run, &pod, "opens_and_saves_nothing", &[]);
+    let (status, out) = run_test(&run, &pod, "opens_and_screenshots", &[]);
     assert!(!status.success(), "{out}");
-    let r = record(&run, "opens_and_saves_nothing");
+    let r = record(&run, "opens_and_screenshots");
     assert_eq!(kind(&r), "no_screenshot", "{r:#?}");
     assert!(
         r.message
@@ -352,6 +352,91 @@ fn a_crashed_browser_fails_only_its_test_and_the_next_gets_a_new_one() {
         pid_in(&dir.path().join("new")),
     );
     assert_ne!(killed, new, "the next test got a new browser");
+}
+
+/// A browser found running that does not answer (one dying: killed a
+/// moment ago, its process not yet gone) is not shared: it is ended, and
+/// the test gets a browser started again, and passes.
+#[test]
+fn a_browser_found_running_that_does_not_answer_is_ended_and_another_started() {
+    use std::os::unix::process::CommandExt as _;
+    let pod = Sandboxd::start(&[]);
+    let run = Run::new("brdying");
+    // The run's browser is the runner's: its record is where this test
+    // can plant one.
+    testkit_engine::browser::announce(&run.results).unwrap();
+    let dir = testkit_engine::browser::dir(&run.results);
+    // The dying browser: a live process in a group of its own, its
+    // DevTools port closed.
+    /// Ends and reaps the stand-in however the test ends.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut dying = Reaped(
+        std::process::Command::new("sleep")
+            .arg("120")
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    let pid = dying.0.id() as i32;
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let planted = serde_json::json!({
+        "pid": pid,
+        "start_ticks": testkit_engine::process::start_ticks(pid),
+        "ws_url": format!("ws://127.0.0.1:{port}/devtools/browser/dying"),
+        "profile": profile.path(),
+        "number": 1,
+    });
+    std::fs::write(
+        testkit_engine::browser::record_file(&dir),
+        planted.to_string(),
+    )
+    .unwrap();
+    // To a file, not a pipe: the browser the test starts is the run's and
+    // outlives the test process, holding what it inherited open.
+    let said_file = run.results.join("said.txt");
+    let mut child = command(&run, &pod, "opens_and_screenshots", &[])
+        .stdout(std::fs::File::create(&said_file).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let status = child.wait().unwrap();
+    let ended = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(testkit_engine::browser::end(
+            &dir,
+            &run.id,
+            Duration::from_secs(3),
+        ));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut gone = false;
+    while !gone && std::time::Instant::now() < deadline {
+        gone = dying.0.try_wait().is_ok_and(|s| s.is_some());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.assert_no_strays(Some(pgid));
+    let said = std::fs::read_to_string(&said_file).unwrap_or_default();
+    assert!(status.success(), "{said}");
+    assert!(ended.is_ok(), "{ended:?}");
+    assert!(gone, "the dying browser (pid {pid}) was not ended");
+    let r = record(&run, "opens_and_screenshots");
+    assert!(
+        r.output
+            .contains("failed to connect to the run's browser 1")
+            && r.output.contains(": starting another")
+            && r.output.contains("started the run's Chromium 2"),
+        "{r:#?}"
+    );
 }
 
 #[test]

@@ -200,7 +200,9 @@ impl ClusterInfo {
         let mut said = Vec::new();
         for name in self.nodes.keys() {
             match self.container_of(name).await {
-                Ok(id) => said.push(describe_container(&engine, name, &id, tail).await),
+                Ok(id) => {
+                    said.push(super::container::describe_container(&engine, name, &id, tail).await)
+                }
                 Err(e) => said.push(format!("node {name}: {}", crate::errors::error_chain(&e))),
             }
         }
@@ -215,47 +217,6 @@ impl ClusterInfo {
         }
         Ok(())
     }
-}
-
-/// A container's state as the engine has it (`running`, `paused`,
-/// `exited (code 137)`) and its last `tail` lines of output, both streams
-/// in order: `node NAME: STATE; its last N lines:` and the lines indented,
-/// what could not be read said. One paragraph of a hang report.
-pub(super) async fn describe_container(
-    engine: &Engine,
-    name: &str,
-    id: &str,
-    tail: usize,
-) -> String {
-    let state = match engine.inspect_containers(&[id.to_owned()]).await {
-        Ok(found) => match found.first() {
-            Some(c) if c.state.paused => "paused".to_owned(),
-            Some(c) if !c.state.running => {
-                format!("{} (code {})", c.state.status, c.state.exit_code)
-            }
-            Some(c) => c.state.status.clone(),
-            None => "gone".to_owned(),
-        },
-        Err(e) => format!("unknown ({})", crate::errors::error_chain(&e)),
-    };
-    let logs = match engine.logs(id, Some(tail)).await {
-        Ok(logs) => {
-            let mut lines: Vec<&str> = logs.stdout.lines().chain(logs.stderr.lines()).collect();
-            // Each line starts with its timestamp: in order, both streams.
-            lines.sort_unstable();
-            let from = lines.len().saturating_sub(tail);
-            lines[from..]
-                .iter()
-                .map(|l| format!("    {}", crate::redact(l)))
-                .collect::<Vec<_>>()
-                .join("\n")
-        }
-        Err(e) => format!(
-            "    (its output could not be read: {})",
-            crate::errors::error_chain(&e)
-        ),
-    };
-    format!("node {name}: {state}; its last {tail} lines:\n{logs}")
 }
 
 /// Waits until `node` answers 2xx at its health path, asking every 100 ms.

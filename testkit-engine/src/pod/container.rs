@@ -290,7 +290,7 @@ impl PodContainer {
             )
             .await;
         match found.as_deref() {
-            Ok([one]) => super::cluster::describe_container(&engine, "pod", &one.id, tail).await,
+            Ok([one]) => describe_container(&engine, "pod", &one.id, tail).await,
             Ok([]) => format!(
                 "node pod: gone (no container labelled {POD_LABEL}={})",
                 self.pod_id
@@ -1024,6 +1024,63 @@ fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// A container's state as the engine has it (`running`, `paused`,
+/// `exited (code 137)`) and its last `tail` lines of output, both streams
+/// in order: `node NAME: STATE; its last N lines:` and the lines indented,
+/// what could not be read said. One paragraph of a hang report.
+pub(super) async fn describe_container(
+    engine: &Engine,
+    name: &str,
+    id: &str,
+    tail: usize,
+) -> String {
+    let state = match engine.inspect_containers(&[id.to_owned()]).await {
+        Ok(found) => match found.first() {
+            Some(c) if c.state.paused => "paused".to_owned(),
+            Some(c) if !c.state.running => {
+                format!("{} (code {})", c.state.status, c.state.exit_code)
+            }
+            Some(c) => c.state.status.clone(),
+            None => "gone".to_owned(),
+        },
+        Err(e) => format!("unknown ({})", crate::errors::error_chain(&e)),
+    };
+    let logs = match engine.logs(id, Some(tail)).await {
+        Ok(logs) => {
+            let mut lines: Vec<&str> = logs.stdout.lines().chain(logs.stderr.lines()).collect();
+            // Each line starts with its timestamp: in order, both streams.
+            lines.sort_unstable();
+            let from = lines.len().saturating_sub(tail);
+            lines[from..]
+                .iter()
+                .map(|l| format!("    {}", crate::redact(&capped(l))))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Err(e) => format!(
+            "    (its output could not be read: {})",
+            crate::errors::error_chain(&e)
+        ),
+    };
+    format!("node {name}: {state}; its last {tail} lines:\n{logs}")
+}
+
+/// The longest a node's line may be in a report: a line as long as a
+/// log can hold would swamp the failure it is part of.
+const LINE_CAP: usize = 2048;
+
+/// `line`, cut at [`LINE_CAP`] bytes (on a character boundary).
+fn capped(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= LINE_CAP {
+        return line.into();
+    }
+    let mut end = LINE_CAP;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … ({} bytes more)", &line[..end], line.len() - end).into()
 }
 
 #[cfg(test)]

@@ -137,20 +137,11 @@ impl Browsers {
                 .map_err(anyhow::Error::msg)?
                 .map_err(anyhow::Error::msg)?;
         let index = self.opened.fetch_add(1, Ordering::SeqCst) + 1;
-        let found = shared::acquire(run, &program).await?;
-        let log_path = found.log.clone();
-        self.log.push(format!(
-            "browser {index}: {} the run's Chromium {} (pid {}), output in {}",
-            if found.started { "started" } else { "shares" },
-            found.record.number,
-            found.record.pid,
-            log_path.display()
-        ));
         let console = Arc::new(Mutex::new(Vec::new()));
         // Taken here, on the test's thread: the events arrive on the
         // DevTools reader's, which knows no test.
         let film = film::Film::current();
-        let conn = Arc::new(
+        let connect = |found: &shared::Found| {
             cdp::Connection::connect(
                 &found.record.ws_url,
                 self.console_sink(index, &console, film.clone()),
@@ -160,10 +151,32 @@ impl Browsers {
                     "failed to connect to the run's browser {} at {}: {e}; its output is in {}",
                     found.record.number,
                     found.record.ws_url,
-                    log_path.display()
+                    found.log.display()
                 )
-            })?,
-        );
+            })
+        };
+        let mut found = shared::acquire(run, &program, None).await?;
+        let conn = match connect(&found) {
+            Ok(conn) => conn,
+            // One found running may be dying (a crash a moment ago): the
+            // test gets a browser started again, as after any crash.
+            Err(e) if !found.started => {
+                self.log
+                    .push(format!("browser {index}: {e:#}: starting another"));
+                found = shared::acquire(run, &program, Some(&found.record)).await?;
+                connect(&found)?
+            }
+            Err(e) => return Err(e),
+        };
+        let conn = Arc::new(conn);
+        let log_path = found.log.clone();
+        self.log.push(format!(
+            "browser {index}: {} the run's Chromium {} (pid {}), output in {}",
+            if found.started { "started" } else { "shares" },
+            found.record.number,
+            found.record.pid,
+            log_path.display()
+        ));
         // Registered before the context is made: from here on the
         // teardown closes what was made, whatever fails below.
         lock(&self.open).push(Open {

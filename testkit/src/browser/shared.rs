@@ -64,8 +64,14 @@ pub(super) struct Found {
 }
 
 /// The browser for a test: the live one, else one started now (after
-/// ending what is left of a dead one).
-pub(super) async fn acquire(run: &'static Run, program: &Path) -> crate::Result<Found> {
+/// ending what is left of a dead one). `unanswering` is a browser the
+/// test found running but could not connect to: it is dying (a crash a
+/// moment ago, its process not yet gone), and is ended, not shared again.
+pub(super) async fn acquire(
+    run: &'static Run,
+    program: &Path,
+    unanswering: Option<&Record>,
+) -> crate::Result<Found> {
     let place = place(run);
     std::fs::create_dir_all(&place.dir)
         .map_err(|e| anyhow::anyhow!("failed to create {}: {e}", place.dir.display()))?;
@@ -82,7 +88,8 @@ pub(super) async fn acquire(run: &'static Run, program: &Path) -> crate::Result<
     .map_err(|e| anyhow::anyhow!("failed to lock {shown}: {e}"))?;
     let previous = run_browser::read_record(&place.dir);
     if let Some(record) = &previous {
-        if record.is_running() {
+        let dying = unanswering.is_some_and(|u| u.pid == record.pid && u.number == record.number);
+        if record.is_running() && !dying {
             let log = log_path(&place.dir, record.number);
             return Ok(Found {
                 record: record.clone(),

@@ -242,7 +242,13 @@ mod tests {
             killpg(Pid::from_raw(sandboxd.pid()), Signal::SIGSTOP).unwrap();
             let _thaw = Thaw(sandboxd.pid());
             let url = pod.url("/api/sandboxes?limit=1");
-            let request = tokio::spawn(async move { pod.client().get(url).send().await });
+            // Sent again should it fail (a pooled connection the pod had
+            // closed): the one that reaches the frozen pod stays pending.
+            let request = tokio::spawn(async move {
+                while pod.client().get(url.clone()).send().await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            });
             let wait = tokio::spawn(Wait::new().inactivity(Duration::from_secs(3600)).run(
                 "sandbox ct-hang-01 to be ready",
                 || async { Ok(Check::<()>::pending("state=starting")) },

@@ -112,6 +112,9 @@ pub(crate) async fn run(
     args: RunArgs,
     settings: testkit_engine::settings::Settings,
 ) -> Result<(), ExpectedError> {
+    // First: from here on SIGUSR1 asks what the tests are doing, and never
+    // ends the runner.
+    status::install();
     // Everything that can be wrong with the arguments is found before
     // anything starts.
     let plan = match Plan::from_args(args, settings)? {

@@ -140,7 +140,6 @@ impl<'a> Run<'a> {
             })?;
         }
         let interrupt = Interrupt::install();
-        super::status::install();
         let pod_dir = plan.results_dir.join("pod");
         let _ = std::fs::create_dir_all(&pod_dir);
         // Word of an earlier run's `pod down` is not about this run's pod.

@@ -93,6 +93,14 @@ async fn answer() -> String {
         return "\ntestkit-runner: SIGUSR1: no test process of this run is running now\n"
             .to_owned();
     }
+    // The folder the answers go to is the runner's to make: one it cannot
+    // make is named here, not blamed on the test processes.
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return format!(
+            "\ntestkit-runner: SIGUSR1: cannot make {} for the tests' answers: {e}\n",
+            dir.display()
+        );
+    }
     // An earlier answer is not this one.
     for (pid, _) in &procs {
         let _ = std::fs::remove_file(answer_file(&dir, *pid));
@@ -139,7 +147,12 @@ fn test_processes(run_id: &str, binaries: &[PathBuf]) -> Vec<(i32, u64)> {
     process::with_env_without(var::RUN_ID, run_id, var::RUN_AS)
         .into_iter()
         .filter(|(pid, _)| {
-            binaries.is_empty() || process::exe_of(*pid).is_some_and(|exe| binaries.contains(&exe))
+            // By file name: a nextest archive is unpacked into a folder of
+            // each command's own, so the listed path is not the one run.
+            let names = || binaries.iter().filter_map(|b| b.file_name());
+            binaries.is_empty()
+                || process::exe_of(*pid)
+                    .is_some_and(|exe| names().any(|n| exe.file_name() == Some(n)))
         })
         .filter(|(pid, _)| process::catches(*pid, Signal::SIGUSR1))
         .collect()
