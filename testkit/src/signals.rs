@@ -1,6 +1,3 @@
-//! SIGUSR1: report what each test in its body is doing (see
-//! [`crate::harness::hang`]), and go on.
-//!
 //! SIGINT and SIGTERM (Ctrl-C, nextest's timeout): clean up every live test's
 //! resources within a grace period, then exit with 128 + the signal number.
 //! A second signal exits at once; the reaper finishes what is left. The
@@ -97,46 +94,3 @@ fn libc_sigint() -> i32 {
 fn libc_sigterm() -> i32 {
     nix::sys::signal::Signal::SIGTERM as i32
 }
-
-/// Installs the SIGUSR1 handler on the shared runtime: each SIGUSR1 writes
-/// the report of every test of this process in its body to stderr and to
-/// `status/<pid>.txt` in the run's results folder, where the runner reads
-/// it. Call once, before tests run.
-pub(crate) fn install_status_handler() {
-    let rt = crate::runtime::runtime();
-    // As above: registered before this returns, so SIGUSR1 no longer ends
-    // the process.
-    let mut usr1 = match rt.block_on(async { signal(SignalKind::user_defined1()) }) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("testkit: could not install the SIGUSR1 handler ({e}); SIGUSR1 would end this process");
-            return;
-        }
-    };
-    rt.spawn(async move {
-        while usr1.recv().await.is_some() {
-            let report = crate::harness::report_in_body().await;
-            {
-                use std::io::Write as _;
-                let _ = std::io::stderr().write_all(report.as_bytes());
-            }
-            let Ok(run) = crate::globals::run() else {
-                continue;
-            };
-            let dir = run.results_dir.join(STATUS_DIR);
-            let file = dir.join(format!("{}.txt", std::process::id()));
-            // Whole or not at all: the runner never reads half a report.
-            let written = std::fs::create_dir_all(&dir)
-                .and_then(|()| crate::engine::files::write_private(&file, report.as_bytes()));
-            if let Err(e) = written {
-                eprintln!(
-                    "testkit: could not write the SIGUSR1 report to {}: {e}",
-                    file.display()
-                );
-            }
-        }
-    });
-}
-
-/// The results folder's subfolder of reports on demand.
-const STATUS_DIR: &str = "status";

@@ -106,9 +106,9 @@ fn a_screenshot_is_in_the_artifacts_the_record_and_junit() {
 fn a_browser_test_without_a_screenshot_fails() {
     let pod = Sandboxd::start(&[]);
     let run = Run::new("brnoshot");
-    let (status, out) = run_test(&run, &pod, "opens_and_screenshots", &[]);
+    let (status, out) = run_test(&run, &pod, "opens_and_saves_nothing", &[]);
     assert!(!status.success(), "{out}");
-    let r = record(&run, "opens_and_screenshots");
+    let r = record(&run, "opens_and_saves_nothing");
     assert_eq!(kind(&r), "no_screenshot", "{r:#?}");
     assert!(
         r.message

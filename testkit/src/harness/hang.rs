@@ -89,7 +89,7 @@ pub(super) fn list_in_body(
 
 /// The report of every test of this process in its body now, each under
 /// its name; says so when there is none.
-pub(crate) async fn report_in_body() -> String {
+async fn report_in_body() -> String {
     type Live = (String, Duration, Option<u64>, HeldFaults, CurrentStep);
     let live: Vec<Live> = IN_BODY
         .lock()
@@ -112,6 +112,50 @@ pub(crate) async fn report_in_body() -> String {
     }
     out
 }
+
+/// Installs the SIGUSR1 handler on the shared runtime: each SIGUSR1 writes
+/// the report of every test of this process in its body to stderr and to
+/// `status/<pid>.txt` in the run's results folder, where the runner reads
+/// it. Call once, before tests run.
+pub(super) fn install_status_handler() {
+    let rt = crate::runtime::runtime();
+    // Registered inside the runtime before this returns: SIGUSR1 no
+    // longer ends the process.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut usr1 = match rt.block_on(async { signal(SignalKind::user_defined1()) }) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("testkit: could not install the SIGUSR1 handler ({e}); SIGUSR1 would end this process");
+            return;
+        }
+    };
+    rt.spawn(async move {
+        while usr1.recv().await.is_some() {
+            let report = report_in_body().await;
+            {
+                use std::io::Write as _;
+                let _ = std::io::stderr().write_all(report.as_bytes());
+            }
+            let Ok(run) = crate::globals::run() else {
+                continue;
+            };
+            let dir = run.results_dir.join(STATUS_DIR);
+            let file = dir.join(format!("{}.txt", std::process::id()));
+            // Whole or not at all: the runner never reads half a report.
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|()| crate::engine::files::write_private(&file, report.as_bytes()));
+            if let Err(e) = written {
+                eprintln!(
+                    "testkit: could not write the SIGUSR1 report to {}: {e}",
+                    file.display()
+                );
+            }
+        }
+    });
+}
+
+/// The results folder's subfolder of reports on demand.
+const STATUS_DIR: &str = "status";
 
 /// What the test whose trace is `trace` (every test of the process when
 /// it has none) was waiting on, `in_body` into its body and in `step`;

@@ -5,7 +5,6 @@
 //! are done.
 
 mod hang;
-pub(crate) use hang::report_in_body;
 mod lifecycle;
 mod panics;
 mod pod_lock;
@@ -216,7 +215,7 @@ fn run(mut args: Arguments, settings: Option<&'static Settings>) -> ExitCode {
         // Ctrl-C and nextest's timeout clean up what the running tests created.
         crate::signals::install_signal_handler(settings.grace);
         // SIGUSR1: what each test in its body is doing, and go on.
-        crate::signals::install_status_handler();
+        hang::install_status_handler();
     }
 
     let conclusion = libtest_mimic::run(&args, trials);
