@@ -157,6 +157,19 @@ pub(super) fn install_status_handler() {
 /// The results folder's subfolder of reports on demand.
 const STATUS_DIR: &str = "status";
 
+/// What `said` says, as a report's paragraph, if it is said within
+/// [`NODES_WITHIN`]; else that `who` did not answer: the report of a hang
+/// must not hang.
+async fn within(said: impl std::future::Future<Output = String>, who: &str) -> String {
+    match tokio::time::timeout(NODES_WITHIN, said).await {
+        Ok(said) => format!("\n  {said}"),
+        Err(_) => format!(
+            "\n  {who} did not answer within {}s",
+            NODES_WITHIN.as_secs()
+        ),
+    }
+}
+
 /// What the test whose trace is `trace` (every test of the process when
 /// it has none) was waiting on, `in_body` into its body and in `step`;
 /// indented, to follow the timeout's first lines.
@@ -198,49 +211,16 @@ pub(super) async fn report(
         let _ = write!(out, "\n  {}", process.describe(NODE_LINES));
     }
     if let Some(container) = handle.as_ref().and_then(|h| h.container()) {
-        match tokio::time::timeout(NODES_WITHIN, container.describe(NODE_LINES)).await {
-            Ok(said) => {
-                let _ = write!(out, "\n  {said}");
-            }
-            Err(_) => {
-                let _ = write!(
-                    out,
-                    "\n  the pod's state: the container engine did not answer within {}s",
-                    NODES_WITHIN.as_secs()
-                );
-            }
-        }
+        let said = container.describe(NODE_LINES);
+        out.push_str(&within(said, "the pod's state: the container engine").await);
     }
     if let Some(machine) = handle.as_ref().and_then(|h| h.machine()) {
-        match tokio::time::timeout(NODES_WITHIN, machine.describe(NODE_LINES)).await {
-            Ok(said) => {
-                let _ = write!(out, "\n  {said}");
-            }
-            Err(_) => {
-                let _ = write!(
-                    out,
-                    "\n  the machine's state: QEMU did not answer within {}s",
-                    NODES_WITHIN.as_secs()
-                );
-            }
-        }
+        let said = machine.describe(NODE_LINES);
+        out.push_str(&within(said, "the machine's state: QEMU").await);
     }
-    let cluster = handle.and_then(|handle| handle.cluster().cloned());
-    if let Some(cluster) = cluster {
-        match tokio::time::timeout(NODES_WITHIN, cluster.describe_nodes(NODE_LINES)).await {
-            Ok(nodes) => {
-                for node in nodes {
-                    let _ = write!(out, "\n  {node}");
-                }
-            }
-            Err(_) => {
-                let _ = write!(
-                    out,
-                    "\n  the nodes' states: the container engine did not answer within {}s",
-                    NODES_WITHIN.as_secs()
-                );
-            }
-        }
+    if let Some(cluster) = handle.and_then(|handle| handle.cluster().cloned()) {
+        let said = async { cluster.describe_nodes(NODE_LINES).await.join("\n  ") };
+        out.push_str(&within(said, "the nodes' states: the container engine").await);
     }
     crate::redact(&out).into_owned()
 }
