@@ -242,9 +242,9 @@ fn launch(dir: TempDir, home: PathBuf, args: &[&str], env: &[(&str, &str)]) -> S
     let log = dir.path().join("sandboxd.log");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir(&tmp).unwrap_or_else(|e| panic!("failed to create {}: {e}", tmp.display()));
-    let mut child = serve_command(bin, &home, &tmp, &log, args)
-        .envs(env.iter().copied())
-        .spawn()
+    let mut cmd = serve_command(bin, &home, &tmp, &log, args);
+    cmd.envs(env.iter().copied());
+    let mut child = spawn_ended_with_this_process(cmd)
         .unwrap_or_else(|e| panic!("failed to start {}: {e}", bin.display()));
     let pid = child.id() as i32;
 
@@ -295,6 +295,56 @@ fn launch(dir: TempDir, home: PathBuf, args: &[&str], env: &[(&str, &str)]) -> S
         token: handle.token,
         _dir: dir,
     }
+}
+
+/// Spawns `cmd` so that it is sent SIGTERM when this process ends, however
+/// it ends: a test process killed outright (a timeout's SIGKILL, a
+/// cancelled run) never leaves a sandboxd behind, which `Drop` alone
+/// cannot promise.
+///
+/// The kernel sends a parent-death signal when the *thread* that forked
+/// the child ends, not the process: so every child is forked by one
+/// thread that lives as long as the process, never by a test's thread,
+/// which ends with its test while its server may be shared.
+fn spawn_ended_with_this_process(mut cmd: Command) -> std::io::Result<Child> {
+    type Request = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<mpsc::Sender<Request>>> =
+        std::sync::OnceLock::new();
+    let parent = std::process::id() as i32;
+    // SAFETY: prctl and getppid are async-signal-safe; nothing here
+    // allocates or takes a lock between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // The parent may have died before the signal was armed.
+            // (No allocation after fork: an errno, not a message.)
+            if nix::unistd::getppid().as_raw() != parent {
+                return Err(Errno::ESRCH.into());
+            }
+            Ok(())
+        });
+    }
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        std::thread::Builder::new()
+            .name("test-support-spawner".into())
+            .spawn(move || {
+                for (mut cmd, answer) in rx {
+                    let _ = answer.send(cmd.spawn());
+                }
+            })
+            .expect("a thread to start servers from");
+        std::sync::Mutex::new(tx)
+    });
+    let (answer, spawned) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send((cmd, answer))
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    spawned
+        .recv()
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
 }
 
 /// The log file, opened to append to.

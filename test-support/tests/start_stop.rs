@@ -115,3 +115,56 @@ fn a_failed_start_says_what_happened_and_shows_the_log() {
         "the log tail is shown: {message}"
     );
 }
+
+/// A test process killed outright (SIGKILL: no `Drop` runs) leaves no
+/// sandboxd behind: the server is told to stop when its test process
+/// ends, even when the test's thread that started it has already ended.
+#[test]
+fn a_killed_test_process_leaves_no_server_behind() {
+    if let Some(pid_file) = std::env::var_os("START_STOP_HOLD") {
+        // The child: start a server from a thread that then ends, say
+        // its pid, and wait to be killed.
+        let pod = std::thread::spawn(|| Sandboxd::start(&[])).join().unwrap();
+        std::fs::write(&pid_file, pod.pid().to_string()).unwrap();
+        std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_killed_test_process_leaves_no_server_behind",
+            "--nocapture",
+        ])
+        .env("START_STOP_HOLD", &pid_file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            if let Ok(pid) = pid.trim().parse::<i32>() {
+                break pid;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child started no server"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The child's thread that started the server has ended: it still runs.
+    assert!(!group_gone(pid), "the server outlived its starting thread");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !group_gone(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let gone = group_gone(pid);
+    if !gone {
+        let _ = killpg(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert!(gone, "sandboxd {pid} outlived its killed test process");
+}

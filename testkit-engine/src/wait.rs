@@ -125,7 +125,7 @@ impl Wait {
                     return Err(WaitError::Failed {
                         what: what.to_owned(),
                         waited: start.elapsed(),
-                        last,
+                        last: last.as_deref().map(crate::trace::cap),
                         cause: source,
                     })
                 }
@@ -151,7 +151,7 @@ impl Wait {
                     waited: start.elapsed(),
                     reason,
                     polls,
-                    last,
+                    last: last.as_deref().map(crate::trace::cap),
                 });
             }
             let after = crate::duration::tokio_deadline_after;
@@ -180,18 +180,27 @@ where
 {
     let start = Instant::now();
     cx.wait_log(format!("waiting for {what}"));
-    let mut seen = Vec::new();
+    // The last observations, each capped, and how many came before them:
+    // a wait that sees a new listing every poll costs bounded memory.
+    let mut seen = std::collections::VecDeque::new();
+    let mut earlier = 0;
     let result = wait
         .run(what, poll, |o| {
-            seen.push(o.to_owned());
-            cx.wait_log(format!("  {what}: {o}"))
+            let o = crate::trace::cap(o);
+            cx.wait_log(format!("  {what}: {o}"));
+            seen.push_back(o);
+            if seen.len() > crate::trace::step::WAIT_OBSERVATIONS {
+                seen.pop_front();
+                earlier += 1;
+            }
         })
         .await;
     crate::trace::step::wait(
         what,
         start.into_std(),
         result.as_ref().err().map(|e| e.to_string()),
-        &seen,
+        seen.make_contiguous(),
+        earlier,
     );
     match &result {
         Ok(_) => cx.wait_log(format!(

@@ -26,6 +26,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use engine::config::{ConfigError, SuiteConfig};
 use engine::pod::{connect, HandlePolicy, Pod, PodHandle, NO_POD_REASON};
@@ -341,6 +342,9 @@ fn read_handle() -> Result<PodHandle, PodUnavailable> {
     Ok(handle)
 }
 
+/// How long connecting to the pod (its login, its capabilities) may take.
+const CONNECT_WITHIN: Duration = Duration::from_secs(60);
+
 async fn load_pod() -> Result<Pod, PodUnavailable> {
     let handle = read_handle()?;
     let config = config().map_err(|e| PodUnavailable::Invalid(e.to_string()))?;
@@ -350,7 +354,31 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
         Err(_) => None,
     };
     let started = std::time::Instant::now();
-    let connected = connect(handle, config, session_dir).await;
+    // Bounded: the test that asked for the pod waits on this outside its
+    // own timeout, and a paused or hung pod would hold it for ever.
+    let connected =
+        tokio::time::timeout(CONNECT_WITHIN, connect(handle.clone(), config, session_dir)).await;
+    let connected = match connected {
+        Ok(Ok(pod)) => Ok(pod),
+        // Why it failed, then what state the pod is in: a paused or
+        // exited pod says so, where the error alone says "error sending
+        // request".
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!(
+            "connecting to pod `{}` at {} did not finish within {}s: is it paused or hung? \
+             It is not answering its login or capability requests",
+            handle.name(),
+            handle.base_url(),
+            CONNECT_WITHIN.as_secs()
+        )),
+    };
+    let connected = match connected {
+        Ok(pod) => Ok(pod),
+        Err(why) => {
+            let state = handle.describe(20, Duration::from_secs(10)).await;
+            Err(crate::redact(&format!("{why}{state}")).into_owned())
+        }
+    };
     crate::engine::trace::step::record(
         crate::engine::trace::EntryKind::Auth,
         started,
@@ -363,18 +391,14 @@ async fn load_pod() -> Result<Pod, PodUnavailable> {
             Err(_) => "connecting to the pod failed".to_owned(),
         },
         connected.is_ok(),
-        connected
-            .as_ref()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default(),
+        connected.as_ref().err().cloned().unwrap_or_default(),
     );
     connected
         .map(|pod| match run() {
             Ok(run) => pod.for_run(&run.id),
             Err(_) => pod,
         })
-        .map_err(|e| PodUnavailable::Invalid(e.to_string()))
+        .map_err(PodUnavailable::Invalid)
 }
 
 /// The run's secrets dir ([`engine::run::secrets_dir`]), made on first

@@ -2,7 +2,12 @@
 //! test (its `Cx`, its resource tracker, its waits) writes to one place. The
 //! log is shown when the test fails, kept in its record, and echoed as it
 //! happens under `--nocapture`.
+//!
+//! A log costs bounded memory whatever a test logs: its first
+//! [`HEAD_BYTES`] and its last [`TAIL_BYTES`] are kept, each line cut at
+//! [`LINE_BYTES`], and what was left out between them is named.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -21,10 +26,26 @@ pub(crate) struct Log {
     inner: Arc<Mutex<LogInner>>,
 }
 
+/// The most of a log's beginning that is kept.
+const HEAD_BYTES: usize = 512 * 1024;
+/// The most of a log's end that is kept.
+const TAIL_BYTES: usize = 512 * 1024;
+/// The longest a line of the log may be: a wait that observes a whole
+/// listing, or a test logging a body, is cut, saying by how much.
+const LINE_BYTES: usize = 8 * 1024;
+
 #[derive(Default)]
 struct LogInner {
     start: Option<Instant>,
-    lines: Vec<String>,
+    /// The first lines, up to [`HEAD_BYTES`].
+    head: Vec<String>,
+    head_bytes: usize,
+    /// The last lines after the head, up to [`TAIL_BYTES`].
+    tail: VecDeque<String>,
+    tail_bytes: usize,
+    /// Lines dropped between head and tail, and their bytes.
+    dropped: usize,
+    dropped_bytes: usize,
 }
 
 impl std::fmt::Debug for Log {
@@ -41,7 +62,29 @@ impl Log {
         if ECHO.load(Ordering::Relaxed) {
             eprintln!("{}", crate::redact(&line));
         }
-        inner.lines.push(line);
+        let line = if line.len() > LINE_BYTES {
+            // Redacted before it is cut: no cut keeps part of a secret.
+            let (mut kept, more) = crate::engine::redact::redact_then_cut(&line, LINE_BYTES);
+            kept.push_str(&format!(" … ({more} bytes more of this line left out)"));
+            kept
+        } else {
+            line
+        };
+        if inner.head_bytes + line.len() <= HEAD_BYTES && inner.tail.is_empty() {
+            inner.head_bytes += line.len();
+            inner.head.push(line);
+            return;
+        }
+        inner.tail_bytes += line.len();
+        inner.tail.push_back(line);
+        while inner.tail_bytes > TAIL_BYTES {
+            let Some(gone) = inner.tail.pop_front() else {
+                break;
+            };
+            inner.tail_bytes -= gone.len();
+            inner.dropped += 1;
+            inner.dropped_bytes += gone.len();
+        }
     }
 
     /// Times are relative to now from here on.
@@ -52,6 +95,56 @@ impl Log {
     /// The whole log, redacted.
     pub(crate) fn text(&self) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        crate::redact(&inner.lines.join("\n")).into_owned()
+        let mut lines: Vec<&str> = inner.head.iter().map(String::as_str).collect();
+        let gap = format!(
+            "… {} lines ({} bytes) of this log left out here: a log keeps its first and last 512 KiB",
+            inner.dropped, inner.dropped_bytes
+        );
+        if inner.dropped > 0 {
+            lines.push(&gap);
+        }
+        lines.extend(inner.tail.iter().map(String::as_str));
+        crate::redact(&lines.join("\n")).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_keeps_its_first_and_last_part_and_names_what_it_left_out() {
+        let log = Log::default();
+        for i in 0..20_000 {
+            log.push(format!("line {i} {}", "x".repeat(100)));
+        }
+        log.push("y".repeat(100_000));
+        let text = log.text();
+        assert!(
+            text.len() < HEAD_BYTES + TAIL_BYTES + LINE_BYTES + 1024,
+            "{}",
+            text.len()
+        );
+        assert!(text.contains("] line 0 xxx"), "the first line is kept");
+        assert!(text.contains("] line 19999 xxx"), "the last lines are kept");
+        assert!(text.contains(" lines ("), "the gap is named");
+        assert!(text.contains("bytes) of this log left out here"));
+        assert!(
+            text.ends_with("bytes more of this line left out)"),
+            "the long line is cut"
+        );
+    }
+
+    #[test]
+    fn a_short_log_is_kept_whole() {
+        let log = Log::default();
+        log.push("one".into());
+        log.push("two".into());
+        let text = log.text();
+        assert!(
+            text.contains("] one\n[") && text.ends_with("] two"),
+            "{text}"
+        );
+        assert!(!text.contains("left out"));
     }
 }

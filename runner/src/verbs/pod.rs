@@ -301,7 +301,10 @@ fn record_up_pod(
     // The pod's stderr file stays open in the pod across the rename.
     std::fs::rename(staging, dir)?;
     let handle_path = dir.join("handle.json");
-    launched.handle.write_file(&handle_path)?;
+    launched
+        .handle
+        .with_folder_moved(staging, dir)
+        .write_file(&handle_path)?;
     let health_path = launched.handle.health().unwrap_or(&config.pod.health_path);
     write_record(dir, launched, health_path, dir.join("logs"), None, None)?;
     Ok(handle_path)

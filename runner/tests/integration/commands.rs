@@ -473,3 +473,43 @@ fn report_of_a_missing_or_foreign_folder_is_64_and_of_one_without_records_2() {
     assert!(ran.stderr.contains("no test records"), "{}", ran.stderr);
     assert!(!empty.path().join("junit.xml").exists());
 }
+
+/// `pod up` of a process pod leaves a handle whose `process` field names
+/// the pod's log where it is after the pod's folder got its name: a test
+/// against that pod (plain `cargo nextest`, no runner) reads the pod's
+/// last lines from it in a hang report.
+#[test]
+fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
+    let suite = fixture("suite");
+    let pods = tempfile::tempdir().unwrap();
+    let up = Ran::from(
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "up", "--json", "--suite"])
+            .arg(suite.path())
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(up.code, 0, "{}{}", up.stdout, up.stderr);
+    let out: serde_json::Value = serde_json::from_str(up.stdout.trim()).unwrap();
+    let name = out["name"].as_str().unwrap().to_owned();
+    let down = || {
+        runner()
+            .env("TESTKIT_PODS_DIR", pods.path())
+            .args(["pod", "down", &name])
+            .output()
+            .unwrap()
+    };
+    let handle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out["handle"].as_str().unwrap()).unwrap()).unwrap();
+    let log = std::path::PathBuf::from(handle["process"]["log"].as_str().unwrap_or_default());
+    let found = log.is_file();
+    let listed = pods.path().join(&name);
+    let _ = down();
+    assert!(
+        found && log.starts_with(&listed),
+        "the handle's log {} is a file under the pod's folder {}",
+        log.display(),
+        listed.display()
+    );
+}

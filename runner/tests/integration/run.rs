@@ -524,12 +524,19 @@ fn sigusr1_reports_what_the_running_tests_are_doing_and_stops_nothing() {
         said.contains("testkit-runner: SIGUSR1: what the tests are doing (")
             && said
                 .contains("test sandboxes::create_two:\n  when asked it had been in its body for ")
-            && said.contains("\n  node pod (process group ")
+            // The pod once per answer, after the tests: however many
+            // tests are in their bodies, the engine is asked once.
+            && said.contains("\nthe pod:\n  node pod (process group ")
+            && said.matches("node pod (process group ").count() == 1
             && said.contains("): running; its last 20 lines:"),
         "{said}"
     );
     assert_eq!(ran.code, 0, "SIGUSR1 stopped nothing: {}", ran.stdout);
     assert_eq!(ran.verdict("tests").0, "pass");
+    assert!(
+        !ran.results().join("status").exists(),
+        "the answers, printed, are not left in the results"
+    );
 }
 
 /// The conformance suite, the README's first command, is green.

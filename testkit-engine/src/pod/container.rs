@@ -1055,7 +1055,7 @@ pub(super) async fn describe_container(
             let from = lines.len().saturating_sub(tail);
             lines[from..]
                 .iter()
-                .map(|l| format!("    {}", crate::redact(&capped(l))))
+                .map(|l| format!("    {}", crate::redact(&super::process::capped(l))))
                 .collect::<Vec<_>>()
                 .join("\n")
         }
@@ -1065,22 +1065,6 @@ pub(super) async fn describe_container(
         ),
     };
     format!("node {name}: {state}; its last {tail} lines:\n{logs}")
-}
-
-/// The longest a node's line may be in a report: a line as long as a
-/// log can hold would swamp the failure it is part of.
-const LINE_CAP: usize = 2048;
-
-/// `line`, cut at [`LINE_CAP`] bytes (on a character boundary).
-fn capped(line: &str) -> std::borrow::Cow<'_, str> {
-    if line.len() <= LINE_CAP {
-        return line.into();
-    }
-    let mut end = LINE_CAP;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} … ({} bytes more)", &line[..end], line.len() - end).into()
 }
 
 #[cfg(test)]

@@ -197,6 +197,47 @@ impl PodHandle {
         self
     }
 
+    /// The same handle, after the folder `from` that held the pod's logs
+    /// was moved to `to`: the paths it names under `from` now lie under
+    /// `to`.
+    pub fn with_folder_moved(&self, from: &std::path::Path, to: &std::path::Path) -> PodHandle {
+        let mut moved = self.clone();
+        if let Some(process) = &mut moved.process {
+            if let Ok(rest) = process.log.strip_prefix(from) {
+                process.log = to.join(rest);
+            }
+        }
+        moved
+    }
+
+    /// The pod's state and last `lines` lines, as a hang report gives
+    /// them: of its process group, its container, its machine or each of
+    /// its nodes, whichever the handle names, each part on lines of its
+    /// own after a newline. What the container engine or QEMU does not
+    /// say within `bound` is named as unanswered: the report of a hang
+    /// must not hang. Empty when the handle names none of them. Not
+    /// redacted.
+    pub async fn describe(&self, lines: usize, bound: std::time::Duration) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        if let Some(process) = &self.process {
+            let _ = write!(out, "\n  {}", process.describe(lines));
+        }
+        if let Some(container) = &self.container {
+            let said = container.describe(lines);
+            out.push_str(&within(said, "the pod's state: the container engine", bound).await);
+        }
+        if let Some(machine) = &self.machine {
+            let said = machine.describe(lines);
+            out.push_str(&within(said, "the machine's state: QEMU", bound).await);
+        }
+        if let Some(cluster) = &self.cluster {
+            let said = async { cluster.describe_nodes(lines).await.join("\n  ") };
+            out.push_str(&within(said, "the nodes' states: the container engine", bound).await);
+        }
+        out
+    }
+
     /// The pod's container, when it is one container (not a cluster).
     pub fn container(&self) -> Option<&super::container::PodContainer> {
         self.container.as_ref()
@@ -838,4 +879,17 @@ fn check_host_allowed(host: &str, policy: &HandlePolicy) -> Result<(), HandleErr
         )));
     }
     Ok(())
+}
+
+/// What `said` says, as a paragraph of [`PodHandle::describe`], if it is
+/// said within `bound`; else that `who` did not answer.
+async fn within(
+    said: impl std::future::Future<Output = String>,
+    who: &str,
+    bound: std::time::Duration,
+) -> String {
+    match tokio::time::timeout(bound, said).await {
+        Ok(said) => format!("\n  {said}"),
+        Err(_) => format!("\n  {who} did not answer within {}s", bound.as_secs()),
+    }
 }

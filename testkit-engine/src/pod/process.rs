@@ -51,7 +51,7 @@ impl PodProcess {
             Ok(lines) if lines.is_empty() => "    (it has printed nothing)".to_owned(),
             Ok(lines) => lines
                 .iter()
-                .map(|l| format!("    {}", crate::redact(l)))
+                .map(|l| format!("    {}", crate::redact(&capped(l))))
                 .collect::<Vec<_>>()
                 .join("\n"),
             Err(e) => format!(
@@ -67,7 +67,8 @@ impl PodProcess {
     }
 }
 
-/// The last `n` lines of `path`, read from its last [`TAIL_BYTES`].
+/// The last `n` lines of `path`, read from its last [`TAIL_BYTES`]. A
+/// last line longer than that is given by its end, after `… `.
 fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
@@ -76,11 +77,65 @@ fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> 
     let mut bytes = Vec::new();
     file.take(TAIL_BYTES).read_to_end(&mut bytes)?;
     let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<&str> = text.lines().collect();
-    // A read from the middle of the file starts in the middle of a line.
-    if from > 0 && !lines.is_empty() {
-        lines.remove(0);
+    let mut text: &str = &text;
+    // A read from the middle of the file starts in the middle of a line:
+    // drop that part, unless it is all there is.
+    if from > 0 {
+        match text.trim_end_matches('\n').find('\n') {
+            Some(newline) => text = &text[newline + 1..],
+            None => return Ok(vec![format!("… {}", text.trim_end_matches('\n'))]),
+        }
     }
+    let lines: Vec<&str> = text.lines().collect();
     let skip = lines.len().saturating_sub(n);
     Ok(lines[skip..].iter().map(|l| (*l).to_owned()).collect())
+}
+
+/// The longest a node's line may be in a report: a line as long as a
+/// log can hold would swamp the failure it is part of.
+const LINE_CAP: usize = 2048;
+
+/// `line`, cut at [`LINE_CAP`] bytes (on a character boundary).
+pub(crate) fn capped(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= LINE_CAP {
+        return line.into();
+    }
+    let mut end = LINE_CAP;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … ({} bytes more)", &line[..end], line.len() - end).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn described(log: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pod.stderr.log");
+        std::fs::write(&path, log).unwrap();
+        PodProcess::new(i32::MAX, None, path).describe(20)
+    }
+
+    #[test]
+    fn a_last_line_longer_than_the_tail_read_is_shown_cut_not_as_nothing() {
+        let mut log = b"first\n".to_vec();
+        log.extend(std::iter::repeat_n(b'x', 100 * 1024));
+        log.push(b'\n');
+        let said = described(&log);
+        assert!(!said.contains("printed nothing"), "{said}");
+        assert!(said.contains("    … xxxx"), "{said}");
+        assert!(said.contains(" bytes more)"), "{said}");
+        assert!(said.len() < 3 * 1024, "{} bytes", said.len());
+    }
+
+    #[test]
+    fn the_last_lines_are_shown_and_a_cut_first_line_dropped() {
+        let mut log = std::iter::repeat_n(b'y', 70 * 1024).collect::<Vec<u8>>();
+        log.extend(b"\nsecond\nthird\n");
+        let said = described(&log);
+        assert!(said.ends_with("lines:\n    second\n    third"), "{said}");
+        assert!(described(b"").contains("printed nothing"));
+    }
 }

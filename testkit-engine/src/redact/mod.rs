@@ -58,6 +58,76 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Words that name a credential in a URL's query parameter (`?token=…`,
+/// `api_key`, `X-Amz-Signature`, `password`): their values are hidden in
+/// what testkit writes of a URL even when nobody registered them, since a
+/// test may have got them from the product itself.
+const SECRET_PARAMS: &[&str] = &[
+    "token",
+    "key",
+    "secret",
+    "pass",
+    "auth",
+    "sig",
+    "credential",
+    "session",
+];
+
+/// `url` redacted ([`redact`]), with the password of its user info and
+/// the value of each query parameter whose name holds one of
+/// [`SECRET_PARAMS`] (any case) replaced by [`REDACTED`].
+pub fn redact_url(url: &str) -> String {
+    let url = redact(url);
+    let (before, fragment) = match url.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (url.as_ref(), None),
+    };
+    let (base, query) = match before.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (before, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = match rest.find('/') {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            match authority.rsplit_once('@') {
+                Some((user_info, host)) if user_info.contains(':') => {
+                    let user = user_info.split(':').next().unwrap_or_default();
+                    format!("{scheme}://{user}:{REDACTED}@{host}{path}")
+                }
+                _ => base.to_owned(),
+            }
+        }
+        None => base.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value)) if !value.is_empty() && secret_param(name) => {
+                    format!("{name}={REDACTED}")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// Whether a query parameter named `name` holds a credential.
+fn secret_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    SECRET_PARAMS.iter().any(|word| name.contains(word))
+}
+
 /// The shortest start (or end) of a secret that a cut text may not end
 /// (or start) with: a cut that leaves half a secret leaves a guessable
 /// secret.
@@ -240,6 +310,26 @@ pub fn keep_capped(src: &Path, dst: &Path, cap: u64) -> std::io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_s_credentials_are_hidden_whoever_registered_them() {
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/api/x?prefix=tk&access_token=abc123&Api-Key=k9#top"),
+            "http://127.0.0.1:9/api/x?prefix=tk&access_token=[REDACTED]&Api-Key=[REDACTED]#top"
+        );
+        assert_eq!(
+            redact_url("https://admin:hunter2@db.local/query?X-Amz-Signature=f00&limit=5"),
+            "https://admin:[REDACTED]@db.local/query?X-Amz-Signature=[REDACTED]&limit=5"
+        );
+        // Nothing to hide: the URL as it was.
+        for plain in [
+            "http://127.0.0.1:9/api/sandboxes?limit=1000&prefix=tk",
+            "/api/x?token=",
+            "http://h/p",
+        ] {
+            assert_eq!(redact_url(plain), plain);
+        }
+    }
 
     #[test]
     fn a_log_over_its_cap_keeps_its_ends_redacted_and_names_what_it_dropped() {

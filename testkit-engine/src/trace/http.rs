@@ -40,10 +40,10 @@ pub(crate) async fn send(
     let Some(recorder) = super::active::current() else {
         return client.execute(request).await;
     };
-    let mut url = request.url().to_string();
+    let mut url = crate::redact::redact_url(request.url().as_str());
     cap_field(&mut url, URL_CAP);
     let mut path = match request.url().query() {
-        Some(q) => format!("{}?{q}", request.url().path()),
+        Some(q) => crate::redact::redact_url(&format!("{}?{q}", request.url().path())),
         None => request.url().path().to_owned(),
     };
     // Room for the method and the outcome in the title.

@@ -130,14 +130,14 @@ impl Drop for PendingGuard {
 pub fn begin_request(method: &str, url: &str) -> PendingGuard {
     PendingGuard::begin(Kind::Request {
         method: method.to_owned(),
-        url: crate::redact(url).into_owned(),
+        url: crate::redact::redact_url(url),
     })
 }
 
 /// A wait for `what`, pending until the guard is dropped.
 pub fn begin_wait(what: &str) -> PendingGuard {
     PendingGuard::begin(Kind::Wait {
-        what: what.to_owned(),
+        what: crate::trace::cap(what),
         last_seen: None,
     })
 }

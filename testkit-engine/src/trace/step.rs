@@ -3,7 +3,7 @@ use std::time::Instant;
 use super::{cap, tail, EntryKind};
 
 /// Observations of a wait kept in its entry, the last ones.
-const WAIT_OBSERVATIONS: usize = 20;
+pub(crate) const WAIT_OBSERVATIONS: usize = 20;
 
 /// A step of `kind` that began at `started` and ends now.
 pub fn record(kind: EntryKind, started: Instant, title: String, ok: bool, detail: String) {
@@ -20,18 +20,26 @@ pub fn record(kind: EntryKind, started: Instant, title: String, ok: bool, detail
     }
 }
 
-/// A wait for `what` that began at `started`: what it saw, in order, and
-/// how it ended (`failure`: its error).
-pub fn wait(what: &str, started: Instant, failure: Option<String>, seen: &[String]) {
+/// A wait for `what` that began at `started`: what it saw last, in order
+/// (`seen`, after `earlier` observations it no longer holds), and how it
+/// ended (`failure`: its error).
+pub fn wait(
+    what: &str,
+    started: Instant,
+    failure: Option<String>,
+    seen: &[String],
+    earlier: usize,
+) {
     if super::active::current().is_none() {
         return;
     }
-    let skipped = seen.len().saturating_sub(WAIT_OBSERVATIONS);
+    let kept = seen.len().saturating_sub(WAIT_OBSERVATIONS);
+    let skipped = earlier + kept;
     let mut detail = String::new();
     if skipped > 0 {
         detail.push_str(&format!("… {skipped} observations before\n"));
     }
-    for o in &seen[skipped..] {
+    for o in &seen[kept..] {
         detail.push_str(o);
         detail.push('\n');
     }

@@ -31,6 +31,10 @@ const NODE_LINES: usize = 20;
 /// the report of a hang must not hang.
 const NODES_WITHIN: Duration = Duration::from_secs(10);
 
+/// The same bound for a report on demand, which the runner waits for
+/// 5 s: its answer comes in time even when the engine does not.
+const ASKED_POD_WITHIN: Duration = Duration::from_secs(3);
+
 /// When a report is made.
 #[derive(Clone, Copy)]
 pub(super) enum When {
@@ -107,10 +111,16 @@ async fn report_in_body() -> String {
     }
     let _ = writeln!(out, "{} test(s) in their bodies", live.len());
     for (name, in_body, trace, held, step) in live {
-        let said = report(When::Asked, in_body, trace, &held, &step).await;
+        let said = test_part(When::Asked, in_body, trace, &held, &step);
         let _ = writeln!(out, "test {name}:\n{said}");
     }
-    out
+    // The pod once for all of them, within what the runner waits for an
+    // answer: each test's report asking the engine again would not be.
+    let pod = pod_part(ASKED_POD_WITHIN).await;
+    if !pod.is_empty() {
+        let _ = writeln!(out, "the pod:{pod}");
+    }
+    crate::redact(&out).into_owned()
 }
 
 /// Installs the SIGUSR1 handler on the shared runtime: each SIGUSR1 writes
@@ -157,22 +167,9 @@ pub(super) fn install_status_handler() {
 /// The results folder's subfolder of reports on demand.
 const STATUS_DIR: &str = "status";
 
-/// What `said` says, as a report's paragraph, if it is said within
-/// [`NODES_WITHIN`]; else that `who` did not answer: the report of a hang
-/// must not hang.
-async fn within(said: impl std::future::Future<Output = String>, who: &str) -> String {
-    match tokio::time::timeout(NODES_WITHIN, said).await {
-        Ok(said) => format!("\n  {said}"),
-        Err(_) => format!(
-            "\n  {who} did not answer within {}s",
-            NODES_WITHIN.as_secs()
-        ),
-    }
-}
-
 /// What the test whose trace is `trace` (every test of the process when
-/// it has none) was waiting on, `in_body` into its body and in `step`;
-/// indented, to follow the timeout's first lines.
+/// it has none) was waiting on, `in_body` into its body and in `step`,
+/// then the pod's state; indented, to follow the timeout's first lines.
 pub(super) async fn report(
     when: When,
     in_body: Duration,
@@ -180,7 +177,21 @@ pub(super) async fn report(
     held: &HeldFaults,
     step: &CurrentStep,
 ) -> String {
-    // First what is pending now: asking the engine takes a while.
+    let test = test_part(when, in_body, trace, held, step);
+    let pod = pod_part(NODES_WITHIN).await;
+    crate::redact(&format!("{test}{pod}")).into_owned()
+}
+
+/// The test's own part of its report: how long it has been in its body
+/// and its step, what it has in flight and pending, the faults it holds.
+/// Read at once: it is what is pending now.
+fn test_part(
+    when: When,
+    in_body: Duration,
+    trace: Option<u64>,
+    held: &HeldFaults,
+    step: &CurrentStep,
+) -> String {
     let pending = pending::now(trace);
     let faults = held.now();
     let when = match when {
@@ -205,24 +216,19 @@ pub(super) async fn report(
     if !faults.is_empty() {
         let _ = write!(out, "\n  faults held: {}", faults.join(", "));
     }
+    out
+}
+
+/// The pod's part of a report ([`PodHandle::describe`]), each part
+/// asked for within `bound`. Empty when there is no handle.
+///
+/// [`PodHandle::describe`]: crate::engine::pod::PodHandle::describe
+async fn pod_part(bound: Duration) -> String {
     // The handle, not the pod: connecting could wait on a frozen node.
-    let handle = crate::globals::pod_handle().ok();
-    if let Some(process) = handle.as_ref().and_then(|h| h.process()) {
-        let _ = write!(out, "\n  {}", process.describe(NODE_LINES));
+    match crate::globals::pod_handle() {
+        Ok(handle) => handle.describe(NODE_LINES, bound).await,
+        Err(_) => String::new(),
     }
-    if let Some(container) = handle.as_ref().and_then(|h| h.container()) {
-        let said = container.describe(NODE_LINES);
-        out.push_str(&within(said, "the pod's state: the container engine").await);
-    }
-    if let Some(machine) = handle.as_ref().and_then(|h| h.machine()) {
-        let said = machine.describe(NODE_LINES);
-        out.push_str(&within(said, "the machine's state: QEMU").await);
-    }
-    if let Some(cluster) = handle.and_then(|handle| handle.cluster().cloned()) {
-        let said = async { cluster.describe_nodes(NODE_LINES).await.join("\n  ") };
-        out.push_str(&within(said, "the nodes' states: the container engine").await);
-    }
-    crate::redact(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -42,6 +42,20 @@ fn run_fixture(handle: Option<&Path>, results: &Path, args: &[&str], envs: &[(&s
     }
 }
 
+/// A sandboxd launched as a pod, logging under `work`, and its handle
+/// written to `work/handle.json`.
+fn launch_with_handle_file(
+    rt: &tokio::runtime::Runtime,
+    work: &Path,
+) -> (testkit_engine::pod::LaunchedPod, std::path::PathBuf) {
+    let launched = rt
+        .block_on(launch(&sandboxd_spec(&work.join("pod-logs"), &[])))
+        .unwrap();
+    let handle_path = work.join("handle.json");
+    launched.handle.write_file(&handle_path).unwrap();
+    (launched, handle_path)
+}
+
 fn secrets_of(results: &Path) -> std::path::PathBuf {
     let name = results.file_name().unwrap().to_string_lossy();
     results.with_file_name(format!("{name}.secrets"))
@@ -109,11 +123,7 @@ fn the_pod_is_loaded_only_by_tests_that_use_it_and_an_unusable_one_fails_them() 
     fixture();
     // A well-formed handle of a pod that is gone: configured, but unusable.
     let rt = runtime();
-    let launched = rt
-        .block_on(launch(&sandboxd_spec(&work.path().join("pod-logs"), &[])))
-        .unwrap();
-    let handle_path = work.path().join("handle.json");
-    launched.handle.write_file(&handle_path).unwrap();
+    let (launched, handle_path) = launch_with_handle_file(&rt, work.path());
     let stopped = rt.block_on(launched.stop(Duration::from_secs(10))).unwrap();
     assert!(!stopped.removed.exists());
 
@@ -386,4 +396,45 @@ fn a_test_process_that_is_its_run_alone_removes_the_session_at_its_end() {
             assert!(left.is_empty(), "the session outlived its run: {left:?}");
         }
     }
+}
+
+/// A pod that is paused (its process group stopped, as a frozen container
+/// is) when a test first asks for it: connecting is bounded, and the test
+/// fails with why and the pod's state (paused), not a bare "error sending
+/// request".
+#[test]
+fn connecting_to_a_paused_pod_is_bounded_and_says_it_is_paused() {
+    use nix::sys::signal::{killpg, Signal};
+    let work = tempfile::tempdir().unwrap();
+    let results = work.path().join("results");
+    fixture();
+    let rt = runtime();
+    let (launched, handle_path) = launch_with_handle_file(&rt, work.path());
+    let group = nix::unistd::Pid::from_raw(launched.pgid);
+    killpg(group, Signal::SIGSTOP).unwrap();
+    let started = Instant::now();
+    let ran = run_fixture(
+        Some(&handle_path),
+        &results,
+        &["--exact", "pod_fixture::needs_exec"],
+        &[],
+    );
+    let took = started.elapsed();
+    killpg(group, Signal::SIGCONT).unwrap();
+    rt.block_on(launched.stop(Duration::from_secs(10))).unwrap();
+    assert_eq!(ran.code, Some(101), "{}", ran.output);
+    let r = record(&results, "needs_exec");
+    assert_eq!(r["outcome"], "failed", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    // Why connecting failed (an error, or no answer within the bound),
+    // then the pod's state: paused.
+    assert!(
+        message.contains("the pod is unusable: ")
+            && message.contains(&format!(
+                "\n  node pod (process group {}): paused; its last 20 lines:",
+                group
+            )),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(120), "it took {took:?}");
 }

@@ -120,6 +120,12 @@ async fn answer() -> String {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Printed below, the answers are not results: the folder goes (when
+    // no late answer came into it meanwhile).
+    for (pid, _) in &answers {
+        let _ = std::fs::remove_file(answer_file(&dir, *pid));
+    }
+    let _ = std::fs::remove_dir(&dir);
     let mut out = format!(
         "\ntestkit-runner: SIGUSR1: what the tests are doing ({} test process(es)):\n",
         answers.len()
