@@ -66,6 +66,10 @@ enum Command {
 /// (`report`, `merge`, `check`, `new`) and the watchdog, which must stop
 /// its pod whatever the environment, do not read them.
 fn settings() -> Result<Settings, ExpectedError> {
+    // `TESTKIT_SOURCES` is the runner's own: checked here with the rest,
+    // so that a bad one is refused before anything starts, not when (or
+    // whether) the default pod is looked for.
+    crate::checkout::Sources::from_env().map_err(ExpectedError::bad_args)?;
     Settings::from_env().map_err(ExpectedError::bad_args)
 }
 

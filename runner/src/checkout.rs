@@ -46,9 +46,12 @@ impl Sources {
         if value == "none" {
             return Ok(Sources::Registry);
         }
-        let dir = Path::new(value);
-        if is_checkout(dir) {
-            Ok(Sources::Checkout(dir.to_owned()))
+        // Absolute, so that it means the same folder wherever it is used
+        // from (`run` builds the default pod with the checkout as its
+        // working directory).
+        let dir = std::path::absolute(value).unwrap_or_else(|_| PathBuf::from(value));
+        if is_checkout(&dir) {
+            Ok(Sources::Checkout(dir))
         } else {
             Err(SourcesError {
                 value: value.to_string_lossy().into_owned(),
@@ -62,6 +65,29 @@ impl Sources {
             Sources::Checkout(dir) => Some(dir),
             Sources::Registry => None,
         }
+    }
+}
+
+/// Where a person reads the book's page `pointer` (`book/src/PAGE.md`,
+/// with an `#anchor` or not): in the checkout the runner uses, else in
+/// the repository under this version's tag, for a runner installed from
+/// a registry, which has no book beside it.
+pub(crate) fn book_page(pointer: &str) -> String {
+    book_page_in(
+        Sources::from_env()
+            .ok()
+            .as_ref()
+            .and_then(Sources::checkout),
+        pointer,
+    )
+}
+
+/// [`book_page`] in the checkout `checkout`, where it has the page.
+pub(crate) fn book_page_in(checkout: Option<&Path>, pointer: &str) -> String {
+    let page = pointer.split('#').next().unwrap_or(pointer);
+    match checkout.filter(|dir| dir.join(page).is_file()) {
+        Some(dir) => dir.join(pointer).display().to_string(),
+        None => format!("{}/blob/v{VERSION}/{pointer}", env!("CARGO_PKG_REPOSITORY")),
     }
 }
 
@@ -141,6 +167,23 @@ mod tests {
             Sources::from_value(Some(other.path().as_os_str()), built),
             Ok(Sources::Checkout(other.path().to_owned()))
         );
+    }
+
+    #[test]
+    fn a_book_page_is_a_file_of_a_checkout_or_a_url_of_this_version() {
+        // This runner is built from a checkout: its page is a file there.
+        let page = book_page("book/src/writing-tests.md");
+        assert!(std::path::Path::new(&page).is_file(), "{page}");
+        assert!(env!("CARGO_PKG_REPOSITORY").starts_with("https://"));
+    }
+
+    #[test]
+    fn a_relative_checkout_is_made_absolute() {
+        // Unit tests run in the crate's folder: `..` is this checkout.
+        match Sources::from_value(Some(OsStr::new("..")), None) {
+            Ok(Sources::Checkout(dir)) => assert!(dir.is_absolute(), "{}", dir.display()),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

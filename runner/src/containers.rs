@@ -139,12 +139,14 @@ pub(crate) enum ModeError {
     NodesAsProcess,
     #[error(
         "--pod container: the suite's testkit.toml has no [pod.container] (the image, its \
-         port): add one (see book/src/pod-container.md#your-service-as-a-container)"
+         port): add one (see {})",
+        crate::checkout::book_page("book/src/pod-container.md#your-service-as-a-container")
     )]
     NoContainerSection,
     #[error(
         "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
-         port): add one (see book/src/pod-machine.md#your-product-on-a-machine)"
+         port): add one (see {})",
+        crate::checkout::book_page("book/src/pod-machine.md#your-product-on-a-machine")
     )]
     NoVmSection,
     #[error(

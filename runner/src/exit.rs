@@ -30,7 +30,7 @@ pub(crate) const RUN: &[Row] = &[
     ),
     (
         INCOMPLETE,
-        "the run could not complete (the pod did not come up or was stopped, the build failed, the residue could not be listed, an output could not be written)",
+        "the run could not complete (the pod did not come up or was stopped, the build failed, the residue could not be listed, an output could not be written, KNOWN-ISSUES.md does not parse)",
     ),
     (
         BAD_ARGS,
@@ -191,7 +191,7 @@ mod unit {
 Exit codes:
   0    all green (expected failures included)
   1    tests failed, a known issue passed, resources leaked, or teardown failed
-  2    the run could not complete (the pod did not come up or was stopped, the build failed, the residue could not be listed, an output could not be written)
+  2    the run could not complete (the pod did not come up or was stopped, the build failed, the residue could not be listed, an output could not be written, KNOWN-ISSUES.md does not parse)
   64   bad arguments, suite or handle, or a run id a live runner holds
   130  interrupted (Ctrl-C or SIGTERM); cleanup and teardown still ran"
         );

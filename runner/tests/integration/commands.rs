@@ -338,6 +338,37 @@ fn a_new_suite_without_a_checkout_depends_on_testkit_from_the_registry() {
         "{}",
         refused.stderr
     );
+    // `run` and `pod up` refuse it the same way, before anything starts:
+    // whether or not a sandboxd is found elsewhere.
+    let results = scratch.path().join("results");
+    for args in [
+        vec![
+            "run".into(),
+            dir.clone().into_os_string(),
+            "--results".into(),
+            results.clone().into_os_string(),
+        ],
+        vec![
+            "pod".into(),
+            "up".into(),
+            "--suite".into(),
+            dir.clone().into_os_string(),
+        ],
+    ] {
+        let refused = Ran::from(
+            runner()
+                .args(&args)
+                .env("TESTKIT_SOURCES", &nowhere)
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(refused.code, 64, "{args:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("TESTKIT_SOURCES=") && !results.exists(),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
 }
 
 /// The janitor deletes what carries the run id, and nothing else.
@@ -512,4 +543,37 @@ fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
         log.display(),
         listed.display()
     );
+}
+
+/// A `--health-path` that would make a suite that does not parse (a
+/// quote, no leading `/`) is refused, naming it, and nothing is made.
+#[test]
+fn new_refuses_a_health_path_that_is_not_a_plain_url_path() {
+    let scratch = tempfile::tempdir().unwrap();
+    for bad in ["health", "/he\"alth", "/a b", "/x\\y"] {
+        let dir = scratch.path().join("suite");
+        let refused = Ran::from(
+            runner()
+                .arg("new")
+                .arg(&dir)
+                .args([
+                    "--pod-command",
+                    "my-svc --listen {listen}",
+                    "--health-path",
+                    bad,
+                ])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(refused.code, 64, "{bad}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("--health-path") && refused.stderr.contains("/health"),
+            "{bad}: {}",
+            refused.stderr
+        );
+        assert!(
+            !dir.join("testkit.toml").exists(),
+            "{bad}: a suite was made"
+        );
+    }
 }

@@ -182,10 +182,14 @@ fn a_machine_run_without_its_section_or_with_an_undeclared_choice_is_refused() {
         assert_eq!(ran.code, 64, "{args:?}: {}", ran.stderr);
         assert!(ran.stderr.contains(says), "{}", ran.stderr);
     };
+    // The page in the checkout this runner uses.
     refused(
         &["run", "--pod", "vm"],
-        "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
-         port): add one (see book/src/pod-machine.md#your-product-on-a-machine)",
+        &format!(
+            "--pod vm: the suite's testkit.toml has no [pod.vm] (the image, the packages, the \
+             port): add one (see {}/book/src/pod-machine.md#your-product-on-a-machine)",
+            crate::workspace().display()
+        ),
     );
     let toml = suite.path().join("testkit.toml");
     let mut text = std::fs::read_to_string(&toml).unwrap();

@@ -143,11 +143,17 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
         }
     }
     let name = package_name(dir);
-    let fill = fills(
+    let mut fill = fills(
         &args,
         &name,
         testkit.as_deref().map(|t| dir_relative(dir, t)),
     )?;
+    // The book beside the testkit crate the suite uses, else online.
+    let checkout = testkit.as_deref().and_then(Path::parent);
+    fill.push((
+        "@BOOK_TOML@",
+        checkout::book_page_in(checkout, "book/src/testkit-toml.md"),
+    ));
     for (path, template) in FILES {
         let target = dir.join(path);
         let text = fill
@@ -175,8 +181,8 @@ pub(crate) fn run(args: NewArgs) -> Result<(), ExpectedError> {
     println!("run it:   testkit-runner run {}", dir.display());
     println!("check it: testkit-runner check {}", dir.display());
     println!(
-        "commit Cargo.lock with it; the testkit book says how to write tests \
-         (book/src/writing-tests.md in the testkit repository)"
+        "commit Cargo.lock with it; the testkit book says how to write tests: {}",
+        checkout::book_page_in(checkout, "book/src/writing-tests.md")
     );
     Ok(())
 }
@@ -237,6 +243,20 @@ fn fills(
                 return Err(ExpectedError::bad_args(
                     "new: --pod-command is empty: give the command that starts your service, e.g. --pod-command \"my-service --listen {listen}\"",
                 ));
+            }
+            // Written into testkit.toml and a Rust string as it is: a path
+            // of plain characters, or refused here rather than a suite that
+            // does not parse.
+            let health = &args.health_path;
+            if !health.starts_with('/')
+                || health.chars().any(|c| {
+                    c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '{' | '}')
+                })
+            {
+                return Err(ExpectedError::bad_args(format_args!(
+                    "new: --health-path {health:?} is not a URL path: give one that starts with `/` \
+                     and holds no spaces, quotes, backslashes or braces, e.g. --health-path /health"
+                )));
             }
             let quoted: Vec<String> = words
                 .iter()

@@ -68,8 +68,15 @@ async fn ensure_default_pod(
     logs_dir: &Path,
     settings: &testkit_engine::settings::Settings,
 ) -> Result<PathBuf, StartError> {
-    if let Some(found) = on_path(DEFAULT_POD) {
-        return Ok(found);
+    // A checkout named in `TESTKIT_SOURCES` is what the default pod is
+    // built from, whatever `sandboxd` is installed: a stale one on PATH
+    // must not stand in for the sources asked for.
+    let named =
+        std::env::var_os(crate::checkout::VAR).is_some_and(|v| !v.is_empty() && v != "none");
+    if !named {
+        if let Some(found) = on_path(DEFAULT_POD) {
+            return Ok(found);
+        }
     }
     let Some(workspace) = source_workspace().map_err(StartError::Sources)? else {
         return Err(StartError::NoDefaultPod {
@@ -84,8 +91,13 @@ async fn ensure_default_pod(
     let _ = std::fs::create_dir_all(logs_dir);
     let log_path = logs_dir.join("build-sandboxd.log");
     super::suite::clear_progress();
+    let why = if named {
+        format!("{} names a checkout", crate::checkout::VAR)
+    } else {
+        format!("`{DEFAULT_POD}` is not built yet")
+    };
     eprintln!(
-        "up: `{DEFAULT_POD}` is not built yet: cargo build -p {DEFAULT_POD} in {} (output in {})",
+        "up: {why}: cargo build -p {DEFAULT_POD} in {} (output in {})",
         workspace.display(),
         log_path.display()
     );

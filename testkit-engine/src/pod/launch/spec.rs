@@ -542,10 +542,9 @@ pub fn resolve_program(
     process::find_program(program, base_dir, target_dir).ok_or_else(|| {
         LaunchError::ProgramNotFound {
             program: program.to_owned(),
-            hint: format!(
-                "build it (`cargo build -p {program}` in the testkit workspace) or put it on PATH, \
-                 or set `[pod] command` in testkit.toml"
-            ),
+            hint: "build or install it and put it on PATH (or give its path, relative to \
+                   the suite's folder), or set `[pod] command` in testkit.toml"
+                .to_owned(),
         }
     })
 }
