@@ -652,4 +652,11 @@ fn a_build_failure_is_exit_2_with_the_compiler_output_kept() {
     let log = std::fs::read_to_string(ran.results().join("build.log")).unwrap();
     assert!(log.contains("mismatched types"), "{log}");
     assert_eq!(ran.verdict("down").0, "pass");
+    // No test judged the product: the suite's own code failed.
+    let tests = ran
+        .verdicts()
+        .into_iter()
+        .find(|v| v["phase"] == "tests")
+        .unwrap();
+    assert_eq!(tests["category"], "testkit", "{tests}");
 }

@@ -28,7 +28,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use testkit_engine::config::FlakyPolicy;
-use testkit_engine::report::{KnownIssues, Summary};
+use testkit_engine::report::{FailureCategory, KnownIssues, Summary};
 
 use super::signal::Interrupt;
 use crate::verdict::{PhaseResult, Verdict};
@@ -148,17 +148,34 @@ pub(crate) enum NextestListError {
 
 pub(crate) async fn run_tests(spec: &TestsSpec<'_>, interrupt: &mut Interrupt) -> TestsOutcome {
     let started = Instant::now();
-    let incomplete = |evidence: String| TestsOutcome {
-        result: PhaseResult::new("tests", Verdict::Fail, evidence, started.elapsed()),
-        incomplete: true,
-        summary: None,
-        failures: Vec::new(),
-        binaries: Vec::new(),
+    // A tests phase that could not complete is no product's failure: no
+    // test of it judged the product. The infrastructure's (a command
+    // that would not start, an interruption, a file that could not be
+    // written or read), unless the suite itself did not build.
+    let incomplete_as = |evidence: String, category: FailureCategory| {
+        let mut result = PhaseResult::new("tests", Verdict::Fail, evidence, started.elapsed());
+        result.category = Some(category);
+        TestsOutcome {
+            result,
+            incomplete: true,
+            summary: None,
+            failures: Vec::new(),
+            binaries: Vec::new(),
+        }
     };
+    let incomplete = |evidence: String| incomplete_as(evidence, FailureCategory::Infrastructure);
 
     let listed = match build::build(spec, interrupt).await {
         Ok(listed) => listed,
-        Err(e) => return incomplete(testkit_engine::error_chain(&e)),
+        Err(e) => {
+            let category = match e {
+                TestsIncomplete::Build { .. } | TestsIncomplete::NextestList(_) => {
+                    FailureCategory::Testkit
+                }
+                _ => FailureCategory::Infrastructure,
+            };
+            return incomplete_as(testkit_engine::error_chain(&e), category);
+        }
     };
     clear_progress();
     if interrupt.requested() {
