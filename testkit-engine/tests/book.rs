@@ -29,9 +29,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pulldown_cmark::{
-    BrokenLink, CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd,
-};
+use pulldown_cmark::{BrokenLink, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 use testkit_engine::config::SuiteConfig;
 use testkit_engine::resource::Kinds;
 
@@ -312,7 +310,7 @@ fn read_events<'a>(
                 }
             }
             Event::Html(html) | Event::InlineHtml(html) => {
-                read_html(&html, lines.of(range.start), &mut in_comment, md)
+                read_html(&html, range.start, lines, &mut in_comment, md)
             }
             // An HTML block ends with its comment, closed or not.
             Event::End(TagEnd::HtmlBlock) => in_comment = false,
@@ -339,45 +337,45 @@ fn fence_closed(source: &str) -> bool {
 }
 
 /// The links and ids of a piece of HTML (a line of an HTML block, or a tag
-/// inline), comments left out; `in_comment` carries a comment open at the
-/// end of one piece to the next.
-fn read_html(html: &str, line: usize, in_comment: &mut bool, md: &mut Markdown) {
-    let mut rest = html;
-    while !rest.is_empty() {
+/// inline) that starts at byte `start` of the file, comments left out;
+/// `in_comment` carries a comment open at the end of one piece to the next.
+fn read_html(html: &str, start: usize, lines: &Lines, in_comment: &mut bool, md: &mut Markdown) {
+    let mut pos = 0;
+    while pos < html.len() {
         if *in_comment {
-            match rest.find("-->") {
+            match html[pos..].find("-->") {
                 Some(end) => {
-                    rest = &rest[end + 3..];
+                    pos += end + "-->".len();
                     *in_comment = false;
                 }
                 None => return,
             }
         }
-        let (outside, after) = match rest.find("<!--") {
-            Some(start) => {
+        let end = match html[pos..].find("<!--") {
+            Some(open) => {
                 *in_comment = true;
-                (&rest[..start], &rest[start + 4..])
+                pos + open
             }
-            None => (rest, ""),
+            None => html.len(),
         };
-        // A line of HTML is one line: attributes spread over lines are
-        // each on theirs.
-        let mut at = line;
-        for piece in outside.split_inclusive('\n') {
+        // Line by line, for the line numbers.
+        let mut at = start + pos;
+        for piece in html[pos..end].split_inclusive('\n') {
+            let line = lines.of(at);
             for target in html_attribute(piece, "href")
                 .into_iter()
                 .chain(html_attribute(piece, "src"))
             {
                 md.links.push(Link {
-                    line: at,
+                    line,
                     target,
                     markdown: false,
                 });
             }
             md.anchors.extend(html_attribute(piece, "id"));
-            at += 1;
+            at += piece.len();
         }
-        rest = after;
+        pos = if *in_comment { end + "<!--".len() } else { end };
     }
 }
 
@@ -634,25 +632,26 @@ fn every_page_is_in_the_summary_and_every_summary_entry_is_a_page() {
     let summary = pages.get("SUMMARY.md").expect("book/src/SUMMARY.md");
     // mdBook makes a chapter of a Markdown link, never of an `href` (nor of
     // anything in a comment, which the parser leaves out).
-    let listed: BTreeSet<String> = parse(summary)
+    let listed: BTreeMap<String, usize> = parse(summary)
         .links
         .iter()
         .filter(|link| link.markdown)
-        .map(|link| link.target.split('#').next().unwrap().to_owned())
+        .map(|link| (link.target.split('#').next().unwrap().to_owned(), link.line))
         .collect();
     let mut wrong = Vec::new();
     for page in pages.keys().filter(|p| *p != "SUMMARY.md") {
-        if !listed.contains(page) {
+        if !listed.contains_key(page) {
             wrong.push(format!(
                 "book/src/{page} is not in SUMMARY.md: add it as `- [Title]({page})` \
                  (a link in a comment does not count)"
             ));
         }
     }
-    for page in &listed {
+    for (page, line) in &listed {
         if !pages.contains_key(page) {
             wrong.push(format!(
-                "SUMMARY.md lists {page}, which is not under book/src"
+                "book/src/SUMMARY.md:{line}: lists {page}, which is not under book/src: \
+                 fix the link or add the page"
             ));
         }
     }
@@ -722,8 +721,9 @@ fn every_link_of_the_book_and_the_readmes_resolves() {
 
 /// Every pointer at a page of the book in the text of a file, as the page's
 /// path from the repository's root (`book/src/<page>.md[#anchor]`): written
-/// so, or as the rendered page (`book/<page>.html[#anchor]`).
-fn pointers(text: &str) -> Vec<(usize, String)> {
+/// so, or as the rendered page (`book/<page>.html[#anchor]`); with its line
+/// and the text as written.
+fn pointers(text: &str) -> Vec<(usize, String, String)> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let mut rest = line;
@@ -733,8 +733,8 @@ fn pointers(text: &str) -> Vec<(usize, String)> {
                 .find(|c: char| !(c.is_ascii_alphanumeric() || "/-_.#".contains(c)))
                 .unwrap_or(rest.len());
             let pointer = rest[..end].trim_end_matches('.');
-            if let Some(pointer) = page_of_pointer(pointer) {
-                out.push((i + 1, pointer));
+            if let Some(page) = page_of_pointer(pointer) {
+                out.push((i + 1, pointer.to_owned(), page));
             }
             rest = &rest[end..];
         }
@@ -743,12 +743,18 @@ fn pointers(text: &str) -> Vec<(usize, String)> {
 }
 
 /// `book/src/<page>.md[#a]` as it is; `book/<page>.html[#a]` as the page it
-/// is rendered from; `None` for anything else under `book/`.
+/// is rendered from; `None` for anything else under `book/`, and for a
+/// placeholder in capitals (`book/src/PAGE.md`, as in `toml,over=PATH`):
+/// the book's pages are named in lowercase.
 fn page_of_pointer(pointer: &str) -> Option<String> {
     let (path, fragment) = match pointer.split_once('#') {
         Some((p, f)) => (p, format!("#{f}")),
         None => (pointer, String::new()),
     };
+    let name = Path::new(path).file_stem()?.to_string_lossy();
+    if !name.chars().any(|c| c.is_ascii_lowercase()) {
+        return None;
+    }
     if path.starts_with("book/src/") && path.ends_with(".md") {
         return Some(pointer.to_owned());
     }
@@ -785,11 +791,16 @@ fn every_pointer_at_the_book_in_the_sources_resolves() {
     let files = pointing_files();
     assert!(files.len() > 100, "only {} files found", files.len());
     for (file, text) in files {
-        for (line, pointer) in pointers(&text) {
+        for (line, written, page) in pointers(&text) {
             checked += 1;
             let from = root.join("README.md");
-            if let Err(problem) = targets.check(&from, Reader::Checkout, &pointer) {
-                wrong.push(format!("{}:{line}: {problem}", file.display()));
+            if let Err(problem) = targets.check(&from, Reader::Checkout, &page) {
+                let shown = if written == page {
+                    String::new()
+                } else {
+                    format!("{written}, rendered from ")
+                };
+                wrong.push(format!("{}:{line}: {shown}{problem}", file.display()));
             }
         }
     }
@@ -998,17 +1009,19 @@ fn every_rust_page_is_compiled_by_the_doc_tests() {
         let blocks = parse(&text).blocks;
         // (An unlabeled or indented block is Rust to rustdoc too, but it is
         // an error of its own below.)
-        let rust = blocks.iter().any(|b| match &b.fence {
+        let rust = blocks.iter().find(|b| match &b.fence {
             Fence::Fenced { info, .. } if !info.is_empty() => {
                 let r = rustdoc(info);
                 r.rust && !r.ignored
             }
             _ => false,
         });
-        if rust && !included.contains(&page) {
+        if let Some(b) = rust.filter(|_| !included.contains(&page)) {
             wrong.push(format!(
-                "book/src/{page} has Rust blocks testkit/src/lib.rs does not include: \
-                 add it to `pages!` in its `#[cfg(doctest)] mod book`"
+                "book/src/{page}:{}: a Rust block, and testkit/src/lib.rs does not include \
+                 the page, so it goes uncompiled: add the page to `pages!` in its \
+                 `#[cfg(doctest)] mod book`",
+                b.line
             ));
         }
         for b in &blocks {
