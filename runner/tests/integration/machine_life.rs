@@ -293,3 +293,39 @@ fn a_failed_machine_boot_s_down_phase_says_what_became_of_its_machine() {
         "{why}"
     );
 }
+
+/// A product whose unit fails once installed (sandboxd refuses an unknown
+/// option, restarts, and systemd gives up on it) fails the boot as soon as
+/// the unit has failed, naming the unit and its last lines, rather than
+/// when the machine's ceiling runs out with "health: connection refused".
+#[test]
+fn a_product_unit_that_fails_is_named_with_its_lines_without_waiting_for_the_ceiling() {
+    let suite = machine_fixture();
+    with_binaries(
+        suite.path(),
+        // Before the package's set-up, which (re)starts the service.
+        r#"[["sh", "-c", "echo SANDBOXD_OPTS=--no-such-option >> /etc/default/sandboxd"], ["/usr/lib/sandboxd/postinst", "configure"]]"#,
+    );
+    let ran = Ran::from(
+        machine_runner()
+            .args(["run", "--pod", "vm", "--installer", "binaries"])
+            .arg(suite.path())
+            .args(["-E", "test(create_two)"])
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    let (up, why) = ran.verdict("up");
+    assert_eq!(up, "fail");
+    assert!(
+        why.contains("unit(s) sandboxd.service failed after the install")
+            && why.contains("--no-such-option"),
+        "{why}"
+    );
+    assert!(
+        !why.contains("ceiling"),
+        "the boot waited for its ceiling: {why}"
+    );
+    let (down, why) = ran.verdict("down");
+    assert_eq!(down, "pass", "{why}");
+}

@@ -11,7 +11,7 @@
 //! is told to the boot's observer before QEMU starts, and its guard ends
 //! it should this process die.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -121,6 +121,9 @@ async fn up(
         ),
         None => None,
     };
+    // The units that failed before the product came: what the image
+    // itself leaves failed is not the product's failure.
+    let failed_before = failed_units(machine).await.unwrap_or_default();
     let left = m.ceiling.saturating_sub(started.elapsed());
     let installed = super::installer::install(m, machine, left)
         .await
@@ -131,7 +134,7 @@ async fn up(
         .port(m.port)
         .map_err(failed(spec, "forward its port"))?;
     let base_url = format!("http://127.0.0.1:{port}");
-    let health = wait_healthy(spec, &base_url, started, m.ceiling).await?;
+    let health = wait_healthy(spec, &base_url, started, m.ceiling, machine, &failed_before).await?;
     // Once it answers: what a service writes at its first start is there.
     let fields = read_fields(machine, &m.fields).await?;
     let access = crate::machine::MachineAccess::new(
@@ -224,13 +227,21 @@ fn json_value_of(text: &str, pointer: &str) -> Option<String> {
 }
 
 /// Asks the pod's health path at `base_url` every 200 ms until it answers
-/// 2xx, or the ceiling (from `started`) passes.
+/// 2xx, or the ceiling (from `started`) passes. Meanwhile, every
+/// [`GUEST_EVERY`], asks the guest which units failed: one that failed
+/// since the install (not in `failed_before`) ends the wait at once,
+/// with its last lines, rather than at the ceiling; and a guest whose
+/// agent has not answered for [`SILENT_LIMIT`] is named as hung.
 async fn wait_healthy(
     spec: &LaunchSpec,
     base_url: &str,
     started: Instant,
     ceiling: Duration,
+    machine: &mut Machine,
+    failed_before: &BTreeSet<String>,
 ) -> Result<HealthReport, LaunchError> {
+    let mut asked = Instant::now();
+    let mut silent_since: Option<Instant> = None;
     loop {
         let report = check_health(base_url, &spec.health_path, Duration::from_secs(2)).await;
         if report.ok() {
@@ -247,7 +258,88 @@ async fn wait_healthy(
                 logs: spec.logs_dir.clone(),
             });
         }
+        if asked.elapsed() >= GUEST_EVERY {
+            asked = Instant::now();
+            match failed_units(machine).await {
+                Ok(now) => {
+                    silent_since = None;
+                    let new: Vec<&String> = now.difference(failed_before).collect();
+                    if !new.is_empty() {
+                        return Err(unit_failed(spec, machine, &new).await);
+                    }
+                }
+                Err(_) => {
+                    let since = *silent_since.get_or_insert(asked);
+                    if since.elapsed() >= SILENT_LIMIT {
+                        return Err(LaunchError::GuestSilent {
+                            silent: since.elapsed(),
+                            console: crate::redact(&machine.console_tail()).into_owned(),
+                            logs: spec.logs_dir.clone(),
+                        });
+                    }
+                }
+            }
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How often the wait for health asks the guest about its units.
+const GUEST_EVERY: Duration = Duration::from_secs(2);
+
+/// How long the guest's agent may be silent (each question given
+/// [`GUEST_ANSWER`]) before the guest is named as hung: long enough for a
+/// guest under TCG on a loaded host.
+const SILENT_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long one question to the guest's agent may take.
+const GUEST_ANSWER: Duration = Duration::from_secs(10);
+
+/// The units of the guest in the state `failed`.
+async fn failed_units(machine: &mut Machine) -> Result<BTreeSet<String>, MachineError> {
+    let argv = [
+        "systemctl",
+        "list-units",
+        "--state=failed",
+        "--no-legend",
+        "--plain",
+        "--full",
+    ];
+    let out = machine.exec(&argv, &[], GUEST_ANSWER).await?;
+    Ok(out
+        .stdout_text()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The failure of the units `units`, with their last journal lines.
+async fn unit_failed(spec: &LaunchSpec, machine: &mut Machine, units: &[&String]) -> LaunchError {
+    let mut argv = vec!["journalctl", "--no-pager", "-q", "-n", "20"];
+    for unit in units {
+        argv.extend(["-u", unit.as_str()]);
+    }
+    let journal = match machine.exec(&argv, &[], GUEST_ANSWER).await {
+        Ok(out) => out.stdout_text(),
+        Err(e) => format!(
+            "(the journal could not be read: {})",
+            crate::errors::error_chain(&e)
+        ),
+    };
+    let journal = journal
+        .lines()
+        .map(|l| format!("  {}", crate::pod::process::capped(l)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    LaunchError::UnitFailed {
+        units: units
+            .iter()
+            .map(|u| u.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        journal: crate::redact(&journal).into_owned(),
+        logs: spec.logs_dir.clone(),
     }
 }
 

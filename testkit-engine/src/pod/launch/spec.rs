@@ -334,6 +334,28 @@ pub enum LaunchError {
     /// The container engine refused part of a container pod's start.
     #[error("the container pod could not start: {0}")]
     Container(String),
+    /// A unit of the guest failed after the product was installed, before
+    /// the pod answered health: the product's own service, as a rule.
+    #[error("the machine pod's unit(s) {units} failed after the install, before health answered (`systemctl list-units --state=failed` in the guest); their last lines:\n{journal}\nlogs kept in {}", logs.display())]
+    UnitFailed {
+        /// The units that failed, comma-separated.
+        units: String,
+        /// Their last journal lines, redacted.
+        journal: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
+    /// The guest stopped answering its agent while health did not answer
+    /// either: hung, or too loaded to run.
+    #[error("the machine pod's guest has not answered its agent for {silent:?} while its health did not answer either: it looks hung (QEMU runs it, nothing in it answers); the end of its console:\n{console}\nlogs kept in {}", logs.display())]
+    GuestSilent {
+        /// How long the agent was silent.
+        silent: Duration,
+        /// The end of the guest's console, redacted.
+        console: String,
+        /// The logs folder.
+        logs: PathBuf,
+    },
     /// A step of a machine pod's boot failed.
     #[error("the machine pod could not {what}; logs kept in {}", logs.display())]
     Machine {
