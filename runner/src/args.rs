@@ -66,11 +66,17 @@ enum Command {
 /// (`report`, `merge`, `check`, `new`) and the watchdog, which must stop
 /// its pod whatever the environment, do not read them.
 fn settings() -> Result<Settings, ExpectedError> {
-    // `TESTKIT_SOURCES` is the runner's own: checked here with the rest,
-    // so that a bad one is refused before anything starts, not when (or
-    // whether) the default pod is looked for.
-    crate::checkout::Sources::from_env().map_err(ExpectedError::bad_args)?;
     Settings::from_env().map_err(ExpectedError::bad_args)
+}
+
+/// [`settings`], for a verb that may start the default pod (`run`, `pod
+/// up`): `TESTKIT_SOURCES`, the runner's own, is checked with the rest,
+/// so that a bad one is refused before anything starts, not when (or
+/// whether) the default pod is looked for. The verbs that only list or
+/// stop pods do not read it: a bad one must not keep a pod from stopping.
+fn settings_to_start() -> Result<Settings, ExpectedError> {
+    crate::checkout::Sources::from_env().map_err(ExpectedError::bad_args)?;
+    settings()
 }
 
 /// Parses the arguments and runs the verb; the exit code of the process.
@@ -89,14 +95,20 @@ pub(crate) fn main_impl() -> u8 {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => settings().and_then(|s| block_on(run::run(*args, s))),
+        Command::Run(args) => settings_to_start().and_then(|s| block_on(run::run(*args, s))),
         Command::Janitor(args) => settings().and_then(|s| block_on(janitor::run(args, &s))),
         Command::Merge(args) => merge::run(args),
         Command::Report(args) => report::run(args),
         Command::New(args) => new::run(args),
         Command::Check(args) => check::run(args),
         Command::CheckKnownIssues(args) => known_issues::run(args),
-        Command::Pod(cmd) => settings().and_then(|s| pod::run(cmd, &s)),
+        Command::Pod(cmd) => {
+            let settings = match cmd {
+                pod::PodCommand::Up(_) => settings_to_start(),
+                _ => settings(),
+            };
+            settings.and_then(|s| pod::run(cmd, &s))
+        }
         Command::WatchPod(args) => return run::watchdog(args),
     };
     if let Err(e) = &result {

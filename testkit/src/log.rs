@@ -33,15 +33,60 @@ const TAIL_BYTES: usize = 512 * 1024;
 /// The longest a line of the log may be: a wait that observes a whole
 /// listing, or a test logging a body, is cut, saying by how much.
 const LINE_BYTES: usize = 8 * 1024;
+/// How much past [`LINE_BYTES`] a long line keeps until the log is read:
+/// it is cut only then, after redaction with the secrets known by then
+/// (one another process recorded meanwhile included), and a secret the
+/// cut splits is masked.
+const LINE_SLACK: usize = 1024;
+
+/// A line of the log as kept: its text (at most [`LINE_BYTES`] +
+/// [`LINE_SLACK`]), unredacted, and how many bytes of it were left out.
+struct Line {
+    text: String,
+    beyond: usize,
+}
+
+impl Line {
+    fn new(mut text: String) -> Line {
+        let mut beyond = 0;
+        if text.len() > LINE_BYTES + LINE_SLACK {
+            let mut end = LINE_BYTES + LINE_SLACK;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            beyond = text.len() - end;
+            text.truncate(end);
+        }
+        Line { text, beyond }
+    }
+
+    fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// The line as the log shows it: redacted, cut at [`LINE_BYTES`],
+    /// saying what was left out.
+    fn shown(&self) -> std::borrow::Cow<'_, str> {
+        if self.text.len() <= LINE_BYTES && self.beyond == 0 {
+            return crate::redact(&self.text);
+        }
+        let (mut kept, cut) = crate::engine::redact::redact_then_cut(&self.text, LINE_BYTES);
+        kept.push_str(&format!(
+            " … ({} bytes more of this line left out)",
+            cut + self.beyond
+        ));
+        kept.into()
+    }
+}
 
 #[derive(Default)]
 struct LogInner {
     start: Option<Instant>,
     /// The first lines, up to [`HEAD_BYTES`].
-    head: Vec<String>,
+    head: Vec<Line>,
     head_bytes: usize,
     /// The last lines after the head, up to [`TAIL_BYTES`].
-    tail: VecDeque<String>,
+    tail: VecDeque<Line>,
     tail_bytes: usize,
     /// Lines dropped between head and tail, and their bytes.
     dropped: usize,
@@ -62,14 +107,7 @@ impl Log {
         if ECHO.load(Ordering::Relaxed) {
             eprintln!("{}", crate::redact(&line));
         }
-        let line = if line.len() > LINE_BYTES {
-            // Redacted before it is cut: no cut keeps part of a secret.
-            let (mut kept, more) = crate::engine::redact::redact_then_cut(&line, LINE_BYTES);
-            kept.push_str(&format!(" … ({more} bytes more of this line left out)"));
-            kept
-        } else {
-            line
-        };
+        let line = Line::new(line);
         if inner.head_bytes + line.len() <= HEAD_BYTES && inner.tail.is_empty() {
             inner.head_bytes += line.len();
             inner.head.push(line);
@@ -95,16 +133,19 @@ impl Log {
     /// The whole log, redacted.
     pub(crate) fn text(&self) -> String {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut lines: Vec<&str> = inner.head.iter().map(String::as_str).collect();
-        let gap = format!(
-            "… {} lines ({} bytes) of this log left out here: a log keeps its first and last 512 KiB",
-            inner.dropped, inner.dropped_bytes
-        );
+        let mut lines: Vec<std::borrow::Cow<'_, str>> =
+            inner.head.iter().map(Line::shown).collect();
         if inner.dropped > 0 {
-            lines.push(&gap);
+            lines.push(
+                format!(
+                    "… {} lines ({} bytes) of this log left out here: a log keeps its first and last 512 KiB",
+                    inner.dropped, inner.dropped_bytes
+                )
+                .into(),
+            );
         }
-        lines.extend(inner.tail.iter().map(String::as_str));
-        crate::redact(&lines.join("\n")).into_owned()
+        lines.extend(inner.tail.iter().map(Line::shown));
+        lines.join("\n")
     }
 }
 
@@ -133,6 +174,19 @@ mod tests {
             text.ends_with("bytes more of this line left out)"),
             "the long line is cut"
         );
+    }
+
+    #[test]
+    fn a_secret_known_only_when_the_log_is_read_is_hidden_where_a_cut_splits_it() {
+        let log = Log::default();
+        let mut line = "a".repeat(LINE_BYTES - 20);
+        line.push_str("LaTeSeCrEt0123456789abcdef");
+        line.push_str(&"b".repeat(LINE_BYTES));
+        log.push(line);
+        crate::register_secret("LaTeSeCrEt0123456789abcdef");
+        let text = log.text();
+        assert!(!text.contains("LaTeSeC"), "{}", &text[text.len() - 200..]);
+        assert!(text.contains("[REDACTE"), "{}", &text[text.len() - 200..]);
     }
 
     #[test]

@@ -169,9 +169,11 @@ pub(crate) fn check_pods_dir(settings: &Settings) -> Result<(), ExpectedError> {
 
 /// Where the pods of `pod up` and of runs are recorded: `TESTKIT_PODS_DIR`,
 /// else `$XDG_STATE_HOME/testkit/pods`, else `~/.local/state/testkit/pods`.
+/// Absolute: the handles written there name paths in it, and a handle's
+/// paths must mean the same folder from wherever a test reads it.
 pub(crate) fn pods_dir(settings: &Settings) -> PathBuf {
     if let Some(dir) = &settings.pods_dir {
-        return dir.clone();
+        return std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
     }
     if let Some(dir) = &settings.state_home {
         return dir.join("testkit/pods");

@@ -369,6 +369,17 @@ fn a_new_suite_without_a_checkout_depends_on_testkit_from_the_registry() {
             refused.stderr
         );
     }
+    // Listing (or stopping) pods never reads it.
+    let pods = scratch.path().join("pods");
+    let listed = Ran::from(
+        runner()
+            .args(["pod", "ls"])
+            .env("TESTKIT_SOURCES", &nowhere)
+            .env("TESTKIT_PODS_DIR", &pods)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
 }
 
 /// The janitor deletes what carries the run id, and nothing else.
@@ -508,14 +519,17 @@ fn report_of_a_missing_or_foreign_folder_is_64_and_of_one_without_records_2() {
 /// `pod up` of a process pod leaves a handle whose `process` field names
 /// the pod's log where it is after the pod's folder got its name: a test
 /// against that pod (plain `cargo nextest`, no runner) reads the pod's
-/// last lines from it in a hang report.
+/// last lines from it in a hang report. A relative `TESTKIT_PODS_DIR`
+/// still gives absolute paths, which a handle must hold.
 #[test]
 fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
     let suite = fixture("suite");
-    let pods = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let pods = scratch.path().join("pods");
     let up = Ran::from(
         runner()
-            .env("TESTKIT_PODS_DIR", pods.path())
+            .current_dir(scratch.path())
+            .env("TESTKIT_PODS_DIR", "pods")
             .args(["pod", "up", "--json", "--suite"])
             .arg(suite.path())
             .output()
@@ -526,7 +540,7 @@ fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
     let name = out["name"].as_str().unwrap().to_owned();
     let down = || {
         runner()
-            .env("TESTKIT_PODS_DIR", pods.path())
+            .env("TESTKIT_PODS_DIR", &pods)
             .args(["pod", "down", &name])
             .output()
             .unwrap()
@@ -535,7 +549,7 @@ fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
         serde_json::from_slice(&std::fs::read(out["handle"].as_str().unwrap()).unwrap()).unwrap();
     let log = std::path::PathBuf::from(handle["process"]["log"].as_str().unwrap_or_default());
     let found = log.is_file();
-    let listed = pods.path().join(&name);
+    let listed = pods.join(&name);
     let _ = down();
     assert!(
         found && log.starts_with(&listed),

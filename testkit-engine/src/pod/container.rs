@@ -1055,7 +1055,7 @@ pub(super) async fn describe_container(
             let from = lines.len().saturating_sub(tail);
             lines[from..]
                 .iter()
-                .map(|l| format!("    {}", crate::redact(&super::process::capped(l))))
+                .map(|l| format!("    {}", super::process::capped(l)))
                 .collect::<Vec<_>>()
                 .join("\n")
         }

@@ -218,10 +218,18 @@ impl PodHandle {
     /// must not hang. Empty when the handle names none of them. Not
     /// redacted.
     pub async fn describe(&self, lines: usize, bound: std::time::Duration) -> String {
-        use std::fmt::Write as _;
         let mut out = String::new();
         if let Some(process) = &self.process {
-            let _ = write!(out, "\n  {}", process.describe(lines));
+            // Files and /proc, read on a thread of their own: a read that
+            // blocks must not hold a worker of the runtime, whose timers
+            // (the tests' timeouts among them) it drives.
+            let process = process.clone();
+            let said = async move {
+                tokio::task::spawn_blocking(move || process.describe(lines))
+                    .await
+                    .unwrap_or_else(|e| format!("the pod's state could not be read: {e}"))
+            };
+            out.push_str(&within(said, "the pod's state: its process group and log", bound).await);
         }
         if let Some(container) = &self.container {
             let said = container.describe(lines);

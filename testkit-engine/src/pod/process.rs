@@ -51,7 +51,7 @@ impl PodProcess {
             Ok(lines) if lines.is_empty() => "    (it has printed nothing)".to_owned(),
             Ok(lines) => lines
                 .iter()
-                .map(|l| format!("    {}", crate::redact(&capped(l))))
+                .map(|l| format!("    {}", capped(l)))
                 .collect::<Vec<_>>()
                 .join("\n"),
             Err(e) => format!(
@@ -70,7 +70,20 @@ impl PodProcess {
 /// The last `n` lines of `path`, read from its last [`TAIL_BYTES`]. A
 /// last line longer than that is given by its end, after `… `.
 fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> {
-    let mut file = std::fs::File::open(path)?;
+    // Only a regular file: a handle may name a FIFO, whose open would
+    // wait for a writer, or a device that never ends. (Opened without
+    // blocking too, should it be swapped for one in between.)
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
     let len = file.metadata()?.len();
     let from = len.saturating_sub(TAIL_BYTES);
     file.seek(SeekFrom::Start(from))?;
@@ -83,7 +96,13 @@ fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> 
     if from > 0 {
         match text.trim_end_matches('\n').find('\n') {
             Some(newline) => text = &text[newline + 1..],
-            None => return Ok(vec![format!("… {}", text.trim_end_matches('\n'))]),
+            None => {
+                // Redacted, then its cut start masked: the part of a
+                // secret the cut left is no less a secret.
+                let mut kept = crate::redact(text.trim_end_matches('\n')).into_owned();
+                crate::redact::mask_cut_start(&mut kept);
+                return Ok(vec![format!("… {kept}")]);
+            }
         }
     }
     let lines: Vec<&str> = text.lines().collect();
@@ -95,16 +114,26 @@ fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> 
 /// log can hold would swamp the failure it is part of.
 const LINE_CAP: usize = 2048;
 
-/// `line`, cut at [`LINE_CAP`] bytes (on a character boundary).
-pub(crate) fn capped(line: &str) -> std::borrow::Cow<'_, str> {
-    if line.len() <= LINE_CAP {
-        return line.into();
+/// `line` as a report shows it: redacted, then cut at [`LINE_CAP`] bytes
+/// (a secret the cut splits masked, [`crate::redact::redact_then_cut`]),
+/// its control characters (a NUL, an escape sequence) shown as `�` so
+/// that they reach no terminal and no XML.
+pub(crate) fn capped(line: &str) -> String {
+    let (kept, more) = crate::redact::redact_then_cut(line, LINE_CAP);
+    let mut shown: String = kept
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if more > 0 {
+        shown.push_str(&format!(" … ({more} bytes more)"));
     }
-    let mut end = LINE_CAP;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} … ({} bytes more)", &line[..end], line.len() - end).into()
+    shown
 }
 
 #[cfg(test)]
@@ -128,6 +157,32 @@ mod tests {
         assert!(said.contains("    … xxxx"), "{said}");
         assert!(said.contains(" bytes more)"), "{said}");
         assert!(said.len() < 3 * 1024, "{} bytes", said.len());
+    }
+
+    #[test]
+    fn a_log_that_is_not_a_regular_file_is_named_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pod.stderr.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // No writer: an open that blocks would never return.
+        let said = PodProcess::new(i32::MAX, None, fifo).describe(20);
+        assert!(said.contains("it is not a regular file"), "{said}");
+    }
+
+    #[test]
+    fn a_secret_split_by_a_cut_is_masked_and_control_bytes_are_not_shown() {
+        crate::redact::register_secret("SeCrEtStRaDdLe0123456789");
+        let mut line = "a".repeat(LINE_CAP - 10);
+        line.push_str("SeCrEtStRaDdLe0123456789\u{1b}[31mred\0");
+        let said = described(line.as_bytes());
+        assert!(!said.contains("SeCrEtSt"), "{said}");
+        let mut long = "b".repeat(70 * 1024);
+        long.push_str("SeCrEtStRaDdLe0123456789");
+        long.push_str(&"c".repeat(64 * 1024 - 10));
+        let said = described(long.as_bytes());
+        assert!(!said.contains("0123456789"), "{said}");
+        let said = described(b"x\x1b[2Jy\0z\n");
+        assert!(said.ends_with("    x\u{FFFD}[2Jy\u{FFFD}z"), "{said}");
     }
 
     #[test]

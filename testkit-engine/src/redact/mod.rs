@@ -61,21 +61,34 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 /// Words that name a credential in a URL's query parameter (`?token=…`,
 /// `api_key`, `X-Amz-Signature`, `password`): their values are hidden in
 /// what testkit writes of a URL even when nobody registered them, since a
-/// test may have got them from the product itself.
-const SECRET_PARAMS: &[&str] = &[
+/// test may have got them from the product itself. A name is split into
+/// words (at `_`, `-`, `.` and lower-to-upper case changes), so that
+/// `author` or `monkey` are not taken for `auth` or `key`.
+const SECRET_WORDS: &[&str] = &[
     "token",
     "key",
+    "apikey",
     "secret",
+    "password",
+    "passwd",
     "pass",
+    "pwd",
     "auth",
     "sig",
+    "signature",
     "credential",
+    "credentials",
     "session",
+    "sessionid",
+    "sid",
+    "jwt",
+    "bearer",
 ];
 
-/// `url` redacted ([`redact`]), with the password of its user info and
-/// the value of each query parameter whose name holds one of
-/// [`SECRET_PARAMS`] (any case) replaced by [`REDACTED`].
+/// `url` redacted ([`redact`]), with its user info (the password, or a
+/// user name alone, which is a token as often as not) and the value of
+/// each query or fragment parameter whose name holds one of
+/// [`SECRET_WORDS`] replaced by [`REDACTED`].
 pub fn redact_url(url: &str) -> String {
     let url = redact(url);
     let (before, fragment) = match url.split_once('#') {
@@ -86,46 +99,99 @@ pub fn redact_url(url: &str) -> String {
         Some((b, q)) => (b, Some(q)),
         None => (before, None),
     };
-    let mut out = match base.split_once("://") {
+    let mut out = match base.split_once("//") {
         Some((scheme, rest)) => {
             let (authority, path) = match rest.find('/') {
                 Some(i) => rest.split_at(i),
                 None => (rest, ""),
             };
             match authority.rsplit_once('@') {
-                Some((user_info, host)) if user_info.contains(':') => {
-                    let user = user_info.split(':').next().unwrap_or_default();
-                    format!("{scheme}://{user}:{REDACTED}@{host}{path}")
-                }
-                _ => base.to_owned(),
+                Some((user_info, host)) => match user_info.split_once(':') {
+                    Some((user, _)) => format!("{scheme}//{user}:{REDACTED}@{host}{path}"),
+                    None => format!("{scheme}//{REDACTED}@{host}{path}"),
+                },
+                None => base.to_owned(),
             }
         }
         None => base.to_owned(),
     };
     if let Some(query) = query {
         out.push('?');
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((name, value)) if !value.is_empty() && secret_param(name) => {
-                    format!("{name}={REDACTED}")
-                }
-                _ => pair.to_owned(),
-            })
-            .collect();
-        out.push_str(&pairs.join("&"));
+        out.push_str(&redact_params(query));
     }
     if let Some(fragment) = fragment {
         out.push('#');
-        out.push_str(fragment);
+        out.push_str(&redact_params(fragment));
     }
     out
 }
 
-/// Whether a query parameter named `name` holds a credential.
+/// `params` (`a=1&token=x;b=2`), each value whose name holds a credential
+/// replaced by [`REDACTED`].
+fn redact_params(params: &str) -> String {
+    let mut out = String::with_capacity(params.len());
+    for pair in params.split_inclusive(['&', ';']) {
+        let (pair, separator) = match pair.strip_suffix(['&', ';']) {
+            Some(p) => (p, &pair[p.len()..]),
+            None => (pair, ""),
+        };
+        match pair.split_once('=') {
+            Some((name, value)) if !value.is_empty() && secret_param(name) => {
+                out.push_str(name);
+                out.push('=');
+                out.push_str(REDACTED);
+            }
+            _ => out.push_str(pair),
+        }
+        out.push_str(separator);
+    }
+    out
+}
+
+/// Whether a query parameter named `name` (percent-encoded or not) holds
+/// a credential: one of its words is one of [`SECRET_WORDS`].
 fn secret_param(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    SECRET_PARAMS.iter().any(|word| name.contains(word))
+    let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut last_lower = false;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            words.push(std::mem::take(&mut word));
+            last_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && last_lower {
+            words.push(std::mem::take(&mut word));
+        }
+        last_lower = c.is_lowercase() || c.is_numeric();
+        word.extend(c.to_lowercase());
+    }
+    words.push(word);
+    words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
+}
+
+/// `text` with every `http://` or `https://` URL in it passed through
+/// [`redact_url`]: an error's text (reqwest's names the URL it failed on)
+/// hides what the URL's credentials would have shown.
+pub fn redact_urls_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = ["http://", "https://"]
+        .iter()
+        .filter_map(|scheme| rest.find(scheme))
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        let url = &rest[at..];
+        let end = url
+            .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '<' | '>'))
+            .unwrap_or(url.len());
+        out.push_str(&redact_url(&url[..end]));
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The shortest start (or end) of a secret that a cut text may not end
@@ -312,6 +378,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_urls_in_an_error_s_text_are_redacted() {
+        assert_eq!(
+            redact_urls_in(
+                "error sending request for url (http://u:pw@127.0.0.1:9/x?access_token=abc&n=1): refused"
+            ),
+            "error sending request for url (http://u:[REDACTED]@127.0.0.1:9/x?access_token=[REDACTED]&n=1): refused"
+        );
+        assert_eq!(redact_urls_in("no url here"), "no url here");
+    }
+
+    #[test]
     fn a_url_s_credentials_are_hidden_whoever_registered_them() {
         assert_eq!(
             redact_url("http://127.0.0.1:9/api/x?prefix=tk&access_token=abc123&Api-Key=k9#top"),
@@ -326,9 +403,18 @@ mod tests {
             "http://127.0.0.1:9/api/sandboxes?limit=1000&prefix=tk",
             "/api/x?token=",
             "http://h/p",
+            "http://h/p?author=me&design=x&monkey=1&sign=up",
         ] {
             assert_eq!(redact_url(plain), plain);
         }
+        assert_eq!(
+            redact_url("https://ghp_abcdef123@github.com/o/r?a=1;sessionId=s1#access_token=t2&x=y"),
+            "https://[REDACTED]@github.com/o/r?a=1;sessionId=[REDACTED]#access_token=[REDACTED]&x=y"
+        );
+        assert_eq!(
+            redact_url("//u:p@h/x?%74oken=abc"),
+            "//u:[REDACTED]@h/x?%74oken=[REDACTED]"
+        );
     }
 
     #[test]

@@ -26,6 +26,16 @@ use super::{
     URL_CAP, WINDOW,
 };
 
+/// `e` without the URL it names when that URL holds credentials
+/// ([`crate::redact::redact_url`] would change it): reqwest's text of an
+/// error names its URL whole, and a test's failure shows that text.
+fn without_credentials(e: reqwest::Error) -> reqwest::Error {
+    match e.url() {
+        Some(url) if crate::redact::redact_url(url.as_str()) != url.as_str() => e.without_url(),
+        _ => e,
+    }
+}
+
 /// Sends `request` with `client`, in the trace of the running test when
 /// there is one. `defaults` are the client's default headers (its
 /// credential), which reqwest adds as it sends: recorded, blanked.
@@ -38,7 +48,7 @@ pub(crate) async fn send(
     // cancelled): what a hang report names.
     let _pending = super::pending::begin_request(request.method().as_str(), request.url().as_str());
     let Some(recorder) = super::active::current() else {
-        return client.execute(request).await;
+        return client.execute(request).await.map_err(without_credentials);
     };
     let mut url = crate::redact::redact_url(request.url().as_str());
     cap_field(&mut url, URL_CAP);
@@ -72,8 +82,11 @@ pub(crate) async fn send(
     let response = match client.execute(request).await {
         Ok(response) => response,
         Err(e) => {
+            let e = without_credentials(e);
             exchange.took = exchange.started.elapsed();
-            exchange.broke = Some(crate::errors::error_chain(&e));
+            exchange.broke = Some(crate::redact::redact_urls_in(&crate::errors::error_chain(
+                &e,
+            )));
             recorder.push_exchange(exchange);
             return Err(e);
         }
@@ -295,7 +308,7 @@ impl http_body::Body for Tee {
             Poll::Ready(Some(Err(e))) => {
                 let why = format!(
                     "the answer's body broke off: {}",
-                    crate::errors::error_chain(e)
+                    crate::redact::redact_urls_in(&crate::errors::error_chain(e))
                 );
                 self.finish(Some(why));
             }

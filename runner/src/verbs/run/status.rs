@@ -34,7 +34,11 @@ pub(crate) struct TestsRunning(());
 
 impl Drop for TestsRunning {
     fn drop(&mut self) {
-        *running() = None;
+        // The tests are over: an answer that came after the runner stopped
+        // waiting for it is no result either.
+        if let Some(r) = running().take() {
+            let _ = std::fs::remove_dir_all(r.results_dir.join("status"));
+        }
     }
 }
 
