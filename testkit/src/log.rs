@@ -70,7 +70,13 @@ impl Line {
         if self.text.len() <= LINE_BYTES && self.beyond == 0 {
             return crate::redact(&self.text);
         }
-        let (mut kept, cut) = crate::engine::redact::redact_then_cut(&self.text, LINE_BYTES);
+        // Cut where it was kept too: the end of what was kept may be the
+        // start of a secret, whatever redaction before it shortened.
+        let (mut kept, cut) = if self.beyond > 0 {
+            crate::engine::redact::redact_cut_text(&self.text, LINE_BYTES)
+        } else {
+            crate::engine::redact::redact_then_cut(&self.text, LINE_BYTES)
+        };
         kept.push_str(&format!(
             " … ({} bytes more of this line left out)",
             cut + self.beyond
@@ -187,6 +193,21 @@ mod tests {
         let text = log.text();
         assert!(!text.contains("LaTeSeC"), "{}", &text[text.len() - 200..]);
         assert!(text.contains("[REDACTE"), "{}", &text[text.len() - 200..]);
+    }
+
+    #[test]
+    fn a_secret_at_the_cut_of_a_line_that_redaction_shortened_is_hidden() {
+        let jwt = format!("eyJhx{}JWTEND", "A".repeat(600));
+        crate::register_secret(&jwt);
+        let log = Log::default();
+        let line = format!(
+            "{jwt} {jwt} {}{jwt}{}",
+            "p".repeat(LINE_BYTES + LINE_SLACK - 12 - 1220 - 40 - 13),
+            "q".repeat(5000)
+        );
+        log.push(line);
+        let text = log.text();
+        assert!(!text.contains("eyJhxAAA"), "{}", &text[text.len() - 200..]);
     }
 
     #[test]

@@ -89,7 +89,18 @@ fn last_lines(path: &std::path::Path, n: usize) -> std::io::Result<Vec<String>> 
     file.seek(SeekFrom::Start(from))?;
     let mut bytes = Vec::new();
     file.take(TAIL_BYTES).read_to_end(&mut bytes)?;
-    let text = String::from_utf8_lossy(&bytes);
+    // A read from the middle may start inside a character: its other
+    // bytes are not text (and would hide the end of a secret from the
+    // mask of a cut start below).
+    let whole = if from > 0 {
+        bytes
+            .iter()
+            .position(|b| b & 0xC0 != 0x80)
+            .unwrap_or(bytes.len())
+    } else {
+        0
+    };
+    let text = String::from_utf8_lossy(&bytes[whole..]);
     let mut text: &str = &text;
     // A read from the middle of the file starts in the middle of a line:
     // drop that part, unless it is all there is.
@@ -181,6 +192,15 @@ mod tests {
         long.push_str(&"c".repeat(64 * 1024 - 10));
         let said = described(long.as_bytes());
         assert!(!said.contains("0123456789"), "{said}");
+        // A secret of more than one byte a character, its first one cut.
+        crate::redact::register_secret("ééééé0123456789XYZ");
+        for k in 0..4 {
+            let mut long = "b".repeat(70 * 1024);
+            long.push_str("ééééé0123456789XYZ");
+            long.push_str(&"c".repeat(64 * 1024 - 23 + 1 + 2 * k));
+            let said = described(long.as_bytes());
+            assert!(!said.contains("0123456789"), "{k}: {}", &said[..200]);
+        }
         let said = described(b"x\x1b[2Jy\0z\n");
         assert!(said.ends_with("    x\u{FFFD}[2Jy\u{FFFD}z"), "{said}");
     }

@@ -83,12 +83,29 @@ const SECRET_WORDS: &[&str] = &[
     "sid",
     "jwt",
     "bearer",
+    "authorization",
+    "accesstoken",
+    "refreshtoken",
+    "idtoken",
+    "apitoken",
+    "authtoken",
+    "authkey",
+    "apisecret",
+    "clientsecret",
+    "privatekey",
+    "jsessionid",
+    "phpsessid",
+    "passphrase",
+    "assertion",
+    "verifier",
+    "samlresponse",
 ];
 
 /// `url` redacted ([`redact`]), with its user info (the password, or a
 /// user name alone, which is a token as often as not) and the value of
-/// each query or fragment parameter whose name holds one of
-/// [`SECRET_WORDS`] replaced by [`REDACTED`].
+/// each query or fragment parameter whose name holds a word that names a
+/// credential (`token`, `key`, `secret`, `password`, `auth`, `signature`,
+/// `session`, …) replaced by [`REDACTED`].
 pub fn redact_url(url: &str) -> String {
     let url = redact(url);
     let (before, fragment) = match url.split_once('#') {
@@ -217,6 +234,18 @@ pub fn redact_then_cut(text: &str, max: usize) -> (String, usize) {
     let mut kept = text[..end].to_owned();
     mask_cut_end(&mut kept);
     (kept, text.len() - end)
+}
+
+/// `text`, a text that was already cut at its end, redacted and cut to at
+/// most `max` bytes: as [`redact_then_cut`], but its end is masked
+/// whether or not this cut removed anything, since the earlier cut may
+/// have split a secret that redaction then pulled within `max`.
+pub fn redact_cut_text(text: &str, max: usize) -> (String, usize) {
+    let (mut kept, cut) = redact_then_cut(text, max);
+    if cut == 0 {
+        mask_cut_end(&mut kept);
+    }
+    (kept, cut)
 }
 
 /// `text` redacted, then cut to its last `max` bytes at a character
@@ -410,6 +439,10 @@ mod tests {
         assert_eq!(
             redact_url("https://ghp_abcdef123@github.com/o/r?a=1;sessionId=s1#access_token=t2&x=y"),
             "https://[REDACTED]@github.com/o/r?a=1;sessionId=[REDACTED]#access_token=[REDACTED]&x=y"
+        );
+        assert_eq!(
+            redact_url("http://h/x?Authorization=a1&accesstoken=a2&JSESSIONID=a3&code_verifier=a4"),
+            "http://h/x?Authorization=[REDACTED]&accesstoken=[REDACTED]&JSESSIONID=[REDACTED]&code_verifier=[REDACTED]"
         );
         assert_eq!(
             redact_url("//u:p@h/x?%74oken=abc"),

@@ -330,9 +330,11 @@ fn run_body(
             Some(skip) => Body::Skipped(skip.reason().to_owned()),
             None => Body::Failed {
                 kind: FailureKind::Error,
-                message: format!(
+                // An HTTP client's error names its URL whole (reqwest's
+                // `error_for_status` does): its credentials are hidden.
+                message: crate::engine::redact::redact_urls_in(&format!(
                     "the test returned an error: {error:#}\n  test defined at {location}"
-                ),
+                )),
                 category: Some(category_of_error(&error)),
             },
         },
