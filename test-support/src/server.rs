@@ -230,9 +230,13 @@ impl Drop for Sandboxd {
     }
 }
 
+/// A folder of the user's alone: it holds the handle, and with it the
+/// token.
 fn private_dir() -> TempDir {
+    use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix("sandboxd-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .unwrap_or_else(|e| panic!("failed to create a temporary folder for sandboxd: {e}"))
 }

@@ -34,6 +34,13 @@ fn starts_isolated_and_stops_with_its_group() {
         "the handle is written outside HOME"
     );
     assert!(pod.home().is_dir());
+    // The folder of the handle (the token) is its user's alone.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let folder = pod.handle_file().parent().unwrap();
+        let mode = std::fs::metadata(folder).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", folder.display());
+    }
     assert!(pod.is_running());
     let environ = std::fs::read(format!("/proc/{}/environ", pod.pid())).unwrap();
     let vars: Vec<String> = environ
@@ -138,6 +145,9 @@ fn a_killed_test_process_leaves_no_server_behind() {
             "--nocapture",
         ])
         .env("START_STOP_HOLD", &pid_file)
+        // The killed child never removes its server's temporary folder:
+        // it makes it in this test's, which goes with the test.
+        .env("TMPDIR", dir.path())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
