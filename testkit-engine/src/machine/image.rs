@@ -71,11 +71,27 @@ const SETUP_FILES: &[(&str, &str)] = &[
         "etc/systemd/network/10-eth0.network",
         "[Match]\nName=eth0\n\n[Network]\nAddress=10.0.2.15/24\nGateway=10.0.2.2\n",
     ),
+    // The guest agent is started by udev when its virtio port appears
+    // with its name. After a reset (a restart fault), the port's name can
+    // come after udev looked at it: no `virtio-ports/` link, no agent, a
+    // guest nothing can reach. This asks udev again until the agent runs.
+    (
+        "etc/systemd/system/testkit-guest-agent.service",
+        "[Unit]\nDescription=Start the guest agent once its virtio port has its name\n\
+         After=systemd-udevd.service\n\n[Service]\nType=simple\n\
+         ExecStart=/bin/sh -c 'for i in $$(seq 60); do \
+         systemctl is-active -q qemu-guest-agent.service && exit 0; \
+         udevadm trigger --action=add --subsystem-match=virtio-ports; \
+         udevadm settle --timeout=5; \
+         systemctl start --no-block qemu-guest-agent.service; sleep 1; done; exit 1'\n\n\
+         [Install]\nWantedBy=multi-user.target\n",
+    ),
 ];
 
 /// Commands run in the tree (`chroot`) after [`SETUP_FILES`].
 const SETUP_COMMANDS: &[&[&str]] = &[
     &["systemctl", "enable", "systemd-networkd.service"],
+    &["systemctl", "enable", "testkit-guest-agent.service"],
     // Nothing here waits for "online"; the unit only costs boot time.
     &[
         "systemctl",

@@ -217,6 +217,12 @@ pub(super) async fn inject(access: &MachineAccess, fault: &Fault) -> Result<(), 
         }
         FaultAction::Restart => {
             let before = boot_id(access).await?;
+            // What the guest has written is on its disk first: a reset
+            // drops its page cache, and a product installed a minute ago
+            // (its token, its config) would come back without its files,
+            // a fault of the disk's rather than the restart asked for.
+            // Best effort: a guest that cannot sync is reset all the same.
+            let _ = access.exec(&["sync"], Duration::from_secs(30)).await;
             // A machine pod's QEMU ends when its guest resets (a guest that
             // reboots on its own is a pod gone): for this reset, it boots.
             access
