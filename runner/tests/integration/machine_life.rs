@@ -63,6 +63,23 @@ unit = "sandboxd.service"
     std::fs::write(&toml, text).unwrap();
 }
 
+/// A run of `create_two` on a machine installed by `binaries` whose boot
+/// fails: the run, and the evidence of its failed `up` phase.
+fn failed_boot(suite: &Path) -> (Ran, String) {
+    let ran = Ran::from(
+        machine_runner()
+            .args(["run", "--pod", "vm", "--installer", "binaries"])
+            .arg(suite)
+            .args(["-E", "test(create_two)"])
+            .output()
+            .unwrap(),
+    );
+    assert_ne!(ran.code, 0, "{}", ran.stdout);
+    let (up, why) = ran.verdict("up");
+    assert_eq!(up, "fail", "{why}");
+    (ran, why)
+}
+
 /// The package's own set-up, run by hand: its user, its token.
 const POSTINST: &str = r#"[["/usr/lib/sandboxd/postinst", "configure"]]"#;
 
@@ -271,17 +288,7 @@ fn a_failed_machine_boot_s_down_phase_says_what_became_of_its_machine() {
         suite.path(),
         r#"[["sh", "-c", "echo the setup fails on purpose >&2; exit 3"]]"#,
     );
-    let ran = Ran::from(
-        machine_runner()
-            .args(["run", "--pod", "vm", "--installer", "binaries"])
-            .arg(suite.path())
-            .args(["-E", "test(create_two)"])
-            .output()
-            .unwrap(),
-    );
-    assert_ne!(ran.code, 0, "{}", ran.stdout);
-    let (up, why) = ran.verdict("up");
-    assert_eq!(up, "fail");
+    let (ran, why) = failed_boot(suite.path());
     assert!(
         why.contains("run [pod.vm.binaries] setup") && why.contains("exit code 3"),
         "{why}"
@@ -306,17 +313,7 @@ fn a_product_unit_that_fails_is_named_with_its_lines_without_waiting_for_the_cei
         // Before the package's set-up, which (re)starts the service.
         r#"[["sh", "-c", "echo SANDBOXD_OPTS=--no-such-option >> /etc/default/sandboxd"], ["/usr/lib/sandboxd/postinst", "configure"]]"#,
     );
-    let ran = Ran::from(
-        machine_runner()
-            .args(["run", "--pod", "vm", "--installer", "binaries"])
-            .arg(suite.path())
-            .args(["-E", "test(create_two)"])
-            .output()
-            .unwrap(),
-    );
-    assert_ne!(ran.code, 0, "{}", ran.stdout);
-    let (up, why) = ran.verdict("up");
-    assert_eq!(up, "fail");
+    let (ran, why) = failed_boot(suite.path());
     assert!(
         why.contains("unit(s) sandboxd.service failed after the install")
             && why.contains("--no-such-option"),

@@ -123,7 +123,9 @@ async fn up(
     };
     // The units that failed before the product came: what the image
     // itself leaves failed is not the product's failure.
-    let failed_before = failed_units(machine).await.unwrap_or_default();
+    // (Not known, when the guest could not say: no unit is then taken
+    // for the product's, rather than one the image always fails.)
+    let failed_before = failed_units(machine).await.ok();
     let left = m.ceiling.saturating_sub(started.elapsed());
     let installed = super::installer::install(m, machine, left)
         .await
@@ -134,7 +136,15 @@ async fn up(
         .port(m.port)
         .map_err(failed(spec, "forward its port"))?;
     let base_url = format!("http://127.0.0.1:{port}");
-    let health = wait_healthy(spec, &base_url, started, m.ceiling, machine, &failed_before).await?;
+    let health = wait_healthy(
+        spec,
+        &base_url,
+        started,
+        m.ceiling,
+        machine,
+        failed_before.as_ref(),
+    )
+    .await?;
     // Once it answers: what a service writes at its first start is there.
     let fields = read_fields(machine, &m.fields).await?;
     let access = crate::machine::MachineAccess::new(
@@ -229,8 +239,9 @@ fn json_value_of(text: &str, pointer: &str) -> Option<String> {
 /// Asks the pod's health path at `base_url` every 200 ms until it answers
 /// 2xx, or the ceiling (from `started`) passes. Meanwhile, every
 /// [`GUEST_EVERY`], asks the guest which units failed: one that failed
-/// since the install (not in `failed_before`) ends the wait at once,
-/// with its last lines, rather than at the ceiling; and a guest whose
+/// since the install (not in `failed_before`, when that is known) ends
+/// the wait at once, with its last lines, rather than at the ceiling;
+/// and a guest whose
 /// agent has not answered for [`SILENT_LIMIT`] is named as hung.
 async fn wait_healthy(
     spec: &LaunchSpec,
@@ -238,7 +249,7 @@ async fn wait_healthy(
     started: Instant,
     ceiling: Duration,
     machine: &mut Machine,
-    failed_before: &BTreeSet<String>,
+    failed_before: Option<&BTreeSet<String>>,
 ) -> Result<HealthReport, LaunchError> {
     let mut asked = Instant::now();
     let mut silent_since: Option<Instant> = None;
@@ -263,9 +274,11 @@ async fn wait_healthy(
             match failed_units(machine).await {
                 Ok(now) => {
                     silent_since = None;
-                    let new: Vec<&String> = now.difference(failed_before).collect();
-                    if !new.is_empty() {
-                        return Err(unit_failed(spec, machine, &new).await);
+                    if let Some(before) = failed_before {
+                        let new: Vec<&String> = now.difference(before).collect();
+                        if !new.is_empty() {
+                            return Err(unit_failed(spec, machine, &new).await);
+                        }
                     }
                 }
                 Err(_) => {
