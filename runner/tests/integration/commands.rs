@@ -564,7 +564,7 @@ fn pod_up_s_handle_names_the_pod_s_log_where_it_is() {
 #[test]
 fn new_refuses_a_health_path_that_is_not_a_plain_url_path() {
     let scratch = tempfile::tempdir().unwrap();
-    for bad in ["health", "/he\"alth", "/a b", "/x\\y"] {
+    for bad in ["health", "/he\"alth", "/a b", "/x\\y", "/#frag"] {
         let dir = scratch.path().join("suite");
         let refused = Ran::from(
             runner()

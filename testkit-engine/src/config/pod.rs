@@ -162,11 +162,12 @@ impl PodSection {
                 "is empty: expected a program and its arguments".to_owned(),
             ));
         }
-        if !self.health_path.starts_with('/') {
+        if !self.health_path.starts_with('/') || self.health_path.contains('#') {
             return Err((
                 "pod.health_path",
                 format!(
-                    "is {:?}: expected a path starting with `/`",
+                    "is {:?}: expected a path starting with `/`, without a `#fragment` \
+                     (a fragment is never sent: the check would ask another path)",
                     self.health_path
                 ),
             ));

@@ -192,22 +192,31 @@ fn secret_param(name: &str) -> bool {
 /// [`redact_url`]: an error's text (reqwest's names the URL it failed on)
 /// hides what the URL's credentials would have shown.
 pub fn redact_urls_in(text: &str) -> String {
+    // Found in any case; ASCII lowercasing keeps every byte's offset.
+    let lower = text.to_ascii_lowercase();
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    let mut from = 0;
     while let Some(at) = ["http://", "https://"]
         .iter()
-        .filter_map(|scheme| rest.find(scheme))
+        .filter_map(|scheme| lower[from..].find(scheme).map(|i| from + i))
         .min()
     {
-        out.push_str(&rest[..at]);
-        let url = &rest[at..];
-        let end = url
+        out.push_str(&text[from..at]);
+        let url = &text[at..];
+        let scheme = url.find("://").map_or(0, |i| i + 3);
+        // A password may hold `)` or `'` unencoded: the URL runs at
+        // least to the `@` of its authority, wherever it ends after.
+        let authority = url[scheme..]
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .map_or(url.len(), |i| scheme + i);
+        let least = url[..authority].rfind('@').map_or(scheme, |i| i + 1);
+        let end = url[least..]
             .find(|c: char| c.is_whitespace() || matches!(c, ')' | '"' | '\'' | '<' | '>'))
-            .unwrap_or(url.len());
+            .map_or(url.len(), |i| least + i);
         out.push_str(&redact_url(&url[..end]));
-        rest = &url[end..];
+        from = at + end;
     }
-    out.push_str(rest);
+    out.push_str(&text[from..]);
     out
 }
 
@@ -415,6 +424,16 @@ mod tests {
             "error sending request for url (http://u:[REDACTED]@127.0.0.1:9/x?access_token=[REDACTED]&n=1): refused"
         );
         assert_eq!(redact_urls_in("no url here"), "no url here");
+        // A password with `)` or `'` in it, as reqwest's Url writes it;
+        // a scheme in capitals.
+        assert_eq!(
+            redact_urls_in("for url (http://user:pa)ss'w@host/): refused"),
+            "for url (http://user:[REDACTED]@host/): refused"
+        );
+        assert_eq!(
+            redact_urls_in("see HTTP://u:s3cret@h/x?k=1"),
+            "see HTTP://u:[REDACTED]@h/x?k=1"
+        );
     }
 
     #[test]

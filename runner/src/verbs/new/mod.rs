@@ -250,12 +250,12 @@ fn fills(
             let health = &args.health_path;
             if !health.starts_with('/')
                 || health.chars().any(|c| {
-                    c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '{' | '}')
+                    c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '{' | '}' | '#')
                 })
             {
                 return Err(ExpectedError::bad_args(format_args!(
                     "new: --health-path {health:?} is not a URL path: give one that starts with `/` \
-                     and holds no spaces, quotes, backslashes or braces, e.g. --health-path /health"
+                     and holds no spaces, quotes, backslashes, braces or `#`, e.g. --health-path /health"
                 )));
             }
             let quoted: Vec<String> = words
