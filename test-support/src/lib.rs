@@ -44,4 +44,4 @@ mod server;
 pub use binary::{sandboxctl_bin, sandboxd_bin, target_dir};
 pub use deb::sandboxd_deb;
 pub use python::python_with;
-pub use server::Sandboxd;
+pub use server::{Frozen, Sandboxd};

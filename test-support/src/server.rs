@@ -152,6 +152,30 @@ impl Sandboxd {
         self.pid
     }
 
+    /// Stops its whole group with `SIGSTOP` and returns once every thread
+    /// of it is stopped, as a paused container's are; resumed when the
+    /// guard drops. `kill` returns before the group stop has taken: one
+    /// thread of it starts the stop when it next runs, and until then its
+    /// other threads go on (an answer sent after the `kill` was seen on a
+    /// loaded machine).
+    ///
+    /// Panics when the group is not stopped within [`START_LIMIT`].
+    pub fn freeze(&self) -> Frozen {
+        let frozen = Frozen(self.pid);
+        killpg(Pid::from_raw(self.pid), Signal::SIGSTOP)
+            .unwrap_or_else(|e| panic!("SIGSTOP to group {}: {e}", self.pid));
+        let deadline = Instant::now() + START_LIMIT;
+        while !group_stopped(self.pid) {
+            assert!(
+                Instant::now() < deadline,
+                "group {} not stopped {START_LIMIT:?} after SIGSTOP",
+                self.pid
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        frozen
+    }
+
     /// Whether it is still running (a crash fault may have ended it).
     pub fn is_running(&mut self) -> bool {
         self.reap_if_exited();
@@ -358,6 +382,61 @@ fn append_to(log: &Path) -> File {
         .append(true)
         .open(log)
         .unwrap_or_else(|e| panic!("failed to open {}: {e}", log.display()))
+}
+
+/// A group stopped by [`Sandboxd::freeze`], resumed (`SIGCONT`) on drop.
+#[derive(Debug)]
+#[must_use = "the group is resumed when this is dropped"]
+pub struct Frozen(i32);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = killpg(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+/// Whether every thread of every process in group `pgid` is stopped
+/// (state `T` in `/proc/<pid>/task/<tid>/stat`), and there is one.
+fn group_stopped(pgid: i32) -> bool {
+    let mut seen = false;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, pgrp.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        if rest
+            .split_whitespace()
+            .nth(2)
+            .and_then(|g| g.parse::<i32>().ok())
+            != Some(pgid)
+        {
+            continue;
+        }
+        seen = true;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            // `T` stopped, `t` traced; an exited thread has no stat left.
+            if !matches!(state, Some("T" | "t") | None) {
+                return false;
+            }
+        }
+    }
+    seen
 }
 
 /// `sandboxd serve` on a free loopback port (unless `args` has a `--listen`

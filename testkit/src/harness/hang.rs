@@ -237,18 +237,6 @@ mod tests {
     use crate::engine::config::SuiteConfig;
     use crate::engine::pod::{connect, HandlePolicy, PodHandle};
     use crate::engine::wait::{Check, Wait};
-    use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
-
-    /// Resumes a frozen pod however the test ends, so that its stop (a
-    /// SIGTERM) is handled.
-    struct Thaw(i32);
-
-    impl Drop for Thaw {
-        fn drop(&mut self) {
-            let _ = killpg(Pid::from_raw(self.0), Signal::SIGCONT);
-        }
-    }
 
     /// A test hangs in a request to a frozen pod (its processes stopped, as
     /// a paused container's are) and in a wait that keeps seeing the same
@@ -269,8 +257,7 @@ mod tests {
         let tracker = crate::tracker::Tracker::new("hang::t", None, crate::log::Log::default());
         let report = rt.block_on(async {
             let pod = connect(handle, &config, None).await.unwrap();
-            killpg(Pid::from_raw(sandboxd.pid()), Signal::SIGSTOP).unwrap();
-            let _thaw = Thaw(sandboxd.pid());
+            let _frozen = sandboxd.freeze();
             let url = pod.url("/api/sandboxes?limit=1");
             // Sent again should it fail (a pooled connection the pod had
             // closed): the one that reaches the frozen pod stays pending.
