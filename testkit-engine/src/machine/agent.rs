@@ -87,9 +87,22 @@ impl Agent {
         socket: &Path,
         deadline: Instant,
     ) -> Result<Option<Agent>, MachineError> {
-        let stream = UnixStream::connect(socket)
-            .await
-            .map_err(|e| broken("connect", format!("{}: {e}", socket.display())))?;
+        // QEMU makes the socket's file a moment before it listens there: a
+        // refused connect, like a missing file, is waited out.
+        let stream = loop {
+            match UnixStream::connect(socket).await {
+                Ok(stream) => break stream,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                    ) && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(broken("connect", format!("{}: {e}", socket.display()))),
+            }
+        };
         let (read, mut writer) = stream.into_split();
         let mut random = [0u8; 4];
         getrandom::fill(&mut random).map_err(|e| broken("guest-sync-delimited", e))?;

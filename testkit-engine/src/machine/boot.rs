@@ -694,8 +694,7 @@ async fn start_qemu(
     let qemu_pid = child.id().map(|p| p as i32).unwrap_or_default();
     let deadline = tokio::time::Instant::from_std(started + spec.boot_limit);
 
-    let qmp_ready = wait_for_socket(&mut child, &qmp_socket, run_dir, deadline).await?;
-    let qmp = Qmp::connect(&qmp_ready).await?;
+    let qmp = connect_monitor(&mut child, &qmp_socket, run_dir, deadline).await?;
     let agent = tokio::select! {
         agent = Agent::connect(&qga_socket, deadline) => agent?,
         status = child.wait() => return Err(exited(status, run_dir)),
@@ -781,16 +780,32 @@ fn forwarded_ports(guest_ports: &[u16]) -> Result<BTreeMap<u16, u16>, MachineErr
         .collect()
 }
 
-/// Waits until QEMU has made `socket`, or exited, or `deadline`.
-async fn wait_for_socket(
+/// Connects to QEMU's monitor at `socket` and negotiates, once QEMU
+/// listens there; fails when QEMU exits first or at `deadline`.
+///
+/// The socket's file appears when QEMU binds it, before it listens: a
+/// connect in between is refused (a boot failed so on a loaded machine),
+/// so a refusal, like a missing file, is waited out.
+async fn connect_monitor(
     child: &mut tokio::process::Child,
     socket: &Path,
     run_dir: &Path,
     deadline: tokio::time::Instant,
-) -> Result<PathBuf, MachineError> {
+) -> Result<Qmp, MachineError> {
     loop {
-        if socket.exists() {
-            return Ok(socket.to_owned());
+        match tokio::net::UnixStream::connect(socket).await {
+            Ok(stream) => return Qmp::negotiate(stream).await,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) => {}
+            Err(e) => {
+                return Err(MachineError::Qmp {
+                    command: "connect".to_owned(),
+                    problem: format!("{}: {e}", socket.display()),
+                })
+            }
         }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(exited(Ok(status), run_dir));
@@ -942,5 +957,66 @@ mod option_tests {
             "file=/tmp/a,,b/overlay.qcow2,format=qcow2,if=virtio,readonly=on"
         );
         assert_eq!(option_value(Path::new("/plain")), "/plain");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsRawFd;
+
+    /// QEMU binds its monitor's socket (the file appears) a moment before
+    /// it listens: a connect in that moment is refused, and the boot must
+    /// wait it out rather than fail.
+    #[test]
+    fn the_monitor_is_reached_though_its_socket_is_bound_before_it_listens() {
+        use nix::sys::socket::{bind, listen, socket, AddressFamily, Backlog};
+        use nix::sys::socket::{SockFlag, SockType, UnixAddr};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qmp.sock");
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+        assert!(path.exists());
+        // A monitor that listens only after a while, then greets and
+        // accepts `qmp_capabilities`.
+        let monitor = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            listen(&fd, Backlog::new(1).unwrap()).unwrap();
+            let listener = std::os::unix::net::UnixListener::from(fd);
+            let (mut stream, _) = listener.accept().unwrap();
+            stream
+                .write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\n")
+                .unwrap();
+            let mut line = String::new();
+            BufReader::new(stream.try_clone().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert!(line.contains("qmp_capabilities"), "{line}");
+            stream.write_all(b"{\"return\": {}}\n").unwrap();
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let connected = rt.block_on(async {
+            // Stands for QEMU's process: alive while the monitor starts.
+            let mut qemu = tokio::process::Command::new("sleep")
+                .arg("30")
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            connect_monitor(&mut qemu, &path, dir.path(), deadline).await
+        });
+        // Checked first: a refused connect leaves the monitor in `accept`.
+        assert!(connected.is_ok(), "{connected:?}");
+        monitor.join().unwrap();
     }
 }

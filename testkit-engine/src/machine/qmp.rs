@@ -44,6 +44,11 @@ impl Qmp {
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| broken("connect", format!("{}: {e}", socket.display())))?;
+        Qmp::negotiate(stream).await
+    }
+
+    /// Reads the greeting on a connected `stream` and negotiates.
+    pub(crate) async fn negotiate(stream: UnixStream) -> Result<Qmp, MachineError> {
         let (read, writer) = stream.into_split();
         let mut qmp = Qmp {
             reader: BufReader::new(read),

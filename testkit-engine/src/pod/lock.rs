@@ -9,13 +9,16 @@
 //! test process of a run shares, with or without the runner:
 //!
 //! - [`LOCK_FILE`], held shared or exclusive while a test runs;
-//! - [`TURNSTILE_FILE`], taken exclusively, briefly, by every test before it
-//!   asks for the lock, and kept by an exclusive test until it has it. A
-//!   shared lock is granted whenever only shared holders hold the lock, so
-//!   without the turnstile a steady stream of shared tests would keep an
-//!   exclusive one waiting for ever; with it, no new shared holder gets in
-//!   while an exclusive test waits, and the exclusive test waits only for
-//!   the holders of the moment.
+//! - [`TURNSTILE_FILE`], taken by every test before it asks for the lock:
+//!   shared and for an instant by a shared test, exclusively by an
+//!   exclusive one, which keeps it until it has the lock. A shared lock is
+//!   granted whenever only shared holders hold the lock, so without the
+//!   turnstile a steady stream of shared tests would keep an exclusive one
+//!   waiting for ever; with it, no new shared holder gets in while an
+//!   exclusive test waits, and the exclusive test waits only for the
+//!   holders of the moment. Shared tests pass it together: the turnstile
+//!   taken exclusively by each made every two tests that started at once
+//!   wait for each other (a millisecond's sleep each under `cargo test`).
 //!
 //! The kernel lets go of a `flock` when the last descriptor of its open
 //! file closes, which is also when a process dies: a test process that is
@@ -89,13 +92,13 @@ pub fn acquire(dir: &Path, mode: LockMode, on_wait: impl FnOnce()) -> Result<Pod
             f()
         }
     };
-    let turnstile = lock_file(
-        dir,
-        TURNSTILE_FILE,
-        mode,
-        FlockArg::LockExclusive,
-        &mut waiting,
-    )?;
+    // Shared tests pass the turnstile together: they never wait for one
+    // another there, only for an exclusive test that holds it.
+    let through = match mode {
+        LockMode::Shared => FlockArg::LockShared,
+        LockMode::Exclusive => FlockArg::LockExclusive,
+    };
+    let turnstile = lock_file(dir, TURNSTILE_FILE, mode, through, &mut waiting)?;
     let arg = match mode {
         LockMode::Shared => FlockArg::LockShared,
         LockMode::Exclusive => FlockArg::LockExclusive,
